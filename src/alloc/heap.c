@@ -1,0 +1,381 @@
+#include "heap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct heap_region {
+    uint64_t base, size;
+    arena_block first; /* the arena block at base; stable for the region's life */
+};
+
+struct pending {
+    arena_block block;
+    void *event;
+};
+
+/* Blocks freed on one stream, oldest first. Events on one stream complete
+ * in order, so only the oldest needs asking. */
+struct heap_stream {
+    void *stream;
+    struct pending *items;
+    uint32_t head, tail, cap;
+};
+
+#define REGION_ALIGN ((uint64_t)2 << 20)
+
+static inline uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) & ~(to - 1); }
+
+int heap_init(struct heap *h, uint64_t limit, bool growth, const struct heap_backend *backend)
+{
+    memset(h, 0, sizeof *h);
+    if (arena_init(&h->arena) != 0)
+        return HEAP_NO_HOST_MEMORY;
+    vram_lock_init(&h->lock);
+    h->backend = *backend;
+    h->growth = growth;
+    h->next_region = HEAP_INITIAL_REGION;
+    h->st.bytes_limit = limit & ~(ARENA_GRANULE - 1);
+    return HEAP_OK;
+}
+
+/* ------------------------------------------------------------- regions */
+
+static bool add_region(struct heap *h, uint64_t base, uint64_t size)
+{
+    if (h->nregions == h->region_cap) {
+        uint32_t cap = h->region_cap ? h->region_cap * 2 : 8;
+        struct heap_region *r = realloc(h->regions, sizeof *r * cap);
+        if (!r)
+            return false;
+        h->regions = r;
+        h->region_cap = cap;
+    }
+    arena_block first = arena_add(&h->arena, base, size);
+    if (first == ARENA_NONE)
+        return false;
+    h->regions[h->nregions++] = (struct heap_region){base, size, first};
+    h->st.bytes_reserved += size;
+    if (h->st.bytes_reserved > h->st.peak_bytes_reserved)
+        h->st.peak_bytes_reserved = h->st.bytes_reserved;
+    return true;
+}
+
+static uint64_t release_free_regions(struct heap *h)
+{
+    uint64_t released = 0;
+    for (uint32_t i = 0; i < h->nregions;) {
+        struct heap_region r = h->regions[i];
+        if (!arena_range_is_free(&h->arena, r.first, r.size)) {
+            i++;
+            continue;
+        }
+        arena_remove_range(&h->arena, r.first);
+        h->backend.release(h->backend.ctx, r.base, r.size);
+        h->st.bytes_reserved -= r.size;
+        released += r.size;
+        h->regions[i] = h->regions[--h->nregions];
+    }
+    return released;
+}
+
+/* Reserves a new region that can hold `need` bytes, within the limit.
+ * Preallocation asks once for everything the limit allows; growth asks for
+ * the next geometric step and halves a refused request down to `need`. */
+static bool grow(struct heap *h, uint64_t need, struct heap_oom *oom)
+{
+    uint64_t avail = h->st.bytes_limit - h->st.bytes_reserved;
+    if (need > avail)
+        return false;
+    uint64_t want = avail;
+    if (!h->growth && h->backend.available) {
+        uint64_t driver_free = h->backend.available(h->backend.ctx) & ~(REGION_ALIGN - 1);
+        if (driver_free < want)
+            want = driver_free > need ? driver_free : need;
+    }
+    if (h->growth) {
+        want = round_up(need > h->next_region ? need : h->next_region, REGION_ALIGN);
+        if (want > avail)
+            want = avail;
+    }
+    uint64_t base;
+    for (;;) {
+        int rc = h->backend.obtain(h->backend.ctx, want, &base);
+        if (rc == 0)
+            break;
+        if (oom) {
+            oom->driver_error = rc;
+            oom->driver_refused = want;
+        }
+        if (!h->growth || want == need)
+            return false;
+        uint64_t half = round_up(want / 2, ARENA_GRANULE);
+        want = half > need ? half : need;
+    }
+    if (!add_region(h, base, want)) {
+        h->backend.release(h->backend.ctx, base, want);
+        return false;
+    }
+    if (h->growth && want >= h->next_region)
+        h->next_region = want * 2;
+    return true;
+}
+
+/* ------------------------------------------------------- stream frees */
+
+static struct heap_stream *stream_slot(struct heap *h, void *stream, bool create)
+{
+    struct heap_stream *spare = NULL;
+    for (uint32_t i = 0; i < h->nstreams; i++) {
+        if (h->streams[i].stream == stream)
+            return &h->streams[i];
+        if (!spare && h->streams[i].head == h->streams[i].tail)
+            spare = &h->streams[i];
+    }
+    if (!create)
+        return NULL;
+    if (!spare) {
+        struct heap_stream *s = realloc(h->streams, sizeof *s * (h->nstreams + 1));
+        if (!s)
+            return NULL;
+        h->streams = s;
+        spare = &s[h->nstreams++];
+        memset(spare, 0, sizeof *spare);
+    }
+    spare->stream = stream;
+    spare->head = spare->tail = 0;
+    return spare;
+}
+
+static bool push_pending(struct heap_stream *s, arena_block b, void *event)
+{
+    if (s->head > 0 && s->tail == s->cap) {
+        memmove(s->items, s->items + s->head, sizeof *s->items * (s->tail - s->head));
+        s->tail -= s->head;
+        s->head = 0;
+    }
+    if (s->tail == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 16;
+        struct pending *p = realloc(s->items, sizeof *p * cap);
+        if (!p)
+            return false;
+        s->items = p;
+        s->cap = cap;
+    }
+    s->items[s->tail++] = (struct pending){b, event};
+    return true;
+}
+
+static void finish_pending(struct heap *h, struct pending *p)
+{
+    h->backend.event_release(h->backend.ctx, p->event);
+    uint64_t size = arena_size(&h->arena, p->block);
+    h->st.bytes_pending -= size;
+    h->npending--;
+    arena_free(&h->arena, p->block);
+}
+
+/* Makes blocks whose frees have completed free for every stream; with
+ * `wait`, waits for all of them. */
+static void drain(struct heap *h, bool wait)
+{
+    for (uint32_t i = 0; i < h->nstreams; i++) {
+        struct heap_stream *s = &h->streams[i];
+        while (s->head < s->tail) {
+            struct pending *p = &s->items[s->head];
+            if (wait)
+                h->backend.event_wait(h->backend.ctx, p->event);
+            else if (!h->backend.event_done(h->backend.ctx, p->event))
+                break;
+            finish_pending(h, p);
+            s->head++;
+        }
+    }
+}
+
+/* A block freed on `stream` itself that fits `size` without wasting half of
+ * it: reusable at once, because the stream runs its work in order. */
+static arena_block take_own_pending(struct heap *h, void *stream, uint64_t size)
+{
+    struct heap_stream *s = stream_slot(h, stream, false);
+    if (!s)
+        return ARENA_NONE;
+    uint32_t best = UINT32_MAX;
+    uint64_t best_size = UINT64_MAX;
+    for (uint32_t i = s->head; i < s->tail; i++) {
+        uint64_t bs = arena_size(&h->arena, s->items[i].block);
+        if (bs >= size && bs / 2 < size && bs < best_size) {
+            best = i;
+            best_size = bs;
+            if (bs == size)
+                break;
+        }
+    }
+    if (best == UINT32_MAX)
+        return ARENA_NONE;
+    struct pending p = s->items[best];
+    if (arena_attach(&h->arena, p.block) != 0)
+        return ARENA_NONE;
+    memmove(&s->items[best], &s->items[best + 1], sizeof *s->items * (s->tail - best - 1));
+    s->tail--;
+    h->backend.event_release(h->backend.ctx, p.event);
+    h->st.bytes_pending -= best_size;
+    h->npending--;
+    return p.block;
+}
+
+/* ----------------------------------------------------------- allocation */
+
+static void fill_stats(struct heap *h, struct heap_stats *out)
+{
+    *out = h->st;
+    out->largest_free_block = arena_largest_free(&h->arena);
+    out->num_regions = h->nregions;
+    uint64_t free_bytes = h->arena.free_bytes;
+    out->fragmentation =
+        free_bytes ? 1.0 - (double)out->largest_free_block / (double)free_bytes : 0.0;
+}
+
+static arena_block alloc_slow(struct heap *h, uint64_t rounded, struct heap_oom *oom)
+{
+    arena_block b;
+    if (h->npending) {
+        drain(h, true);
+        if ((b = arena_alloc(&h->arena, rounded)) != ARENA_NONE)
+            return b;
+    }
+    if (grow(h, rounded, oom) && (b = arena_alloc(&h->arena, rounded)) != ARENA_NONE)
+        return b;
+    /* Free regions may be what stands between the limit and one region
+     * large enough: give them back and try once more. */
+    if (release_free_regions(h) > 0) {
+        h->st.num_alloc_retries++;
+        if (grow(h, rounded, oom) && (b = arena_alloc(&h->arena, rounded)) != ARENA_NONE)
+            return b;
+    }
+    return ARENA_NONE;
+}
+
+int heap_alloc(struct heap *h, uint64_t size, void *stream, uint64_t *addr, struct heap_oom *oom)
+{
+    if (oom)
+        memset(oom, 0, sizeof *oom);
+    uint64_t rounded = size > UINT64_MAX - ARENA_GRANULE ? 0 : round_up(size, ARENA_GRANULE);
+    vram_lock_acquire(&h->lock);
+    arena_block b = ARENA_NONE;
+    if (rounded && rounded <= h->st.bytes_limit) {
+        if (h->npending) {
+            if (stream)
+                b = take_own_pending(h, stream, rounded);
+            if (b == ARENA_NONE)
+                drain(h, false);
+        }
+        if (b == ARENA_NONE)
+            b = arena_alloc(&h->arena, rounded);
+        if (b == ARENA_NONE)
+            b = alloc_slow(h, rounded, oom);
+    }
+    if (b == ARENA_NONE) {
+        h->st.num_ooms++;
+        if (oom) {
+            oom->requested = size;
+            oom->rounded = rounded ? rounded : size;
+            fill_stats(h, &oom->stats);
+        }
+        vram_lock_release(&h->lock);
+        return HEAP_OUT_OF_MEMORY;
+    }
+    uint64_t a = arena_offset(&h->arena, b);
+    uint64_t got = arena_size(&h->arena, b);
+    h->st.bytes_in_use += got;
+    if (h->st.bytes_in_use > h->st.peak_bytes_in_use)
+        h->st.peak_bytes_in_use = h->st.bytes_in_use;
+    if (got > h->st.largest_alloc_size)
+        h->st.largest_alloc_size = got;
+    h->st.num_allocs++;
+    h->st.active_allocs++;
+    vram_lock_release(&h->lock);
+    *addr = a;
+    return HEAP_OK;
+}
+
+int heap_free(struct heap *h, uint64_t addr, void *stream)
+{
+    vram_lock_acquire(&h->lock);
+    arena_block b = arena_take(&h->arena, addr);
+    if (b == ARENA_NONE) {
+        vram_lock_release(&h->lock);
+        return HEAP_UNKNOWN_POINTER;
+    }
+    uint64_t size = arena_size(&h->arena, b);
+    h->st.bytes_in_use -= size;
+    h->st.active_allocs--;
+    void *event;
+    if (stream && h->backend.event_record &&
+        h->backend.event_record(h->backend.ctx, stream, &event) == 0) {
+        struct heap_stream *s = stream_slot(h, stream, true);
+        if (s && push_pending(s, b, event)) {
+            h->st.bytes_pending += size;
+            h->npending++;
+            vram_lock_release(&h->lock);
+            return HEAP_OK;
+        }
+        /* No host memory to remember the free: wait for it instead. */
+        h->backend.event_wait(h->backend.ctx, event);
+        h->backend.event_release(h->backend.ctx, event);
+    }
+    arena_free(&h->arena, b);
+    vram_lock_release(&h->lock);
+    return HEAP_OK;
+}
+
+uint64_t heap_size_of(struct heap *h, uint64_t addr)
+{
+    uint64_t size = 0;
+    vram_lock_acquire(&h->lock);
+    arena_block b = arena_find(&h->arena, addr);
+    if (b != ARENA_NONE)
+        size = arena_size(&h->arena, b);
+    vram_lock_release(&h->lock);
+    return size;
+}
+
+void heap_stats(struct heap *h, struct heap_stats *out)
+{
+    vram_lock_acquire(&h->lock);
+    fill_stats(h, out);
+    vram_lock_release(&h->lock);
+}
+
+void heap_reset_peaks(struct heap *h)
+{
+    vram_lock_acquire(&h->lock);
+    h->st.peak_bytes_in_use = h->st.bytes_in_use;
+    h->st.peak_bytes_reserved = h->st.bytes_reserved;
+    h->st.largest_alloc_size = 0;
+    vram_lock_release(&h->lock);
+}
+
+uint64_t heap_trim(struct heap *h)
+{
+    vram_lock_acquire(&h->lock);
+    if (h->npending)
+        drain(h, true);
+    uint64_t released = release_free_regions(h);
+    vram_lock_release(&h->lock);
+    return released;
+}
+
+void heap_destroy(struct heap *h)
+{
+    vram_lock_acquire(&h->lock);
+    if (h->npending)
+        drain(h, true);
+    for (uint32_t i = 0; i < h->nregions; i++)
+        h->backend.release(h->backend.ctx, h->regions[i].base, h->regions[i].size);
+    for (uint32_t i = 0; i < h->nstreams; i++)
+        free(h->streams[i].items);
+    free(h->streams);
+    free(h->regions);
+    arena_destroy(&h->arena);
+    vram_lock_release(&h->lock);
+}

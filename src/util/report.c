@@ -1,0 +1,53 @@
+#include "report.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MESSAGE_MAX 2048
+
+static _Thread_local char message[MESSAGE_MAX];
+static atomic_int level = LOG_WARN;
+
+vram_status report_fail(vram_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    vlog(LOG_DEBUG, "%s: %s", vram_status_name(status), message);
+    return status;
+}
+
+void report_prefix(const char *fmt, ...)
+{
+    char old[MESSAGE_MAX], head[512];
+    memcpy(old, message, sizeof old);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(head, sizeof head, fmt, ap);
+    va_end(ap);
+    snprintf(message, sizeof message, "%s: %s", head, old);
+}
+
+const char *report_last(void) { return message; }
+void report_clear(void) { message[0] = 0; }
+
+void log_set_level(int l) { atomic_store(&level, l); }
+int log_level(void) { return atomic_load(&level); }
+
+void vlog(int l, const char *fmt, ...)
+{
+    if (l > atomic_load(&level))
+        return;
+    static const char *names[] = {"", "error", "warning", "info", "debug"};
+    char line[MESSAGE_MAX + 64];
+    int n = snprintf(line, sizeof line, "vram: %s: ", names[l]);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    /* One write per line, so lines of concurrent threads do not interleave. */
+    fprintf(stderr, "%s\n", line);
+}

@@ -1,0 +1,27 @@
+/* report: how vram tells a person what went wrong.
+ *
+ * report_fail() records the message of a failing call for
+ * vram_last_error() (per thread) and returns the status, so that a failure
+ * is one line: `return report_fail(VRAM_ERROR_CONFIG, "...", ...);`.
+ * vlog() writes to stderr at or below the level VRAM_LOG asks for; the
+ * library is quiet except for warnings by default.
+ */
+#ifndef VRAM_REPORT_H
+#define VRAM_REPORT_H
+
+#include "../../include/vram.h"
+
+enum { LOG_OFF = 0, LOG_ERROR = 1, LOG_WARN = 2, LOG_INFO = 3, LOG_DEBUG = 4 };
+
+vram_status report_fail(vram_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Prefixes the current message: "while X: <message>". */
+void report_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *report_last(void);
+void report_clear(void);
+
+void log_set_level(int level);
+int log_level(void);
+void vlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif
