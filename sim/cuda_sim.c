@@ -119,12 +119,16 @@ static CUresult configure(void)
         return CUDA_ERROR_INVALID_VALUE;
     }
     for (int i = 0; i < n; i++) {
-        uint64_t bytes;
-        if (parse_size(items[i], &bytes, &why) != 0 || bytes == 0) {
+        uint64_t bytes = 0;
+        const char *problem = NULL;
+        if (parse_size(items[i], &bytes, &why) != 0)
+            problem = why.text;
+        else if (bytes == 0)
+            problem = "must be more than 0";
+        if (problem) {
             fprintf(stderr, "vram-sim: VRAM_SIM_DEVICES=\"%s\": device %d size \"%s\": %s; "
                             "expected %s\n",
-                    spec, i, items[i], bytes == 0 ? "must be more than 0" : why.text,
-                    PARSE_SIZE_FORMS);
+                    spec, i, items[i], problem, PARSE_SIZE_FORMS);
             return CUDA_ERROR_INVALID_VALUE;
         }
         sim.total[i] = bytes;

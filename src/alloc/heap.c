@@ -235,16 +235,18 @@ static void fill_stats(struct heap *h, struct heap_stats *out)
         free_bytes ? 1.0 - (double)out->largest_free_block / (double)free_bytes : 0.0;
 }
 
+/* Growing comes before waiting: a pending free may wait on work that
+ * needs this very allocation to make progress. */
 static arena_block alloc_slow(struct heap *h, uint64_t rounded, struct heap_oom *oom)
 {
     arena_block b;
+    if (grow(h, rounded, oom) && (b = arena_alloc(&h->arena, rounded)) != ARENA_NONE)
+        return b;
     if (h->npending) {
         drain(h, true);
         if ((b = arena_alloc(&h->arena, rounded)) != ARENA_NONE)
             return b;
     }
-    if (grow(h, rounded, oom) && (b = arena_alloc(&h->arena, rounded)) != ARENA_NONE)
-        return b;
     /* Free regions may be what stands between the limit and one region
      * large enough: give them back and try once more. */
     if (release_free_regions(h) > 0) {

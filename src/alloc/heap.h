@@ -16,9 +16,10 @@
  * the free has completed, which the heap learns from an event recorded at
  * the free. A block freed with no stream is free for all at once.
  *
- * Out of memory: before reporting it the heap waits for pending frees,
- * gives fully free regions back to the driver and retries once (so that
- * several small free regions can become one large one).
+ * Out of memory: before reporting it the heap grows within the limit, then
+ * waits for pending stream frees, then gives fully free regions back to the
+ * driver and retries once (so that several small free regions can become
+ * one large one).
  *
  * Thread-safe: one lock per heap; backend calls are made under it.
  */

@@ -84,10 +84,14 @@ static int set_limits(struct options *o, const char *name, const char *value, bo
             }
         } else {
             l->kind = LIMIT_BYTES;
-            if (parse_size(entries[i].value, &l->bytes, &why) != 0 || l->bytes == 0) {
+            const char *problem = NULL;
+            if (parse_size(entries[i].value, &l->bytes, &why) != 0)
+                problem = why.text;
+            else if (l->bytes == 0)
+                problem = "a limit must be more than 0";
+            if (problem) {
                 char w[1400];
-                snprintf(w, sizeof w, "\"%s\": %s", entries[i].value,
-                         l->bytes == 0 && why.text[0] == 0 ? "a limit must be more than 0" : why.text);
+                snprintf(w, sizeof w, "\"%s\": %s", entries[i].value, problem);
                 return bad(err, n, name, value, w, forms);
             }
         }
@@ -143,9 +147,13 @@ static int set_virtual(struct options *o, const char *name, const char *value, c
         v->set = true;
         v->count = ns;
         for (int s = 0; s < ns; s++) {
-            if (parse_size(sizes[s], &v->limits[s], &why) != 0 || v->limits[s] == 0) {
-                snprintf(w, sizeof w, "device %d size \"%s\": %s", (int)dev, sizes[s],
-                         v->limits[s] == 0 && !why.text[0] ? "must be more than 0" : why.text);
+            const char *problem = NULL;
+            if (parse_size(sizes[s], &v->limits[s], &why) != 0)
+                problem = why.text;
+            else if (v->limits[s] == 0)
+                problem = "must be more than 0";
+            if (problem) {
+                snprintf(w, sizeof w, "device %d size \"%s\": %s", (int)dev, sizes[s], problem);
                 return bad(err, n, name, value, w, forms);
             }
         }

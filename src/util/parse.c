@@ -23,29 +23,40 @@ static int fail(parse_why *why, const char *fmt, ...)
  * refused: none of them is something a person means as a size. */
 static const char *read_decimal(const char *s, double *value, bool *has_point)
 {
+    /* Digits go into an integer mantissa and the value is mantissa / 10^k,
+     * both exact for up to 15 digits, so "0.33" is exactly the double 0.33
+     * (summing digit by digit would not be). */
+    static const double pow10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7,
+                                   1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
     const char *p = s;
-    double v = 0;
-    int digits = 0;
+    uint64_t mantissa = 0;
+    int digits = 0, decimals = 0, dropped = 0; /* integer digits beyond 19 */
     *has_point = false;
-    while (isdigit((unsigned char)*p)) {
-        v = v * 10 + (*p - '0');
-        p++;
-        digits++;
-    }
-    if (*p == '.') {
-        *has_point = true;
-        p++;
-        double scale = 0.1;
-        while (isdigit((unsigned char)*p)) {
-            v += (*p - '0') * scale;
-            scale /= 10;
-            p++;
-            digits++;
+    for (;; p++) {
+        if (*p == '.' && !*has_point) {
+            *has_point = true;
+            continue;
+        }
+        if (!isdigit((unsigned char)*p))
+            break;
+        if (digits < 19) {
+            mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+            digits += mantissa != 0;
+            decimals += *has_point;
+        } else if (!*has_point) {
+            dropped++; /* only the magnitude matters this far out */
         }
     }
-    if (digits == 0)
+    if (p == s || (p == s + 1 && *has_point))
         return NULL;
-    *value = v;
+    double v = (double)mantissa;
+    while (dropped-- > 0)
+        v *= 10;
+    while (decimals > 15) {
+        v /= 10;
+        decimals--;
+    }
+    *value = v / pow10[decimals];
     return p;
 }
 
