@@ -269,24 +269,24 @@ static vram_status physical_of(int physical, struct physical_device **out)
     return VRAM_OK;
 }
 
-vram_status vram_device_count(int *count)
+static vram_status count_of(const char *fn, int *count, const int *n)
 {
     if (!count)
-        return report_fail(VRAM_ERROR_INVALID_ARGUMENT, "vram_device_count: count is NULL");
+        return report_fail(VRAM_ERROR_INVALID_ARGUMENT, "%s: count is NULL", fn);
     vram_status st = vram_init();
     if (st == VRAM_OK)
-        *count = table.nlogical;
+        *count = *n;
     return st;
+}
+
+vram_status vram_device_count(int *count)
+{
+    return count_of("vram_device_count", count, &table.nlogical);
 }
 
 vram_status vram_physical_device_count(int *count)
 {
-    if (!count)
-        return report_fail(VRAM_ERROR_INVALID_ARGUMENT, "vram_physical_device_count: count is NULL");
-    vram_status st = vram_init();
-    if (st == VRAM_OK)
-        *count = table.nphys;
-    return st;
+    return count_of("vram_physical_device_count", count, &table.nphys);
 }
 
 static void fill_info(vram_device_info *info, int index, struct physical_device *p)
