@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The seeds' scenario on one simulated 12 GiB GPU: three training jobs that,
-# like TensorFlow by default, reserve all the memory they may at start.
-# First without limits, then with a third of the GPU each.
+# like TensorFlow by default, take all the memory they may at start.
+#   1. jobs written with libvram: without limits, then with a third each;
+#   2. unmodified CUDA programs: alone, then under `vram run --fraction 0.33`.
 set -u
 build=${1:?usage: demo.sh BUILD_DIR}
 export LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -9,17 +10,19 @@ export VRAM_SIM_DEVICES=12GiB
 export VRAM_SIM_DIR=$(mktemp -d /tmp/vram-demo.XXXXXX)
 export VRAM_ALLOW_GROWTH=false   # reserve everything at start, as TensorFlow does
 trap 'rm -rf "$VRAM_SIM_DIR"' EXIT
-unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION VRAM_VIRTUAL_DEVICES VRAM_VISIBLE_DEVICES
+unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION VRAM_VIRTUAL_DEVICES VRAM_VISIBLE_DEVICES LD_PRELOAD
 
 gib() { awk -v b="$1" 'BEGIN { printf "%.2f GiB", b / 1073741824 }'; }
 
+# run_scenario TITLE BUDGET-HEADER PEAK-HEADER COMMAND...   (the job's name and steps are appended)
 run_scenario() {
-  local title=$1 out
+  local title=$1 h1=$2 h2=$3 out
+  shift 3
   out=$(mktemp -d)
   echo
   echo "== $title"
   for job in A B C; do
-    "$build/vram-demo-job" "$job" 25 >"$out/$job" 2>"$out/$job.err" &
+    "$@" "$job" 25 >"$out/$job" 2>"$out/$job.err" &
     sleep 0.3
   done
   echo "device occupancy while the jobs run:"
@@ -29,21 +32,31 @@ run_scenario() {
     sleep 0.5
   done
   wait
-  printf '\n  %-4s %-12s %-12s %s\n' job budget peak result
+  printf '\n  %-4s %-16s %-16s %s\n' job "$h1" "$h2" result
   for job in A B C; do
     read -r _ name budget peak result <"$out/$job" || { name=$job budget=0 peak=0 result="crashed"; }
-    printf '  %-4s %-12s %-12s %s\n' "$name" "$(gib "$budget")" "$(gib "$peak")" "$result"
+    printf '  %-4s %-16s %-16s %s\n' "$name" "$(gib "$budget")" "$(gib "$peak")" "$result"
   done
   for job in A B C; do
     if [ -s "$out/$job.err" ]; then
       echo "  job $job said:"
       fold -s -w 74 "$out/$job.err" | sed 's/^/    /'
-
     fi
   done
   rm -rf "$out"
 }
 
 echo "One simulated GPU of 12 GiB; three jobs, each needing about 3.5 GiB at its peak."
-run_scenario "without vram limits: the first job takes the whole GPU"
-VRAM_MEMORY_FRACTION=0.33 run_scenario "with VRAM_MEMORY_FRACTION=0.33: a third of the GPU each"
+echo
+echo "## 1. Jobs written with libvram"
+run_scenario "without vram limits: the first job takes the whole GPU" budget peak \
+  "$build/vram-demo-job"
+VRAM_MEMORY_FRACTION=0.33 run_scenario "with VRAM_MEMORY_FRACTION=0.33: a third of the GPU each" \
+  budget peak "$build/vram-demo-job"
+
+echo
+echo "## 2. Unmodified CUDA programs that take all the memory the driver reports free"
+run_scenario "alone: the first program takes the whole GPU" "device it saw" "it took" \
+  "$build/vram-demo-grab"
+run_scenario "under vram run --fraction 0.33: each sees a third as its device" "device it saw" \
+  "it took" "$build/vram" run --fraction 0.33 -- "$build/vram-demo-grab"

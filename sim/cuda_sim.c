@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #endif
 #include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/granularity.h"
 #include "../src/util/addrmap.h"
 #include "../src/util/parse.h"
 #include "occupancy.h"
@@ -237,6 +238,15 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t b;
+    CUresult rc = cuDeviceTotalMem_v2(&b, dev);
+    if (rc == CUDA_SUCCESS)
+        *bytes = b > UINT32_MAX ? UINT32_MAX : (unsigned int)b;
+    return rc;
+}
+
 EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     CUresult rc = check_device(dev);
@@ -408,9 +418,8 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 
 static size_t mapped_of(size_t bytes) { return (bytes + 4095) & ~(size_t)4095; }
 
-/* What a device allocation occupies: the simulator charges whole 512-byte
- * units, the alignment cuMemAlloc guarantees. */
-static uint64_t charge_of(size_t bytes) { return ((uint64_t)bytes + 511) & ~(uint64_t)511; }
+/* What a device allocation occupies: see granularity.h. */
+static uint64_t charge_of(size_t bytes) { return device_charge(bytes); }
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
@@ -446,6 +455,46 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                   size_t Height, unsigned int ElementSizeBytes)
+{
+    if (!pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Rows are padded to 512 bytes, as a real device's texture alignment. */
+    size_t pitch = (WidthInBytes + 511) & ~(size_t)511;
+    CUresult rc = cuMemAlloc_v2(dptr, pitch * Height);
+    if (rc == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuMemAlloc_v2(dptr, bytesize);
+}
+
+/* The legacy 32-bit ABI: only allocations whose address fits in 32 bits
+ * could be returned, which a simulated (host) address never does. Like a
+ * 64-bit driver, refuse rather than truncate. */
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    (void)dptr, (void)bytesize;
+    return sim.initialized ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                                unsigned int Height, unsigned int ElementSizeBytes)
+{
+    (void)dptr, (void)pPitch, (void)WidthInBytes, (void)Height, (void)ElementSizeBytes;
+    return sim.initialized ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) { return cuMemFree_v2(dptr); }
+
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     if (!sim.initialized)
@@ -475,6 +524,17 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     *total = sim.total[dev];
     *free_bytes = used >= sim.total[dev] ? 0 : sim.total[dev] - used;
     return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    size_t f, t;
+    CUresult rc = cuMemGetInfo_v2(&f, &t);
+    if (rc == CUDA_SUCCESS) {
+        *free_bytes = f > UINT32_MAX ? UINT32_MAX : (unsigned int)f;
+        *total = t > UINT32_MAX ? UINT32_MAX : (unsigned int)t;
+    }
+    return rc;
 }
 
 struct range_query {
@@ -831,6 +891,7 @@ static const struct {
     P("cuDeviceGetUuid", 11040, cuDeviceGetUuid_v2),
     P("cuDeviceGetUuid", 9020, cuDeviceGetUuid),
     P("cuDeviceTotalMem", 3020, cuDeviceTotalMem_v2),
+    P("cuDeviceTotalMem", 2000, cuDeviceTotalMem),
     P("cuDeviceGetAttribute", 2000, cuDeviceGetAttribute),
     P("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
     P("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
@@ -843,8 +904,14 @@ static const struct {
     P("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
     P("cuCtxGetDevice", 2000, cuCtxGetDevice),
     P("cuMemAlloc", 3020, cuMemAlloc_v2),
+    P("cuMemAlloc", 2000, cuMemAlloc),
+    P("cuMemAllocPitch", 3020, cuMemAllocPitch_v2),
+    P("cuMemAllocPitch", 2000, cuMemAllocPitch),
+    P("cuMemAllocManaged", 6000, cuMemAllocManaged),
     P("cuMemFree", 3020, cuMemFree_v2),
+    P("cuMemFree", 2000, cuMemFree),
     P("cuMemGetInfo", 3020, cuMemGetInfo_v2),
+    P("cuMemGetInfo", 2000, cuMemGetInfo),
     P("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2),
     P("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2),
     P("cuMemsetD8", 3020, cuMemsetD8_v2),
@@ -916,6 +983,13 @@ SAME_TYPE(cuCtxSetCurrent, PFN_cuCtxSetCurrent);
 SAME_TYPE(cuCtxGetCurrent, PFN_cuCtxGetCurrent);
 SAME_TYPE(cuCtxGetDevice, PFN_cuCtxGetDevice);
 SAME_TYPE(cuMemAlloc_v2, PFN_cuMemAlloc_v2);
+SAME_TYPE(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v2);
+SAME_TYPE(cuMemAllocManaged, PFN_cuMemAllocManaged);
+SAME_TYPE(cuMemAlloc, PFN_cuMemAlloc);
+SAME_TYPE(cuMemAllocPitch, PFN_cuMemAllocPitch);
+SAME_TYPE(cuMemFree, PFN_cuMemFree);
+SAME_TYPE(cuMemGetInfo, PFN_cuMemGetInfo);
+SAME_TYPE(cuDeviceTotalMem, PFN_cuDeviceTotalMem);
 SAME_TYPE(cuMemFree_v2, PFN_cuMemFree_v2);
 SAME_TYPE(cuMemGetInfo_v2, PFN_cuMemGetInfo_v2);
 SAME_TYPE(cuMemcpyHtoD_v2, PFN_cuMemcpyHtoD_v2);

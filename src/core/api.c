@@ -10,6 +10,7 @@
 #include "../util/report.h"
 #include "device.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,26 +23,6 @@ static struct device_table table;
 static atomic_bool ready;
 
 const char *vram_version(void) { return "0.1.0"; }
-
-const char *vram_status_name(vram_status s)
-{
-    static const char *names[] = {
-        "VRAM_OK",
-        "VRAM_ERROR_INVALID_ARGUMENT",
-        "VRAM_ERROR_CONFIG",
-        "VRAM_ERROR_FROZEN",
-        "VRAM_ERROR_OUT_OF_MEMORY",
-        "VRAM_ERROR_NO_DRIVER",
-        "VRAM_ERROR_DRIVER",
-        "VRAM_ERROR_NO_DEVICE",
-        "VRAM_ERROR_UNKNOWN_POINTER",
-        "VRAM_ERROR_CHILD_FAILED",
-        "VRAM_ERROR_SYSTEM",
-    };
-    if ((unsigned)s < sizeof names / sizeof *names)
-        return names[s];
-    return "VRAM_ERROR_(unknown)";
-}
 
 const char *vram_last_error(void) { return report_last(); }
 
@@ -220,6 +201,16 @@ vram_status vram_init(void)
             int lvl = call->log_level >= 0 ? call->log_level : env_opts.log_level;
             if (lvl >= 0)
                 log_set_level(lvl);
+            if (dlsym(RTLD_DEFAULT, "vram_preload_active")) {
+                /* Under vram run the interposer enforces the environment's
+                 * budget and shows it as the device size; limits from the
+                 * environment are not applied a second time. */
+                vlog(LOG_INFO, "running under the vram interposer: the device size seen is the "
+                               "budget; VRAM_MEMORY_LIMIT/FRACTION are enforced there");
+                env_opts.limit_all.kind = LIMIT_NONE;
+                for (int d = 0; d < OPT_MAX_DEVICES; d++)
+                    env_opts.limit[d].kind = LIMIT_NONE;
+            }
             int growth = call->growth >= 0 ? call->growth : env_opts.growth;
             st = devices_open(&table, call, &env_opts, growth != 0);
             if (st == VRAM_OK)

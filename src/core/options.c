@@ -30,6 +30,7 @@ static const struct {
      "DEVICE:SIZE,SIZE,...;DEVICE:SIZE,... e.g. \"0:2GiB,2GiB;1:4GiB\"; a size is " PARSE_SIZE_FORMS},
     {"VRAM_LOG", OPT_LOG, "off, error, warn, info or debug"},
     {"VRAM_CUDA_LIBRARY", OPT_OTHER, "the path or name of the CUDA driver library"},
+    {"VRAM_PRELOAD_LIBRARY", OPT_OTHER, "vram run: the interposer library to preload"},
     {"VRAM_SIM_DEVICES", OPT_OTHER, "simulated driver: device sizes"},
     {"VRAM_SIM_DIR", OPT_OTHER, "simulated driver: state directory"},
     {"VRAM_ISOLATE_CHILD", OPT_OTHER, "internal: set by vram_run_isolated in its child"},

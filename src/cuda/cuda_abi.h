@@ -54,6 +54,8 @@ enum {
 
 /* Stream and event creation flags. */
 enum {
+    CU_MEM_ATTACH_GLOBAL = 1,
+    CU_MEM_ATTACH_HOST = 2,
     CU_STREAM_DEFAULT = 0,
     CU_STREAM_NON_BLOCKING = 1,
     CU_EVENT_DEFAULT = 0,
@@ -101,6 +103,19 @@ typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext *pctx);
 typedef CUresult (*PFN_cuCtxGetDevice)(CUdevice *device);
 typedef CUresult (*PFN_cuCtxSynchronize)(void);
 typedef CUresult (*PFN_cuMemAlloc_v2)(CUdeviceptr *dptr, size_t bytesize);
+typedef CUresult (*PFN_cuMemAllocPitch_v2)(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                           size_t Height, unsigned int ElementSizeBytes);
+typedef CUresult (*PFN_cuMemAllocManaged)(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+/* The legacy ABI (before CUDA 3.2): 32-bit device pointers and sizes. Still
+ * exported by the driver; an interposer must govern them too. */
+typedef unsigned int CUdeviceptr_v1;
+typedef CUresult (*PFN_cuMemAlloc)(CUdeviceptr_v1 *dptr, unsigned int bytesize);
+typedef CUresult (*PFN_cuMemAllocPitch)(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+                                        unsigned int WidthInBytes, unsigned int Height,
+                                        unsigned int ElementSizeBytes);
+typedef CUresult (*PFN_cuMemFree)(CUdeviceptr_v1 dptr);
+typedef CUresult (*PFN_cuMemGetInfo)(unsigned int *free, unsigned int *total);
+typedef CUresult (*PFN_cuDeviceTotalMem)(unsigned int *bytes, CUdevice dev);
 typedef CUresult (*PFN_cuMemFree_v2)(CUdeviceptr dptr);
 typedef CUresult (*PFN_cuMemGetInfo_v2)(size_t *free, size_t *total);
 typedef CUresult (*PFN_cuMemcpyHtoD_v2)(CUdeviceptr dst, const void *src, size_t n);

@@ -7,6 +7,26 @@
 
 #define MESSAGE_MAX 2048
 
+const char *vram_status_name(vram_status s)
+{
+    static const char *names[] = {
+        "VRAM_OK",
+        "VRAM_ERROR_INVALID_ARGUMENT",
+        "VRAM_ERROR_CONFIG",
+        "VRAM_ERROR_FROZEN",
+        "VRAM_ERROR_OUT_OF_MEMORY",
+        "VRAM_ERROR_NO_DRIVER",
+        "VRAM_ERROR_DRIVER",
+        "VRAM_ERROR_NO_DEVICE",
+        "VRAM_ERROR_UNKNOWN_POINTER",
+        "VRAM_ERROR_CHILD_FAILED",
+        "VRAM_ERROR_SYSTEM",
+    };
+    if ((unsigned)s < sizeof names / sizeof *names)
+        return names[s];
+    return "VRAM_ERROR_(unknown)";
+}
+
 static _Thread_local char message[MESSAGE_MAX];
 static atomic_int level = LOG_WARN;
 

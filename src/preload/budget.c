@@ -1,0 +1,236 @@
+#include "budget.h"
+
+#include "../core/options.h"
+#include "../cuda/granularity.h"
+#include "../util/addrmap.h"
+#include "../util/lock.h"
+#include "../util/parse.h"
+#include "../util/report.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Budgets. A device's limit is resolved when it is first touched, because
+ * a fraction needs the device's total from the driver. */
+static struct {
+    struct options env;
+    bool config_bad;
+    pthread_mutex_t resolve; /* taken only while resolving a device */
+    _Atomic int state[BUDGET_MAX_DEVICES]; /* 0 unresolved, 1 unlimited, 2 limited */
+    uint64_t limit[BUDGET_MAX_DEVICES];
+    _Atomic uint64_t used[BUDGET_MAX_DEVICES];
+    uint64_t (*total_of)(int dev);
+} b = {.resolve = PTHREAD_MUTEX_INITIALIZER};
+
+/* Live allocations, sharded so that threads allocating at once rarely meet
+ * on a lock. Value: charge | device << 48 | kind << 56. */
+#define SHARDS 16
+static struct shard {
+    vram_lock lock;
+    struct addrmap map;
+} shards[SHARDS];
+
+#define PACK(bytes, dev, kind) ((bytes) | (uint64_t)(dev) << 48 | (uint64_t)(kind) << 56)
+#define PACK_BYTES(v) ((v) & (((uint64_t)1 << 48) - 1))
+#define PACK_DEV(v) ((int)(((v) >> 48) & 0xff))
+#define PACK_KIND(v) ((enum charge_kind)((v) >> 56))
+
+static inline struct shard *shard_of(uint64_t key)
+{
+    return &shards[((key >> 9) * 0x9E3779B97F4A7C15ull) >> 60];
+}
+
+int budget_setup(uint64_t (*total_of)(int dev))
+{
+    b.total_of = total_of;
+    options_clear(&b.env);
+    /* Quiet unless asked: the level is set before anything could warn. */
+    log_set_level(LOG_OFF);
+    char err[1024];
+    const char *lvl = getenv("VRAM_LOG");
+    if (lvl && options_set(&b.env, "VRAM_LOG", lvl, err, sizeof err) == 0 && b.env.log_level >= 0)
+        log_set_level(b.env.log_level);
+    if (options_from_environment(&b.env, err, sizeof err) != 0) {
+        /* A budget that cannot be read is not "no budget": say so, always,
+         * and refuse allocations rather than run unbounded. */
+        fprintf(stderr, "vram: error: %s; every GPU allocation will be refused\n", err);
+        b.config_bad = true;
+        return -1;
+    }
+    return 0;
+}
+
+static int resolve(int dev)
+{
+    if (dev < 0 || dev >= BUDGET_MAX_DEVICES)
+        return 1;
+    int s = atomic_load_explicit(&b.state[dev], memory_order_acquire);
+    if (s)
+        return s;
+    pthread_mutex_lock(&b.resolve);
+    s = atomic_load(&b.state[dev]);
+    if (!s) {
+        struct options none;
+        options_clear(&none);
+        const struct limit_setting *l = options_limit(&none, &b.env, dev);
+        s = 2;
+        if (b.config_bad) {
+            b.limit[dev] = 0;
+        } else if (l->kind == LIMIT_BYTES) {
+            b.limit[dev] = l->bytes;
+        } else if (l->kind == LIMIT_FRACTION) {
+            b.limit[dev] = (uint64_t)((double)b.total_of(dev) * l->fraction);
+        } else {
+            s = 1;
+        }
+        if (s == 2)
+            vlog(LOG_INFO, "device %d: budget %s", dev, format_size(b.limit[dev]).text);
+        atomic_store_explicit(&b.state[dev], s, memory_order_release);
+    }
+    pthread_mutex_unlock(&b.resolve);
+    return s;
+}
+
+bool budget_limited(int dev) { return resolve(dev) == 2; }
+uint64_t budget_limit(int dev) { return budget_limited(dev) ? b.limit[dev] : UINT64_MAX; }
+uint64_t budget_used(int dev)
+{
+    return dev >= 0 && dev < BUDGET_MAX_DEVICES ? atomic_load(&b.used[dev]) : 0;
+}
+
+int budget_reserve(int dev, uint64_t bytes)
+{
+    uint64_t limit = b.limit[dev];
+    uint64_t cur = atomic_load_explicit(&b.used[dev], memory_order_relaxed);
+    do {
+        if (bytes > limit || cur > limit - bytes)
+            return -1;
+    } while (!atomic_compare_exchange_weak_explicit(&b.used[dev], &cur, cur + bytes,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return 0;
+}
+
+void budget_rollback(int dev, uint64_t bytes) { atomic_fetch_sub(&b.used[dev], bytes); }
+void budget_release(int dev, uint64_t bytes) { atomic_fetch_sub(&b.used[dev], bytes); }
+
+void budget_commit(int dev, uint64_t key, uint64_t bytes, enum charge_kind kind)
+{
+    struct shard *s = shard_of(key);
+    vram_lock_acquire(&s->lock);
+    int rc = addrmap_put(&s->map, key, PACK(bytes, dev, kind));
+    vram_lock_release(&s->lock);
+    if (rc != 0) /* no host memory to remember it: it can never be freed, so uncharge */
+        budget_release(dev, bytes);
+}
+
+bool budget_forget(uint64_t key, int *dev, uint64_t *bytes, enum charge_kind *kind)
+{
+    struct shard *s = shard_of(key);
+    uint64_t v;
+    vram_lock_acquire(&s->lock);
+    bool found = s->map.count && addrmap_take(&s->map, key, &v);
+    vram_lock_release(&s->lock);
+    if (!found)
+        return false;
+    *dev = PACK_DEV(v);
+    *bytes = PACK_BYTES(v);
+    if (kind)
+        *kind = PACK_KIND(v);
+    return true;
+}
+
+void budget_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free_out,
+                 uint64_t *total_out)
+{
+    if (!budget_limited(dev)) {
+        *free_out = phys_free;
+        *total_out = phys_total;
+        return;
+    }
+    uint64_t limit = b.limit[dev], used = atomic_load(&b.used[dev]);
+    uint64_t total = limit < phys_total ? limit : phys_total;
+    uint64_t free_bytes = used < limit ? limit - used : 0;
+    if (free_bytes > phys_free)
+        free_bytes = phys_free;
+    if (free_bytes > total)
+        free_bytes = total;
+    /* Rounded down to what one allocation can take, so that a framework
+     * that asks for "all that is free" gets it. */
+    *free_out = device_fit(free_bytes);
+    *total_out = total;
+}
+
+/* -------------------------------------------------------------- report */
+
+static const char *kind_name[CHARGE_KINDS] = {
+    "cuMemAlloc", "cuMemAllocPitch", "cuMemAllocManaged", "stream-ordered pool",
+    "cuMemCreate", "array", "mipmapped array", "graph memory",
+};
+
+struct top {
+    int dev;
+    uint64_t key[3], bytes[3];
+    enum charge_kind kind[3];
+};
+
+static bool consider(uint64_t key, uint64_t v, void *arg)
+{
+    struct top *t = arg;
+    if (PACK_DEV(v) != t->dev)
+        return true;
+    uint64_t bytes = PACK_BYTES(v);
+    for (int i = 0; i < 3; i++) {
+        if (bytes > t->bytes[i]) {
+            for (int j = 2; j > i; j--) {
+                t->bytes[j] = t->bytes[j - 1];
+                t->key[j] = t->key[j - 1];
+                t->kind[j] = t->kind[j - 1];
+            }
+            t->bytes[i] = bytes;
+            t->key[i] = key;
+            t->kind[i] = PACK_KIND(v);
+            break;
+        }
+    }
+    return true;
+}
+
+void budget_report_oom(int dev, uint64_t requested, const char *call)
+{
+    if (log_level() < LOG_ERROR)
+        return;
+    struct top t = {.dev = dev};
+    for (int s = 0; s < SHARDS; s++) {
+        vram_lock_acquire(&shards[s].lock);
+        addrmap_each(&shards[s].map, consider, &t);
+        vram_lock_release(&shards[s].lock);
+    }
+    char holders[512] = "";
+    size_t n = 0;
+    for (int i = 0; i < 3 && t.bytes[i]; i++)
+        n += (size_t)snprintf(holders + n, sizeof holders - n, "%s%s at 0x%llx (%s)",
+                              i ? ", " : "; largest holders: ", format_size(t.bytes[i]).text,
+                              (unsigned long long)t.key[i], kind_name[t.kind[i]]);
+    if (b.config_bad)
+        vlog(LOG_ERROR, "%s refused on device %d: the budget configuration is invalid (see above)",
+             call, dev);
+    else
+        vlog(LOG_ERROR,
+             "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d budget %s, in use %s, "
+             "requested %s%s",
+             call, dev, format_size(b.limit[dev]).text, format_size(budget_used(dev)).text,
+             format_size(requested).text, holders);
+}
+
+void budget_after_fork(void)
+{
+    for (int d = 0; d < BUDGET_MAX_DEVICES; d++)
+        atomic_store(&b.used[d], 0);
+    for (int s = 0; s < SHARDS; s++) {
+        vram_lock_init(&shards[s].lock);
+        addrmap_destroy(&shards[s].map);
+    }
+}

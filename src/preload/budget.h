@@ -1,0 +1,68 @@
+/* budget: what a process may hold on each device, and what it holds.
+ *
+ * Every allocation the interposer governs goes through three steps:
+ * budget_reserve() charges the budget first (an atomic compare-and-swap,
+ * so two threads can never together pass it), the driver is called, and
+ * then budget_commit() records the pointer or budget_rollback() returns the
+ * charge. Frees look the pointer up; one the budget does not know is the
+ * driver's business alone.
+ *
+ * budget_view() is the one function that says what the program sees of a
+ * device: total = min(budget, physical total) and
+ * free = max(0, min(budget - used, physical free)), used for cuMemGetInfo,
+ * cuDeviceTotalMem and NVML alike so the views always agree.
+ */
+#ifndef VRAM_BUDGET_H
+#define VRAM_BUDGET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define BUDGET_MAX_DEVICES 64
+
+/* What an allocation is, for the out-of-memory report. */
+enum charge_kind {
+    CHARGE_MEMALLOC,
+    CHARGE_PITCH,
+    CHARGE_MANAGED,
+    CHARGE_ASYNC,
+    CHARGE_VMM,
+    CHARGE_ARRAY,
+    CHARGE_MIPMAP,
+    CHARGE_GRAPH,
+    CHARGE_KINDS
+};
+
+/* Reads VRAM_MEMORY_LIMIT / VRAM_MEMORY_FRACTION once. `total_of` gives a
+ * device's physical total (for fractions). Returns 0, or -1 after printing
+ * the configuration error to stderr (a bad budget is never silently
+ * ignored: allocations then fail). */
+int budget_setup(uint64_t (*total_of)(int dev));
+
+/* False if no budget applies to this device (pass everything through). */
+bool budget_limited(int dev);
+uint64_t budget_limit(int dev);
+uint64_t budget_used(int dev);
+
+/* 0 if `bytes` fit and are now charged; -1 if the budget is exhausted. */
+int budget_reserve(int dev, uint64_t bytes);
+void budget_rollback(int dev, uint64_t bytes);
+/* Records a successful allocation (key: its address or handle). */
+void budget_commit(int dev, uint64_t key, uint64_t bytes, enum charge_kind kind);
+/* Forgets an allocation and returns its charge; false if unknown. The
+ * charge is returned to the budget only by budget_release(). */
+bool budget_forget(uint64_t key, int *dev, uint64_t *bytes, enum charge_kind *kind);
+void budget_release(int dev, uint64_t bytes);
+
+/* The program's view of a device. */
+void budget_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free_out,
+                 uint64_t *total_out);
+
+/* Writes the one-line report of a refused allocation (VRAM_LOG=error and
+ * above): budget, in use, requested, and this process's largest holders. */
+void budget_report_oom(int dev, uint64_t requested, const char *call);
+
+/* In a child after fork(): a new process, holding nothing. */
+void budget_after_fork(void);
+
+#endif

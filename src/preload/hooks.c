@@ -1,0 +1,479 @@
+/* hooks: the CUDA driver entry points the interposer governs.
+ *
+ * libvram-preload.so is loaded with LD_PRELOAD. Programs reach the driver
+ * three ways, and each is covered:
+ *   - linked with -lcuda: the dynamic linker binds cuMemAlloc_v2 & co. to
+ *     our exports, which carry the driver's exact versioned names;
+ *   - dlsym(libcuda, "cuMemAlloc_v2"): our dlsym asks the real one, then
+ *     swaps in a hook only if the answer *is* the driver function we wrap;
+ *   - cuGetProcAddress(_v2), which the CUDA runtime uses for everything:
+ *     the real resolver answers first (honouring the requested CUDA version,
+ *     the per-thread-stream flag and the symbol status), then the same
+ *     identity swap. Nothing is guessed from names, so an entry point we do
+ *     not wrap (or a _ptsz variant we do not govern) passes through exactly
+ *     as the driver gave it.
+ *
+ * dlsym and cuGetProcAddress do no work beyond the lookup: the table of
+ * real functions is filled on the first lookup of a governed name, and
+ * budgets are read on the first governed call.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "../cuda/cuda_abi.h"
+#include "../cuda/granularity.h"
+#include "budget.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* Tells libvram, in the same process, that the environment's budget is
+ * already enforced here: the device it sees *is* the budget, and applying
+ * VRAM_MEMORY_LIMIT/FRACTION again would take a fraction of a fraction. */
+EXPORT const int vram_preload_active = 1;
+
+/* ------------------------------------------------------ the real driver */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static _Atomic(dlsym_fn) real_dlsym_ptr;
+
+/* The dlsym path can run inside a sanitizer's own start-up (ASan looks up
+ * its interceptors' targets with dlsym before its shadow memory exists), so
+ * it is not instrumented and calls nothing of libc but dlvsym. */
+#define UNINSTRUMENTED __attribute__((no_sanitize("address", "undefined", "thread"), noinline))
+
+UNINSTRUMENTED static dlsym_fn real_dlsym(void)
+{
+    dlsym_fn f = atomic_load_explicit(&real_dlsym_ptr, memory_order_acquire);
+    if (!f) {
+        /* dlvsym is not ours, so this cannot recurse into our dlsym. */
+        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        if (!f)
+#if defined(__aarch64__)
+            f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");
+#else
+            f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+#endif
+        atomic_store_explicit(&real_dlsym_ptr, f, memory_order_release);
+    }
+    return f;
+}
+
+static struct {
+    PFN_cuCtxGetDevice cuCtxGetDevice;
+    PFN_cuDeviceTotalMem_v2 cuDeviceTotalMem_v2;
+    PFN_cuGetProcAddress cuGetProcAddress;
+    PFN_cuGetProcAddress_v2 cuGetProcAddress_v2;
+    PFN_cuMemAlloc_v2 cuMemAlloc_v2;
+    PFN_cuMemAlloc cuMemAlloc;
+    PFN_cuMemAllocPitch_v2 cuMemAllocPitch_v2;
+    PFN_cuMemAllocPitch cuMemAllocPitch;
+    PFN_cuMemAllocManaged cuMemAllocManaged;
+    PFN_cuMemFree_v2 cuMemFree_v2;
+    PFN_cuMemFree cuMemFree;
+    PFN_cuMemGetInfo_v2 cuMemGetInfo_v2;
+    PFN_cuMemGetInfo cuMemGetInfo;
+    PFN_cuDeviceTotalMem cuDeviceTotalMem;
+} real;
+
+/* Our hooks, declared so the table below can name them. */
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, size_t h,
+                                   unsigned int elem);
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int w,
+                                unsigned int h, unsigned int elem);
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr);
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total);
+EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total);
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev);
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+
+/* Each governed entry point: its exact exported name, where its real
+ * address goes, and our hook. */
+static const struct governed {
+    const char *name;
+    void **real;
+    void *hook;
+} governed[] = {
+#define G(fn) {#fn, (void **)&real.fn, (void *)fn}
+    G(cuMemAlloc_v2),     G(cuMemAlloc),        G(cuMemAllocPitch_v2), G(cuMemAllocPitch),
+    G(cuMemAllocManaged), G(cuMemFree_v2),      G(cuMemFree),          G(cuMemGetInfo_v2),
+    G(cuMemGetInfo),      G(cuDeviceTotalMem_v2), G(cuDeviceTotalMem),  G(cuGetProcAddress),
+    G(cuGetProcAddress_v2),
+#undef G
+};
+#define NGOVERNED (sizeof governed / sizeof *governed)
+
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static void *real_lib;
+
+static void load_real(void)
+{
+    /* The driver is normally loaded already (we are asked because the
+     * program uses it); RTLD_NOLOAD avoids loading it on our own account. */
+    real_lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!real_lib)
+        real_lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!real_lib)
+        return;
+    dlsym_fn sym = real_dlsym();
+    for (size_t i = 0; i < NGOVERNED; i++)
+        *governed[i].real = sym(real_lib, governed[i].name);
+    real.cuCtxGetDevice = (PFN_cuCtxGetDevice)sym(real_lib, "cuCtxGetDevice");
+}
+
+static inline void need_real(void) { pthread_once(&real_once, load_real); }
+
+/* The hook for a real driver function, or the function itself. */
+static void *swap(void *p)
+{
+    if (!p)
+        return p;
+    need_real();
+    for (size_t i = 0; i < NGOVERNED; i++)
+        if (*governed[i].real == p)
+            return governed[i].hook;
+    return p;
+}
+
+/* -------------------------------------------------------------- budgets */
+
+static uint64_t physical_total(int dev)
+{
+    size_t t = 0;
+    if (real.cuDeviceTotalMem_v2 && real.cuDeviceTotalMem_v2(&t, dev) != CUDA_SUCCESS)
+        t = 0;
+    return t;
+}
+
+static pthread_once_t budget_once = PTHREAD_ONCE_INIT;
+
+static void after_fork_child(void) { budget_after_fork(); }
+
+static void setup_budgets(void)
+{
+    need_real();
+    budget_setup(physical_total);
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+/* The device of the calling thread's current context, if a budget governs
+ * it; -1 means "not ours: pass through". */
+static int governed_device(void)
+{
+    pthread_once(&budget_once, setup_budgets);
+    CUdevice dev;
+    if (!real.cuCtxGetDevice || real.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return -1;
+    return budget_limited(dev) ? dev : -1;
+}
+
+/* Reserve, call the driver, then commit or roll back: the budget is never
+ * exceeded, not even for an instant, by any number of threads. */
+#define GOVERNED_ALLOC(call_name, charge_expr, kind, driver_call, key_expr)                   \
+    do {                                                                                      \
+        int dev_ = governed_device();                                                         \
+        if (dev_ < 0)                                                                         \
+            return driver_call;                                                               \
+        uint64_t charge_ = (charge_expr);                                                     \
+        if (budget_reserve(dev_, charge_) != 0) {                                             \
+            budget_report_oom(dev_, charge_, call_name);                                      \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
+        }                                                                                     \
+        CUresult rc_ = driver_call;                                                           \
+        if (rc_ == CUDA_SUCCESS)                                                              \
+            budget_commit(dev_, (key_expr), charge_, kind);                                   \
+        else                                                                                  \
+            budget_rollback(dev_, charge_);                                                   \
+        return rc_;                                                                           \
+    } while (0)
+
+/* Frees: the driver decides; the charge comes back only if it agreed. */
+static CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t))
+{
+    int dev;
+    uint64_t bytes;
+    enum charge_kind kind;
+    if (!budget_forget(key, &dev, &bytes, &kind))
+        return driver(key); /* not ours: the driver's answer, unchanged */
+    CUresult rc = driver(key);
+    if (rc == CUDA_SUCCESS)
+        budget_release(dev, bytes);
+    else
+        budget_commit(dev, key, bytes, kind); /* still held */
+    return rc;
+}
+
+/* -------------------------------------------------------- allocations */
+
+static CUresult free_v2(uint64_t p) { return real.cuMemFree_v2(p); }
+static CUresult free_v1(uint64_t p) { return real.cuMemFree((CUdeviceptr_v1)p); }
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    need_real();
+    if (!dptr || !bytesize)
+        return real.cuMemAlloc_v2(dptr, bytesize);
+    GOVERNED_ALLOC("cuMemAlloc", device_charge(bytesize), CHARGE_MEMALLOC,
+                   real.cuMemAlloc_v2(dptr, bytesize), *dptr);
+}
+
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    need_real();
+    if (!real.cuMemAlloc)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!dptr || !bytesize)
+        return real.cuMemAlloc(dptr, bytesize);
+    GOVERNED_ALLOC("cuMemAlloc (legacy)", device_charge(bytesize), CHARGE_MEMALLOC,
+                   real.cuMemAlloc(dptr, bytesize), *dptr);
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, size_t h,
+                                   unsigned int elem)
+{
+    need_real();
+    if (!dptr || !pPitch || !w || !h || h > SIZE_MAX / w)
+        return real.cuMemAllocPitch_v2(dptr, pPitch, w, h, elem);
+    /* The charge is reserved for the widest pitch the driver may choose
+     * (rows padded to 512 bytes), then settled to what it chose. */
+    uint64_t bound = device_charge(((w + 511) & ~(size_t)511) * h);
+    int dev = governed_device();
+    if (dev < 0)
+        return real.cuMemAllocPitch_v2(dptr, pPitch, w, h, elem);
+    if (budget_reserve(dev, bound) != 0) {
+        budget_report_oom(dev, bound, "cuMemAllocPitch");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = real.cuMemAllocPitch_v2(dptr, pPitch, w, h, elem);
+    if (rc != CUDA_SUCCESS) {
+        budget_rollback(dev, bound);
+        return rc;
+    }
+    uint64_t actual = device_charge((uint64_t)*pPitch * h);
+    if (actual < bound)
+        budget_rollback(dev, bound - actual);
+    else if (actual > bound && budget_reserve(dev, actual - bound) != 0) {
+        /* The driver padded more than any device we know; over budget. */
+        real.cuMemFree_v2(*dptr);
+        budget_rollback(dev, bound);
+        budget_report_oom(dev, actual, "cuMemAllocPitch");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    budget_commit(dev, *dptr, actual, CHARGE_PITCH);
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int w,
+                                unsigned int h, unsigned int elem)
+{
+    need_real();
+    if (!real.cuMemAllocPitch)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!dptr || !pPitch || !w || !h)
+        return real.cuMemAllocPitch(dptr, pPitch, w, h, elem);
+    GOVERNED_ALLOC("cuMemAllocPitch (legacy)",
+                   device_charge((((uint64_t)w + 511) & ~(uint64_t)511) * h), CHARGE_PITCH,
+                   real.cuMemAllocPitch(dptr, pPitch, w, h, elem), *dptr);
+}
+
+/* Managed memory may live on the device whole: charged in full. */
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    need_real();
+    if (!dptr || !bytesize)
+        return real.cuMemAllocManaged(dptr, bytesize, flags);
+    GOVERNED_ALLOC("cuMemAllocManaged", device_charge(bytesize), CHARGE_MANAGED,
+                   real.cuMemAllocManaged(dptr, bytesize, flags), *dptr);
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    need_real();
+    return governed_free(dptr, free_v2);
+}
+
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    need_real();
+    if (!real.cuMemFree)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return governed_free(dptr, free_v1);
+}
+
+/* ---------------------------------------------------- what the program sees */
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    need_real();
+    CUresult rc = real.cuMemGetInfo_v2(free_bytes, total);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int dev = governed_device();
+    if (dev >= 0) {
+        uint64_t f, t;
+        budget_view(dev, *free_bytes, *total, &f, &t);
+        *free_bytes = f;
+        *total = t;
+    }
+    return rc;
+}
+
+EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    size_t f, t;
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = cuMemGetInfo_v2(&f, &t);
+    if (rc == CUDA_SUCCESS) {
+        *free_bytes = f > UINT_MAX ? UINT_MAX : (unsigned int)f;
+        *total = t > UINT_MAX ? UINT_MAX : (unsigned int)t;
+    }
+    return rc;
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    need_real();
+    CUresult rc = real.cuDeviceTotalMem_v2(bytes, dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_once(&budget_once, setup_budgets);
+    uint64_t f, t;
+    budget_view(dev, 0, *bytes, &f, &t);
+    *bytes = t;
+    return rc;
+}
+
+EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t t;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = cuDeviceTotalMem_v2(&t, dev);
+    if (rc == CUDA_SUCCESS)
+        *bytes = t > UINT_MAX ? UINT_MAX : (unsigned int)t;
+    return rc;
+}
+
+/* ------------------------------------------------------------ resolution */
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    need_real();
+    CUresult rc;
+    if (real.cuGetProcAddress_v2)
+        rc = real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
+    else if (real.cuGetProcAddress)
+        rc = real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+    else
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (rc == CUDA_SUCCESS && pfn)
+        *pfn = swap(*pfn);
+    return rc;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    need_real();
+    CUresult rc;
+    if (real.cuGetProcAddress)
+        rc = real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+    else if (real.cuGetProcAddress_v2)
+        rc = real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+    else
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (rc == CUDA_SUCCESS && pfn)
+        *pfn = swap(*pfn);
+    return rc;
+}
+
+/* dlsym is exported twice: as dlsym@@GLIBC_2.34 (programs built on current
+ * glibc) and under the older version that programs built before 2.34
+ * reference (see preload.map). Only names we govern are looked at twice. */
+/* A governed name asked of the driver: ask the real dlsym, swap by identity. */
+static void *governed_lookup(void *handle, const char *name) { return swap(real_dlsym()(handle, name)); }
+
+UNINSTRUMENTED static int same_name(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+/* Where a dlsym call goes: the real one for every name we do not govern
+ * (and for RTLD_NEXT, which only the real one can answer for its caller),
+ * governed_lookup otherwise. */
+UNINSTRUMENTED void *vram_dlsym_route(void *handle, const char *name);
+void *vram_dlsym_route(void *handle, const char *name)
+{
+    if (handle != RTLD_NEXT && name && name[0] == 'c' && name[1] == 'u')
+        for (size_t i = 0; i < NGOVERNED; i++)
+            if (same_name(governed[i].name, name))
+                return (void *)governed_lookup;
+    return (void *)real_dlsym();
+}
+
+/* dlsym itself is a trampoline that *jumps* to the chosen function with
+ * the caller's registers and return address untouched: glibc's dlsym finds
+ * "the object after the caller" for RTLD_NEXT from its return address, so
+ * a plain call from C would answer relative to this library instead.
+ *
+ * It is exported twice: dlsym@@GLIBC_2.34 for programs built on current
+ * glibc (through preload.map) and dlsym@<older version> for programs built
+ * before 2.34. */
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl vram_dlsym_entry\n"
+        ".type vram_dlsym_entry, @function\n"
+        "vram_dlsym_entry:\n"
+        "    push %rdi\n"
+        "    push %rsi\n"
+        "    sub $8, %rsp\n" /* 16-byte alignment for the call */
+        "    call vram_dlsym_route\n"
+        "    add $8, %rsp\n"
+        "    pop %rsi\n"
+        "    pop %rdi\n"
+        "    jmp *%rax\n"
+        ".size vram_dlsym_entry, .-vram_dlsym_entry\n"
+        ".globl vram_dlsym_compat\n"
+        ".set vram_dlsym_compat, vram_dlsym_entry\n"
+        ".symver vram_dlsym_entry, dlsym@@GLIBC_2.34\n"
+        ".symver vram_dlsym_compat, dlsym@GLIBC_2.2.5\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl vram_dlsym_entry\n"
+        ".type vram_dlsym_entry, %function\n"
+        "vram_dlsym_entry:\n"
+        "    stp x29, x30, [sp, #-32]!\n"
+        "    mov x29, sp\n"
+        "    stp x0, x1, [sp, #16]\n"
+        "    bl vram_dlsym_route\n"
+        "    mov x16, x0\n"
+        "    ldp x0, x1, [sp, #16]\n"
+        "    ldp x29, x30, [sp], #32\n"
+        "    br x16\n"
+        ".size vram_dlsym_entry, .-vram_dlsym_entry\n"
+        ".globl vram_dlsym_compat\n"
+        ".set vram_dlsym_compat, vram_dlsym_entry\n"
+        ".symver vram_dlsym_entry, dlsym@@GLIBC_2.34\n"
+        ".symver vram_dlsym_compat, dlsym@GLIBC_2.17\n");
+#else
+/* Elsewhere RTLD_NEXT lookups are answered relative to this library. */
+EXPORT void *dlsym(void *handle, const char *name)
+{
+    return ((dlsym_fn)vram_dlsym_route(handle, name))(handle, name);
+}
+#endif

@@ -1,0 +1,226 @@
+/* Programs written against the driver API, linked with -lcuda as real ones
+ * are, run under the interposer on the simulated driver: every governed
+ * allocation family is held to the budget, the program sees the budget as
+ * the device, resolution through cuGetProcAddress and dlsym is governed,
+ * threads racing at the edge never pass it, and a forked child is its own
+ * process. The test re-executes itself with LD_PRELOAD set. */
+#include "../src/cuda/cuda_abi.h"
+#include "check.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+
+CUresult cuInit(unsigned int);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuCtxPushCurrent_v2(CUcontext);
+CUresult cuCtxPopCurrent_v2(CUcontext *);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemAlloc(CUdeviceptr_v1 *, unsigned int);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuMemGetInfo(unsigned int *, unsigned int *);
+CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
+
+#define BUDGET GiB
+
+static void use_device(int dev)
+{
+    CUcontext ctx;
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
+    CHECK(cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
+}
+
+static void leave_device(void)
+{
+    CUcontext c;
+    CHECK(cuCtxPopCurrent_v2(&c) == CUDA_SUCCESS);
+}
+
+static size_t free_now(void)
+{
+    size_t f, t;
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
+    return f;
+}
+
+static void sees_the_budget(void)
+{
+    size_t f, t;
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
+    CHECK(t == BUDGET && f == BUDGET);
+    CHECK(cuDeviceTotalMem_v2(&t, 0) == CUDA_SUCCESS && t == BUDGET);
+    unsigned int f32, t32;
+    CHECK(cuMemGetInfo(&f32, &t32) == CUDA_SUCCESS && t32 == BUDGET && f32 == BUDGET);
+    /* Device 1 has no budget: the driver's own figures. */
+    CHECK(cuDeviceTotalMem_v2(&t, 1) == CUDA_SUCCESS && t == 2 * GiB);
+    leave_device();
+    use_device(1);
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS && t == 2 * GiB && f == 2 * GiB);
+    CUdeviceptr big;
+    CHECK(cuMemAlloc_v2(&big, 1536 * MiB) == CUDA_SUCCESS); /* beyond device 0's budget: fine here */
+    CHECK(cuMemFree_v2(big) == CUDA_SUCCESS);
+    leave_device();
+    use_device(0);
+}
+
+static void families(void)
+{
+    CUdeviceptr a[4], p;
+    for (int i = 0; i < 4; i++)
+        CHECK(cuMemAlloc_v2(&a[i], 256 * MiB) == CUDA_SUCCESS);
+    CHECK(free_now() == 0);
+    /* Every family is refused at the budget, with the right code. */
+    CHECK(cuMemAlloc_v2(&p, 1) == CUDA_ERROR_OUT_OF_MEMORY);
+    size_t pitch;
+    CHECK(cuMemAllocPitch_v2(&p, &pitch, 100, 100, 4) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CUdeviceptr_v1 p32;
+    CHECK(cuMemAlloc(&p32, 4096) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFree_v2(a[0]) == CUDA_SUCCESS);
+    CHECK(free_now() == 256 * MiB);
+
+    /* Pitched: charged by the pitch the driver chose, not by the width. */
+    CHECK(cuMemAllocPitch_v2(&p, &pitch, 1000, 1000, 4) == CUDA_SUCCESS);
+    CHECK(pitch >= 1000);
+    uint64_t rows = (uint64_t)pitch * 1000;
+    CHECK(free_now() == 256 * MiB - ((rows + 2 * MiB - 1) & ~(2 * MiB - 1)));
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+    /* Managed: charged in full. */
+    CHECK(cuMemAllocManaged(&p, 100 * MiB, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+    CHECK(free_now() == 156 * MiB);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+    /* The legacy 32-bit entry point is governed too: charged, then the
+     * driver's refusal rolls the charge back. */
+    CHECK(cuMemAlloc(&p32, 4096) != CUDA_SUCCESS);
+    CHECK(free_now() == 256 * MiB);
+    /* A pointer the interposer does not know: the driver's answer. */
+    CHECK(cuMemFree_v2((CUdeviceptr)0x1234500) == CUDA_ERROR_INVALID_VALUE);
+    for (int i = 1; i < 4; i++)
+        CHECK(cuMemFree_v2(a[i]) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET);
+}
+
+/* As the CUDA runtime does: dlsym the resolver, then everything through it. */
+static void resolution(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(lib != NULL);
+    PFN_cuGetProcAddress_v2 gpa = (PFN_cuGetProcAddress_v2)dlsym(lib, "cuGetProcAddress_v2");
+    CHECK(gpa != NULL);
+    PFN_cuMemAlloc_v2 alloc;
+    PFN_cuMemFree_v2 release;
+    PFN_cuMemGetInfo_v2 info;
+    CUdriverProcAddressQueryResult status = -1;
+    CHECK(gpa("cuMemAlloc", (void **)&alloc, 12000, 0, &status) == CUDA_SUCCESS);
+    CHECK(status == CU_GET_PROC_ADDRESS_SUCCESS);
+    CHECK(gpa("cuMemFree", (void **)&release, 12000, 0, NULL) == CUDA_SUCCESS);
+    CHECK(gpa("cuMemGetInfo", (void **)&info, 12000, 0, NULL) == CUDA_SUCCESS);
+    size_t f, t;
+    CHECK(info(&f, &t) == CUDA_SUCCESS && t == BUDGET);
+    CUdeviceptr p, q;
+    CHECK(alloc(&p, 900 * MiB) == CUDA_SUCCESS);
+    CHECK(alloc(&q, 200 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(release(p) == CUDA_SUCCESS);
+    /* The resolver of the resolver is governed too. */
+    PFN_cuGetProcAddress_v2 gpa2;
+    CHECK(gpa("cuGetProcAddress", (void **)&gpa2, 12000, 0, NULL) == CUDA_SUCCESS);
+    CHECK(gpa2("cuMemAlloc", (void **)&alloc, 12000, 0, NULL) == CUDA_SUCCESS);
+    CHECK(alloc(&q, 1100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    /* Versions are honoured: before 3.2, "cuMemAlloc" is the legacy ABI. */
+    PFN_cuMemAlloc legacy;
+    CHECK(gpa("cuMemAlloc", (void **)&legacy, 3000, 0, NULL) == CUDA_SUCCESS);
+    CUdeviceptr_v1 p32;
+    CHECK(legacy(&p32, 2 * GiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    /* Unknown symbols keep the driver's status. */
+    void *none;
+    CHECK(gpa("cuNoSuchThing", &none, 12000, 0, &status) == CUDA_ERROR_NOT_FOUND);
+    CHECK(status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    /* Plain dlsym of a versioned name. */
+    PFN_cuMemAlloc_v2 direct = (PFN_cuMemAlloc_v2)dlsym(lib, "cuMemAlloc_v2");
+    CHECK(direct(&q, 1100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(free_now() == BUDGET);
+}
+
+static atomic_uint_fast64_t granted;
+
+static void *racer(void *arg)
+{
+    (void)arg;
+    use_device(0);
+    CUdeviceptr mine[64];
+    int n = 0;
+    for (int i = 0; i < 64; i++) {
+        if (cuMemAlloc_v2(&mine[n], 48 * MiB) != CUDA_SUCCESS)
+            continue;
+        atomic_fetch_add(&granted, 48 * MiB);
+        CHECK(atomic_load(&granted) <= BUDGET);
+        n++;
+        if (i % 3 == 2) {
+            atomic_fetch_sub(&granted, 48 * MiB);
+            CHECK(cuMemFree_v2(mine[--n]) == CUDA_SUCCESS);
+        }
+    }
+    while (n--) {
+        atomic_fetch_sub(&granted, 48 * MiB);
+        CHECK(cuMemFree_v2(mine[n]) == CUDA_SUCCESS);
+    }
+    leave_device();
+    return NULL;
+}
+
+static void threads_at_the_edge(void)
+{
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, racer, NULL);
+    for (int i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    CHECK(free_now() == BUDGET);
+}
+
+static void forked_child(void)
+{
+    CUdeviceptr held;
+    CHECK(cuMemAlloc_v2(&held, 768 * MiB) == CUDA_SUCCESS);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* A new process: its own budget, nothing of the parent's counted. */
+        CHECK(cuInit(0) == CUDA_SUCCESS);
+        use_device(0);
+        CUdeviceptr p;
+        CHECK(cuMemAlloc_v2(&p, 1000 * MiB) == CUDA_SUCCESS);
+        CHECK(cuMemAlloc_v2(&p, 100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(free_now() == 256 * MiB);
+    CHECK(cuMemFree_v2(held) == CUDA_SUCCESS);
+}
+
+int main(int argc, char **argv)
+{
+    if (!getenv("VRAM_TEST_UNDER_PRELOAD")) {
+        CHECK(argc == 2); /* the interposer's path */
+        private_gpu("4GiB,2GiB");
+        setenv("LD_PRELOAD", argv[1], 1);
+        setenv("VRAM_MEMORY_LIMIT", "0=1GiB", 1);
+        setenv("VRAM_TEST_UNDER_PRELOAD", "1", 1);
+        execv("/proc/self/exe", argv);
+        perror("execv");
+        return 1;
+    }
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    use_device(0);
+    sees_the_budget();
+    families();
+    resolution();
+    threads_at_the_edge();
+    forked_child();
+    return 0;
+}
