@@ -20,6 +20,7 @@
 #include "../src/util/addrmap.h"
 #include "../src/util/parse.h"
 #include "occupancy.h"
+#include "sim.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -29,7 +30,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
 #define SIM_DRIVER_VERSION 12080 /* what cuDriverGetVersion reports: CUDA 12.8 */
 
 struct CUctx_st {
@@ -91,6 +91,7 @@ static void after_fork_child(void)
     default_stream.head = default_stream.tail = NULL;
     default_stream.has_worker = false;
     default_stream.enqueued = default_stream.completed = 0;
+    sim_families_after_fork();
     occ_forget_after_fork();
 }
 
@@ -166,7 +167,13 @@ EXPORT CUresult cuDriverGetVersion(int *version)
     return CUDA_SUCCESS;
 }
 
-static CUresult check_device(CUdevice dev)
+bool sim_ready(void) { return sim.initialized; }
+uint64_t sim_device_total(int dev) { return sim.total[dev]; }
+CUresult sim_check_device(CUdevice dev);
+
+static CUresult check_device(CUdevice dev) { return sim_check_device(dev); }
+
+CUresult sim_check_device(CUdevice dev)
 {
     if (!sim.initialized)
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -390,7 +397,10 @@ EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-static CUresult current_device(int *dev)
+CUresult sim_current_device(int *dev);
+static CUresult current_device(int *dev) { return sim_current_device(dev); }
+
+CUresult sim_current_device(int *dev)
 {
     if (!sim.initialized)
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -418,6 +428,15 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 
 static size_t mapped_of(size_t bytes) { return (bytes + 4095) & ~(size_t)4095; }
 
+void *sim_map(size_t bytes)
+{
+    void *p = mmap(NULL, mapped_of(bytes), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void sim_unmap(void *p, size_t bytes) { munmap(p, mapped_of(bytes)); }
+
 /* What a device allocation occupies: see granularity.h. */
 static uint64_t charge_of(size_t bytes) { return device_charge(bytes); }
 
@@ -435,10 +454,8 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     int oc = occ_charge(dev, charge, sim.total[dev]);
     if (oc != 0)
         return oc == -1 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
-    size_t len = mapped_of(bytesize);
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED) {
+    void *p = sim_map(bytesize);
+    if (!p) {
         occ_uncharge(dev, charge);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -447,7 +464,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     int put = addrmap_put(&sim.allocs, d, ENTRY(bytesize, dev));
     pthread_mutex_unlock(&sim.mu);
     if (put != 0) {
-        munmap(p, len);
+        sim_unmap(p, bytesize);
         occ_uncharge(dev, charge);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -507,7 +524,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     pthread_mutex_unlock(&sim.mu);
     if (!found)
         return CUDA_ERROR_INVALID_VALUE;
-    munmap((void *)(uintptr_t)dptr, mapped_of(ENTRY_BYTES(v)));
+    sim_unmap((void *)(uintptr_t)dptr, ENTRY_BYTES(v));
     occ_uncharge(ENTRY_DEV(v), charge_of(ENTRY_BYTES(v)));
     return CUDA_SUCCESS;
 }
@@ -875,12 +892,49 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
                                     CUdriverProcAddressQueryResult *symbolStatus);
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 
+/* Declared in families.c. */
+#define F(ret, name, args) EXPORT ret name args;
+F(CUresult, cuMemAllocAsync, (CUdeviceptr *, size_t, CUstream))
+F(CUresult, cuMemAllocAsync_ptsz, (CUdeviceptr *, size_t, CUstream))
+F(CUresult, cuMemFreeAsync, (CUdeviceptr, CUstream))
+F(CUresult, cuMemFreeAsync_ptsz, (CUdeviceptr, CUstream))
+F(CUresult, cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))
+F(CUresult, cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))
+F(CUresult, cuDeviceGetDefaultMemPool, (CUmemoryPool *, CUdevice))
+F(CUresult, cuDeviceGetMemPool, (CUmemoryPool *, CUdevice))
+F(CUresult, cuDeviceSetMemPool, (CUdevice, CUmemoryPool))
+F(CUresult, cuMemPoolCreate, (CUmemoryPool *, const CUmemPoolProps *))
+F(CUresult, cuMemPoolDestroy, (CUmemoryPool))
+F(CUresult, cuMemPoolTrimTo, (CUmemoryPool, size_t))
+F(CUresult, cuMemPoolGetAttribute, (CUmemoryPool, CUmemPool_attribute, void *))
+F(CUresult, cuMemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void *))
+F(CUresult, cuMemCreate, (CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long))
+F(CUresult, cuMemRelease, (CUmemGenericAllocationHandle))
+F(CUresult, cuMemGetAllocationGranularity, (size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))
+F(CUresult, cuMemAddressReserve, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))
+F(CUresult, cuMemAddressFree, (CUdeviceptr, size_t))
+F(CUresult, cuMemMap, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))
+F(CUresult, cuMemUnmap, (CUdeviceptr, size_t))
+F(CUresult, cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))
+F(CUresult, cuArrayCreate_v2, (CUarray *, const CUDA_ARRAY_DESCRIPTOR *))
+F(CUresult, cuArray3DCreate_v2, (CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *))
+F(CUresult, cuArrayDestroy, (CUarray))
+F(CUresult, cuArrayGetMemoryRequirements, (CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUarray, CUdevice))
+F(CUresult, cuMipmappedArrayCreate, (CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int))
+F(CUresult, cuMipmappedArrayDestroy, (CUmipmappedArray))
+F(CUresult, cuMipmappedArrayGetMemoryRequirements, (CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUmipmappedArray, CUdevice))
+#undef F
+
+/* What cuGetProcAddress resolves: the base name a caller asks for, the CUDA
+ * version from which this implementation is the one to hand out, it, and
+ * its per-thread-default-stream variant where the driver has one. */
 static const struct {
     const char *name;
     int since;
-    void *fn;
+    void *fn, *ptsz;
 } procs[] = {
-#define P(name, since, fn) {name, since, (void *)fn}
+#define P(name, since, fn) {name, since, (void *)fn, NULL}
+#define PS(name, since, fn) {name, since, (void *)fn, (void *)fn##_ptsz}
     P("cuInit", 2000, cuInit),
     P("cuDriverGetVersion", 2020, cuDriverGetVersion),
     P("cuGetErrorName", 6000, cuGetErrorName),
@@ -925,9 +979,36 @@ static const struct {
     P("cuEventRecord", 2000, cuEventRecord),
     P("cuEventQuery", 2000, cuEventQuery),
     P("cuEventSynchronize", 2000, cuEventSynchronize),
+    PS("cuMemAllocAsync", 11020, cuMemAllocAsync),
+    PS("cuMemFreeAsync", 11020, cuMemFreeAsync),
+    PS("cuMemAllocFromPoolAsync", 11020, cuMemAllocFromPoolAsync),
+    P("cuDeviceGetDefaultMemPool", 11020, cuDeviceGetDefaultMemPool),
+    P("cuDeviceGetMemPool", 11020, cuDeviceGetMemPool),
+    P("cuDeviceSetMemPool", 11020, cuDeviceSetMemPool),
+    P("cuMemPoolCreate", 11020, cuMemPoolCreate),
+    P("cuMemPoolDestroy", 11020, cuMemPoolDestroy),
+    P("cuMemPoolTrimTo", 11020, cuMemPoolTrimTo),
+    P("cuMemPoolGetAttribute", 11020, cuMemPoolGetAttribute),
+    P("cuMemPoolSetAttribute", 11020, cuMemPoolSetAttribute),
+    P("cuMemCreate", 10020, cuMemCreate),
+    P("cuMemRelease", 10020, cuMemRelease),
+    P("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity),
+    P("cuMemAddressReserve", 10020, cuMemAddressReserve),
+    P("cuMemAddressFree", 10020, cuMemAddressFree),
+    P("cuMemMap", 10020, cuMemMap),
+    P("cuMemUnmap", 10020, cuMemUnmap),
+    P("cuMemSetAccess", 10020, cuMemSetAccess),
+    P("cuArrayCreate", 3020, cuArrayCreate_v2),
+    P("cuArray3DCreate", 3020, cuArray3DCreate_v2),
+    P("cuArrayDestroy", 2000, cuArrayDestroy),
+    P("cuArrayGetMemoryRequirements", 11060, cuArrayGetMemoryRequirements),
+    P("cuMipmappedArrayCreate", 5000, cuMipmappedArrayCreate),
+    P("cuMipmappedArrayDestroy", 5000, cuMipmappedArrayDestroy),
+    P("cuMipmappedArrayGetMemoryRequirements", 11060, cuMipmappedArrayGetMemoryRequirements),
     P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
     P("cuGetProcAddress", 11030, cuGetProcAddress),
 #undef P
+#undef PS
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
@@ -942,7 +1023,10 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
             continue;
         known = true;
         if (cudaVersion >= procs[i].since) {
-            *pfn = procs[i].fn;
+            /* Per-thread default stream where asked and where it exists. */
+            *pfn = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && procs[i].ptsz
+                       ? procs[i].ptsz
+                       : procs[i].fn;
             if (symbolStatus)
                 *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
             return CUDA_SUCCESS;

@@ -80,6 +80,93 @@ enum {
     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 };
 
+/* Stream-ordered allocation (CUDA 11.2+). */
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef int CUmemPool_attribute;
+enum {
+    CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
+    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+    CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
+    CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,
+    CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
+    CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
+};
+typedef int CUmemLocationType;
+enum { CU_MEM_LOCATION_TYPE_INVALID = 0, CU_MEM_LOCATION_TYPE_DEVICE = 1, CU_MEM_LOCATION_TYPE_HOST = 2 };
+typedef int CUmemAllocationType;
+enum { CU_MEM_ALLOCATION_TYPE_INVALID = 0, CU_MEM_ALLOCATION_TYPE_PINNED = 1 };
+typedef int CUmemAllocationHandleType;
+typedef struct CUmemLocation_st {
+    CUmemLocationType type;
+    int id;
+} CUmemLocation;
+typedef struct CUmemPoolProps_st {
+    CUmemAllocationType allocType;
+    CUmemAllocationHandleType handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+
+/* Virtual memory management (CUDA 10.2+). */
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct CUmemAllocationProp_st {
+    CUmemAllocationType type;
+    CUmemAllocationHandleType requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+typedef int CUmemAllocationGranularity_flags;
+enum { CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1 };
+typedef struct CUmemAccessDesc_st {
+    CUmemLocation location;
+    int flags;
+} CUmemAccessDesc;
+
+/* Arrays. */
+typedef struct CUarray_st *CUarray;
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
+typedef int CUarray_format;
+enum {
+    CU_AD_FORMAT_UNSIGNED_INT8 = 0x01,
+    CU_AD_FORMAT_UNSIGNED_INT16 = 0x02,
+    CU_AD_FORMAT_UNSIGNED_INT32 = 0x03,
+    CU_AD_FORMAT_SIGNED_INT8 = 0x08,
+    CU_AD_FORMAT_SIGNED_INT16 = 0x09,
+    CU_AD_FORMAT_SIGNED_INT32 = 0x0a,
+    CU_AD_FORMAT_HALF = 0x10,
+    CU_AD_FORMAT_FLOAT = 0x20,
+};
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+    size_t Width;
+    size_t Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+    size_t Width;
+    size_t Height;
+    size_t Depth;
+    CUarray_format Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
+    size_t size;
+    size_t alignment;
+    unsigned int reserved[4];
+} CUDA_ARRAY_MEMORY_REQUIREMENTS;
+
 /* Function types, one per entry point we call. The names are the ABI
  * symbols; cuda.h's macros map e.g. cuMemAlloc to cuMemAlloc_v2. */
 typedef CUresult (*PFN_cuInit)(unsigned int flags);
@@ -131,6 +218,45 @@ typedef CUresult (*PFN_cuEventDestroy_v2)(CUevent hEvent);
 typedef CUresult (*PFN_cuEventRecord)(CUevent hEvent, CUstream hStream);
 typedef CUresult (*PFN_cuEventQuery)(CUevent hEvent);
 typedef CUresult (*PFN_cuEventSynchronize)(CUevent hEvent);
+typedef CUresult (*PFN_cuMemAllocAsync)(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
+typedef CUresult (*PFN_cuMemFreeAsync)(CUdeviceptr dptr, CUstream hStream);
+typedef CUresult (*PFN_cuMemAllocFromPoolAsync)(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                CUstream hStream);
+typedef CUresult (*PFN_cuDeviceGetDefaultMemPool)(CUmemoryPool *pool_out, CUdevice dev);
+typedef CUresult (*PFN_cuDeviceGetMemPool)(CUmemoryPool *pool, CUdevice dev);
+typedef CUresult (*PFN_cuDeviceSetMemPool)(CUdevice dev, CUmemoryPool pool);
+typedef CUresult (*PFN_cuMemPoolCreate)(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
+typedef CUresult (*PFN_cuMemPoolDestroy)(CUmemoryPool pool);
+typedef CUresult (*PFN_cuMemPoolTrimTo)(CUmemoryPool pool, size_t minBytesToKeep);
+typedef CUresult (*PFN_cuMemPoolGetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+typedef CUresult (*PFN_cuMemPoolSetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+typedef CUresult (*PFN_cuMemCreate)(CUmemGenericAllocationHandle *handle, size_t size,
+                                    const CUmemAllocationProp *prop, unsigned long long flags);
+typedef CUresult (*PFN_cuMemRelease)(CUmemGenericAllocationHandle handle);
+typedef CUresult (*PFN_cuMemGetAllocationGranularity)(size_t *granularity,
+                                                      const CUmemAllocationProp *prop,
+                                                      CUmemAllocationGranularity_flags option);
+typedef CUresult (*PFN_cuMemAddressReserve)(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                            CUdeviceptr addr, unsigned long long flags);
+typedef CUresult (*PFN_cuMemAddressFree)(CUdeviceptr ptr, size_t size);
+typedef CUresult (*PFN_cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset,
+                                 CUmemGenericAllocationHandle handle, unsigned long long flags);
+typedef CUresult (*PFN_cuMemUnmap)(CUdeviceptr ptr, size_t size);
+typedef CUresult (*PFN_cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                       size_t count);
+typedef CUresult (*PFN_cuArrayCreate_v2)(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray);
+typedef CUresult (*PFN_cuArray3DCreate_v2)(CUarray *pHandle,
+                                           const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray);
+typedef CUresult (*PFN_cuArrayDestroy)(CUarray hArray);
+typedef CUresult (*PFN_cuArrayGetMemoryRequirements)(CUDA_ARRAY_MEMORY_REQUIREMENTS *req,
+                                                     CUarray array, CUdevice device);
+typedef CUresult (*PFN_cuMipmappedArrayCreate)(CUmipmappedArray *pHandle,
+                                               const CUDA_ARRAY3D_DESCRIPTOR *pDesc,
+                                               unsigned int numMipmapLevels);
+typedef CUresult (*PFN_cuMipmappedArrayDestroy)(CUmipmappedArray hMipmappedArray);
+typedef CUresult (*PFN_cuMipmappedArrayGetMemoryRequirements)(CUDA_ARRAY_MEMORY_REQUIREMENTS *req,
+                                                              CUmipmappedArray mipmap,
+                                                              CUdevice device);
 typedef CUresult (*PFN_cuGetProcAddress)(const char *symbol, void **pfn, int cudaVersion,
                                          cuuint64_t flags);
 typedef CUresult (*PFN_cuGetProcAddress_v2)(const char *symbol, void **pfn, int cudaVersion,
