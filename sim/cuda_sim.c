@@ -23,6 +23,7 @@
 #include "sim.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@
 struct CUctx_st {
     int dev;
     bool primary;
-    int refs;
+    atomic_int refs; /* read without the lock on every current-context check */
 };
 
 struct host_task {
@@ -303,14 +304,7 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return cuDevicePrimaryCtxRelease_v2(dev); }
 
-static bool ctx_valid(CUcontext c)
-{
-    if (!c)
-        return false;
-    if (c->primary)
-        return c->refs > 0;
-    return c->refs > 0;
-}
+static bool ctx_valid(CUcontext c) { return c && atomic_load(&c->refs) > 0; }
 
 EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {

@@ -24,6 +24,25 @@ CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuMemGetInfo(unsigned int *, unsigned int *);
 CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
+CUresult cuMemPoolDestroy(CUmemoryPool);
+CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
+CUresult cuMemPoolSetAttribute(CUmemoryPool, CUmemPool_attribute, void *);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                     unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+CUresult cuMemAddressFree(CUdeviceptr, size_t);
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+CUresult cuMemUnmap(CUdeviceptr, size_t);
+CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+CUresult cuArray3DCreate_v2(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+CUresult cuArrayDestroy(CUarray);
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
 
 #define BUDGET GiB
 
@@ -145,6 +164,98 @@ static void resolution(void)
     CHECK(free_now() == BUDGET);
 }
 
+/* Stream-ordered pools are charged what they reserve, not what is live. */
+static void pools(void)
+{
+    CUdeviceptr a, b;
+    CHECK(cuMemAllocAsync(&a, 600 * MiB, NULL) == CUDA_SUCCESS);
+    CHECK(free_now() == 424 * MiB);
+    CHECK(cuMemAllocAsync(&b, 600 * MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS); /* threshold 0: the pool shrinks */
+    CHECK(free_now() == BUDGET);
+
+    /* A pool that keeps freed memory (release threshold) keeps its charge,
+     * and reusing that memory needs no more budget. */
+    CUmemoryPool pool;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+    cuuint64_t keep = GiB;
+    CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS);
+    CHECK(cuMemAllocFromPoolAsync(&a, 512 * MiB, pool, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS);
+    CHECK(free_now() == 512 * MiB); /* still reserved by the pool */
+    CHECK(cuMemAllocFromPoolAsync(&a, 512 * MiB, pool, NULL) == CUDA_SUCCESS);
+    CHECK(free_now() == 512 * MiB);
+    CHECK(cuMemAllocAsync(&b, 600 * MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET);
+    CHECK(cuMemAllocFromPoolAsync(&a, 256 * MiB, pool, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET);
+
+    /* The per-thread-default-stream variant, as the runtime resolves it. */
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    PFN_cuGetProcAddress_v2 gpa = (PFN_cuGetProcAddress_v2)dlsym(lib, "cuGetProcAddress_v2");
+    PFN_cuMemAllocAsync ptsz;
+    CHECK(gpa("cuMemAllocAsync", (void **)&ptsz, 12000,
+              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL) == CUDA_SUCCESS);
+    CHECK(ptsz != (PFN_cuMemAllocAsync)cuMemAllocAsync); /* the _ptsz hook, not the plain one */
+    CHECK(ptsz(&a, 2 * GiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(ptsz(&a, 100 * MiB, NULL) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET - 100 * MiB);
+    CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET);
+}
+
+/* VMM: charged at creation when on the device, until released and unmapped. */
+static void virtual_memory(void)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemGenericAllocationHandle h, h2;
+    CHECK(cuMemCreate(&h, 512 * MiB, &prop, 0) == CUDA_SUCCESS);
+    CHECK(free_now() == 512 * MiB);
+    CHECK(cuMemCreate(&h2, 600 * MiB, &prop, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+    CUdeviceptr va;
+    CHECK(cuMemAddressReserve(&va, 512 * MiB, 0, 0, 0) == CUDA_SUCCESS);
+    CHECK(cuMemMap(va, 512 * MiB, 0, h, 0) == CUDA_SUCCESS);
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    CHECK(free_now() == 512 * MiB); /* mapped: still the device's */
+    CHECK(cuMemUnmap(va, 512 * MiB) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET);
+    CHECK(cuMemAddressFree(va, 512 * MiB) == CUDA_SUCCESS);
+    /* Host-located memory is not the device's. */
+    CUmemAllocationProp host = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_HOST, 0}};
+    CHECK(cuMemCreate(&h, 2 * GiB, &host, 0) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET);
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+}
+
+/* Arrays: charged what the driver says they take. */
+static void arrays(void)
+{
+    CUarray a, b;
+    CUDA_ARRAY_DESCRIPTOR d = {1000, 1000, CU_AD_FORMAT_FLOAT, 4};
+    CHECK(cuArrayCreate_v2(&a, &d) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET - 16 * MiB); /* 16,384-byte rows x 1000 in 2 MiB pages */
+    CUDA_ARRAY3D_DESCRIPTOR big = {4096, 4096, 16, CU_AD_FORMAT_FLOAT, 4, 0};
+    CHECK(cuArray3DCreate_v2(&b, &big) == CUDA_ERROR_OUT_OF_MEMORY); /* 4 GiB */
+    CUDA_ARRAY3D_DESCRIPTOR vol = {256, 256, 256, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0};
+    CHECK(cuArray3DCreate_v2(&b, &vol) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET - 16 * MiB - 32 * MiB); /* 512-byte rows x 256 x 256 */
+    CUmipmappedArray m;
+    CUDA_ARRAY3D_DESCRIPTOR tex = {2048, 2048, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+    CHECK(cuMipmappedArrayCreate(&m, &tex, 12) == CUDA_SUCCESS);
+    CHECK(free_now() < BUDGET - 48 * MiB - 16 * MiB); /* 16 MiB base level and more */
+    CHECK(cuMipmappedArrayDestroy(m) == CUDA_SUCCESS);
+    CHECK(cuArrayDestroy(a) == CUDA_SUCCESS);
+    CHECK(cuArrayDestroy(b) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET);
+}
+
 static atomic_uint_fast64_t granted;
 
 static void *racer(void *arg)
@@ -220,6 +331,9 @@ int main(int argc, char **argv)
     sees_the_budget();
     families();
     resolution();
+    pools();
+    virtual_memory();
+    arrays();
     threads_at_the_edge();
     forked_child();
     return 0;

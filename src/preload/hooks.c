@@ -79,6 +79,26 @@ static struct {
     PFN_cuMemGetInfo_v2 cuMemGetInfo_v2;
     PFN_cuMemGetInfo cuMemGetInfo;
     PFN_cuDeviceTotalMem cuDeviceTotalMem;
+    PFN_cuMemAllocAsync cuMemAllocAsync, cuMemAllocAsync_ptsz;
+    PFN_cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz;
+    PFN_cuMemFreeAsync cuMemFreeAsync, cuMemFreeAsync_ptsz;
+    PFN_cuMemPoolTrimTo cuMemPoolTrimTo;
+    PFN_cuMemPoolDestroy cuMemPoolDestroy;
+    PFN_cuMemPoolSetAttribute cuMemPoolSetAttribute;
+    PFN_cuMemCreate cuMemCreate;
+    PFN_cuMemRelease cuMemRelease;
+    PFN_cuMemMap cuMemMap;
+    PFN_cuMemUnmap cuMemUnmap;
+    PFN_cuArrayCreate_v2 cuArrayCreate_v2;
+    PFN_cuArray3DCreate_v2 cuArray3DCreate_v2;
+    PFN_cuArrayDestroy cuArrayDestroy;
+    PFN_cuMipmappedArrayCreate cuMipmappedArrayCreate;
+    PFN_cuMipmappedArrayDestroy cuMipmappedArrayDestroy;
+    /* Called, not governed. */
+    PFN_cuDeviceGetMemPool cuDeviceGetMemPool;
+    PFN_cuMemPoolGetAttribute cuMemPoolGetAttribute;
+    PFN_cuArrayGetMemoryRequirements cuArrayGetMemoryRequirements;
+    PFN_cuMipmappedArrayGetMemoryRequirements cuMipmappedArrayGetMemoryRequirements;
 } real;
 
 /* Our hooks, declared so the table below can name them. */
@@ -98,6 +118,29 @@ EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev);
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                     cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s);
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s);
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                        CUstream s);
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream s);
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep);
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool);
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags);
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle handle, unsigned long long flags);
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d);
+EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d);
+EXPORT CUresult cuArrayDestroy(CUarray a);
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                       unsigned int levels);
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray m);
 
 /* Each governed entry point: its exact exported name, where its real
  * address goes, and our hook. */
@@ -111,6 +154,12 @@ static const struct governed {
     G(cuMemAllocManaged), G(cuMemFree_v2),      G(cuMemFree),          G(cuMemGetInfo_v2),
     G(cuMemGetInfo),      G(cuDeviceTotalMem_v2), G(cuDeviceTotalMem),  G(cuGetProcAddress),
     G(cuGetProcAddress_v2),
+    G(cuMemAllocAsync),   G(cuMemAllocAsync_ptsz), G(cuMemAllocFromPoolAsync),
+    G(cuMemAllocFromPoolAsync_ptsz), G(cuMemFreeAsync), G(cuMemFreeAsync_ptsz),
+    G(cuMemPoolTrimTo),   G(cuMemPoolDestroy),  G(cuMemPoolSetAttribute),
+    G(cuMemCreate),       G(cuMemRelease),      G(cuMemMap),           G(cuMemUnmap),
+    G(cuArrayCreate_v2),  G(cuArray3DCreate_v2), G(cuArrayDestroy),
+    G(cuMipmappedArrayCreate), G(cuMipmappedArrayDestroy),
 #undef G
 };
 #define NGOVERNED (sizeof governed / sizeof *governed)
@@ -131,6 +180,12 @@ static void load_real(void)
     for (size_t i = 0; i < NGOVERNED; i++)
         *governed[i].real = sym(real_lib, governed[i].name);
     real.cuCtxGetDevice = (PFN_cuCtxGetDevice)sym(real_lib, "cuCtxGetDevice");
+    real.cuDeviceGetMemPool = (PFN_cuDeviceGetMemPool)sym(real_lib, "cuDeviceGetMemPool");
+    real.cuMemPoolGetAttribute = (PFN_cuMemPoolGetAttribute)sym(real_lib, "cuMemPoolGetAttribute");
+    real.cuArrayGetMemoryRequirements =
+        (PFN_cuArrayGetMemoryRequirements)sym(real_lib, "cuArrayGetMemoryRequirements");
+    real.cuMipmappedArrayGetMemoryRequirements = (PFN_cuMipmappedArrayGetMemoryRequirements)sym(
+        real_lib, "cuMipmappedArrayGetMemoryRequirements");
 }
 
 static inline void need_real(void) { pthread_once(&real_once, load_real); }
@@ -310,6 +365,437 @@ EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
     if (!real.cuMemFree)
         return CUDA_ERROR_NOT_SUPPORTED;
     return governed_free(dptr, free_v1);
+}
+
+/* ------------------------------------------------ stream-ordered pools */
+
+/* A pool's cost to the device is its reservation, not the sum of its live
+ * pointers: freed memory stays reserved up to the release threshold. So a
+ * pool is charged what it reserves, re-read from the driver
+ * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) after every operation that can
+ * change it. Pool operations are serialised here so each settles alone. */
+#define MAX_POOLS 256
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pool_charge {
+    CUmemoryPool pool;
+    int dev;
+    uint64_t charged;
+} pools[MAX_POOLS];
+static int npools;
+
+static struct pool_charge *pool_entry(CUmemoryPool pool, int dev)
+{
+    for (int i = 0; i < npools; i++)
+        if (pools[i].pool == pool)
+            return &pools[i];
+    if (npools == MAX_POOLS)
+        return NULL;
+    pools[npools] = (struct pool_charge){pool, dev, 0};
+    return &pools[npools++];
+}
+
+static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
+{
+    cuuint64_t v = 0;
+    if (!real.cuMemPoolGetAttribute || real.cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS)
+        return 0;
+    return v;
+}
+
+/* Brings a pool's charge to what it reserves now; `pre` is what the caller
+ * already reserved for this operation. Returns -1 if the pool grew past the
+ * budget (the caller undoes its operation). */
+static int pool_settle(struct pool_charge *pc, uint64_t pre)
+{
+    uint64_t now = pool_attr(pc->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    uint64_t had = pc->charged + pre;
+    if (now < had) {
+        budget_release(pc->dev, had - now);
+    } else if (now > had && budget_reserve(pc->dev, now - had) != 0) {
+        budget_release(pc->dev, pre);
+        return -1;
+    }
+    pc->charged = now;
+    return 0;
+}
+
+static void settle_all_pools(void)
+{
+    for (int i = 0; i < npools; i++)
+        pool_settle(&pools[i], 0);
+}
+
+static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                           CUstream s, PFN_cuMemAllocFromPoolAsync from_pool,
+                           PFN_cuMemAllocAsync from_default, PFN_cuMemFreeAsync undo)
+{
+    int dev = governed_device();
+    if (dev < 0 || !dptr || !bytesize)
+        return from_pool ? from_pool(dptr, bytesize, pool, s) : from_default(dptr, bytesize, s);
+    if (!pool && (!real.cuDeviceGetMemPool || real.cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS))
+        return from_default(dptr, bytesize, s);
+    pthread_mutex_lock(&pool_mu);
+    struct pool_charge *pc = pool_entry(pool, dev);
+    if (!pc) {
+        pthread_mutex_unlock(&pool_mu);
+        budget_report_oom(dev, bytesize, name);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* Room the pool may need beyond what it holds free. */
+    uint64_t charge = device_charge(bytesize);
+    uint64_t idle = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) -
+                    pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+    uint64_t pre = charge > idle ? device_charge(charge - idle) : 0;
+    if (pre && budget_reserve(dev, pre) != 0) {
+        pthread_mutex_unlock(&pool_mu);
+        budget_report_oom(dev, charge, name);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = from_pool ? from_pool(dptr, bytesize, pool, s) : from_default(dptr, bytesize, s);
+    if (rc != CUDA_SUCCESS) {
+        budget_rollback(dev, pre);
+    } else if (pool_settle(pc, pre) != 0) {
+        undo(*dptr, s);
+        pool_settle(pc, 0);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        budget_report_oom(dev, charge, name);
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    need_real();
+    return pool_alloc("cuMemAllocAsync", dptr, bytesize, NULL, s, NULL, real.cuMemAllocAsync,
+                      real.cuMemFreeAsync);
+}
+
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    need_real();
+    return pool_alloc("cuMemAllocAsync", dptr, bytesize, NULL, s, NULL, real.cuMemAllocAsync_ptsz,
+                      real.cuMemFreeAsync_ptsz);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                        CUstream s)
+{
+    need_real();
+    if (!pool)
+        return real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, s);
+    return pool_alloc("cuMemAllocFromPoolAsync", dptr, bytesize, pool, s,
+                      real.cuMemAllocFromPoolAsync, NULL, real.cuMemFreeAsync);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream s)
+{
+    need_real();
+    if (!pool)
+        return real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, s);
+    return pool_alloc("cuMemAllocFromPoolAsync", dptr, bytesize, pool, s,
+                      real.cuMemAllocFromPoolAsync_ptsz, NULL, real.cuMemFreeAsync_ptsz);
+}
+
+/* After anything that can shrink pools, their charges follow. */
+static CUresult settled(CUresult rc)
+{
+    pthread_mutex_lock(&pool_mu);
+    settle_all_pools();
+    pthread_mutex_unlock(&pool_mu);
+    return rc;
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+    need_real();
+    return settled(real.cuMemFreeAsync(dptr, s));
+}
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
+{
+    need_real();
+    return settled(real.cuMemFreeAsync_ptsz(dptr, s));
+}
+
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    need_real();
+    return settled(real.cuMemPoolTrimTo(pool, keep));
+}
+
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    need_real();
+    return settled(real.cuMemPoolSetAttribute(pool, attr, value));
+}
+
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    need_real();
+    CUresult rc = real.cuMemPoolDestroy(pool);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&pool_mu);
+    for (int i = 0; i < npools; i++)
+        if (pools[i].pool == pool) {
+            budget_release(pools[i].dev, pools[i].charged);
+            pools[i] = pools[--npools];
+            break;
+        }
+    pthread_mutex_unlock(&pool_mu);
+    return rc;
+}
+
+/* --------------------------------------------- virtual memory management */
+
+/* Physical memory of a handle is the device's until it is released *and*
+ * unmapped everywhere; only device-located handles are charged. */
+static pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;
+struct vmm_handle {
+    CUmemGenericAllocationHandle handle;
+    int dev;
+    uint64_t bytes;
+    int maps;
+    bool released;
+    CUdeviceptr mapped_at[8];
+};
+#define MAX_VMM 4096
+static struct vmm_handle vmm[MAX_VMM];
+static int nvmm;
+
+static struct vmm_handle *vmm_find(CUmemGenericAllocationHandle h)
+{
+    for (int i = 0; i < nvmm; i++)
+        if (vmm[i].handle == h)
+            return &vmm[i];
+    return NULL;
+}
+
+static void vmm_maybe_uncharge(struct vmm_handle *v)
+{
+    if (v->released && v->maps == 0) {
+        budget_release(v->dev, v->bytes);
+        *v = vmm[--nvmm];
+    }
+}
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    need_real();
+    pthread_once(&budget_once, setup_budgets);
+    if (!handle || !prop || !size || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        !budget_limited(prop->location.id))
+        return real.cuMemCreate(handle, size, prop, flags);
+    int dev = prop->location.id;
+    uint64_t charge = device_charge(size);
+    pthread_mutex_lock(&vmm_mu);
+    if (nvmm == MAX_VMM || budget_reserve(dev, charge) != 0) {
+        pthread_mutex_unlock(&vmm_mu);
+        budget_report_oom(dev, charge, "cuMemCreate");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = real.cuMemCreate(handle, size, prop, flags);
+    if (rc == CUDA_SUCCESS)
+        vmm[nvmm++] = (struct vmm_handle){.handle = *handle, .dev = dev, .bytes = charge};
+    else
+        budget_rollback(dev, charge);
+    pthread_mutex_unlock(&vmm_mu);
+    return rc;
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    need_real();
+    CUresult rc = real.cuMemRelease(handle);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&vmm_mu);
+    struct vmm_handle *v = vmm_find(handle);
+    if (v) {
+        v->released = true;
+        vmm_maybe_uncharge(v);
+    }
+    pthread_mutex_unlock(&vmm_mu);
+    return rc;
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    need_real();
+    CUresult rc = real.cuMemMap(ptr, size, offset, handle, flags);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&vmm_mu);
+    struct vmm_handle *v = vmm_find(handle);
+    if (v && v->maps < 8)
+        v->mapped_at[v->maps++] = ptr;
+    pthread_mutex_unlock(&vmm_mu);
+    return rc;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    need_real();
+    CUresult rc = real.cuMemUnmap(ptr, size);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&vmm_mu);
+    for (int i = 0; i < nvmm; i++) {
+        struct vmm_handle *v = &vmm[i];
+        for (int m = 0; m < v->maps; m++)
+            if (v->mapped_at[m] == ptr) {
+                v->mapped_at[m] = v->mapped_at[--v->maps];
+                vmm_maybe_uncharge(v);
+                i = nvmm; /* done */
+                break;
+            }
+    }
+    pthread_mutex_unlock(&vmm_mu);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- arrays */
+
+static unsigned format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    default: return 4;
+    }
+}
+
+/* What an array will take, before it exists: its texels with rows padded
+ * to 512 bytes, over all mipmap levels. Settled to the driver's figure
+ * (cuArrayGetMemoryRequirements) once it exists. */
+static uint64_t array_estimate(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
+{
+    uint64_t sum = 0, w = d->Width, h = d->Height, z = d->Depth;
+    uint64_t elem = (uint64_t)format_bytes(d->Format) * d->NumChannels;
+    for (unsigned l = 0; l < levels && l < 64; l++) {
+        sum += ((w * elem + 511) & ~(uint64_t)511) * (h ? h : 1) * (z ? z : 1);
+        w = w > 1 ? w / 2 : 1;
+        h = h > 1 ? h / 2 : h;
+        z = z > 1 ? z / 2 : z;
+    }
+    return device_charge(sum);
+}
+
+/* Creates through `create`, charging the estimate first and settling to
+ * `actual` after. */
+static CUresult governed_array(const char *name, uint64_t estimate, void **handle,
+                               CUresult (*create)(void **, const void *, unsigned),
+                               const void *desc, unsigned levels,
+                               uint64_t (*actual)(void *, int), CUresult (*destroy)(void *),
+                               enum charge_kind kind)
+{
+    int dev = governed_device();
+    if (dev < 0)
+        return create(handle, desc, levels);
+    if (budget_reserve(dev, estimate) != 0) {
+        budget_report_oom(dev, estimate, name);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = create(handle, desc, levels);
+    if (rc != CUDA_SUCCESS) {
+        budget_rollback(dev, estimate);
+        return rc;
+    }
+    uint64_t exact = actual(*handle, dev);
+    if (exact && exact < estimate) {
+        budget_rollback(dev, estimate - exact);
+    } else if (exact > estimate && budget_reserve(dev, exact - estimate) != 0) {
+        destroy(*handle);
+        budget_rollback(dev, estimate);
+        budget_report_oom(dev, exact, name);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    budget_commit(dev, (uint64_t)(uintptr_t)*handle, exact ? exact : estimate, kind);
+    return rc;
+}
+
+static CUresult create_2d(void **h, const void *d, unsigned levels)
+{
+    (void)levels;
+    return real.cuArrayCreate_v2((CUarray *)h, d);
+}
+static CUresult create_3d(void **h, const void *d, unsigned levels)
+{
+    (void)levels;
+    return real.cuArray3DCreate_v2((CUarray *)h, d);
+}
+static CUresult create_mip(void **h, const void *d, unsigned levels)
+{
+    return real.cuMipmappedArrayCreate((CUmipmappedArray *)h, d, levels);
+}
+static uint64_t array_actual(void *h, int dev)
+{
+    CUDA_ARRAY_MEMORY_REQUIREMENTS r;
+    if (!real.cuArrayGetMemoryRequirements ||
+        real.cuArrayGetMemoryRequirements(&r, (CUarray)h, dev) != CUDA_SUCCESS)
+        return 0;
+    return device_charge(r.size);
+}
+static uint64_t mip_actual(void *h, int dev)
+{
+    CUDA_ARRAY_MEMORY_REQUIREMENTS r;
+    if (!real.cuMipmappedArrayGetMemoryRequirements ||
+        real.cuMipmappedArrayGetMemoryRequirements(&r, (CUmipmappedArray)h, dev) != CUDA_SUCCESS)
+        return 0;
+    return device_charge(r.size);
+}
+static CUresult destroy_array(void *h) { return real.cuArrayDestroy((CUarray)h); }
+static CUresult destroy_mip(void *h) { return real.cuMipmappedArrayDestroy((CUmipmappedArray)h); }
+
+EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    need_real();
+    if (!pHandle || !d)
+        return real.cuArrayCreate_v2(pHandle, d);
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {d->Width, d->Height, 0, d->Format, d->NumChannels, 0};
+    return governed_array("cuArrayCreate", array_estimate(&d3, 1), (void **)pHandle, create_2d, d,
+                          1, array_actual, destroy_array, CHARGE_ARRAY);
+}
+
+EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    need_real();
+    if (!pHandle || !d)
+        return real.cuArray3DCreate_v2(pHandle, d);
+    return governed_array("cuArray3DCreate", array_estimate(d, 1), (void **)pHandle, create_3d, d,
+                          1, array_actual, destroy_array, CHARGE_ARRAY);
+}
+
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                       unsigned int levels)
+{
+    need_real();
+    if (!pHandle || !d || !levels)
+        return real.cuMipmappedArrayCreate(pHandle, d, levels);
+    return governed_array("cuMipmappedArrayCreate", array_estimate(d, levels), (void **)pHandle,
+                          create_mip, d, levels, mip_actual, destroy_mip, CHARGE_MIPMAP);
+}
+
+static CUresult destroy_v(uint64_t h) { return real.cuArrayDestroy((CUarray)(uintptr_t)h); }
+static CUresult destroy_m(uint64_t h) { return real.cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)h); }
+
+EXPORT CUresult cuArrayDestroy(CUarray a)
+{
+    need_real();
+    return governed_free((uint64_t)(uintptr_t)a, destroy_v);
+}
+
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray m)
+{
+    need_real();
+    return governed_free((uint64_t)(uintptr_t)m, destroy_m);
 }
 
 /* ---------------------------------------------------- what the program sees */
