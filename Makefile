@@ -40,6 +40,10 @@ TRACES ?= ../shared/traces
 bench: build
 	@echo "machine: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$(nproc) cores"
 	taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-replay $(TRACES)/w1.csv.gz $(TRACES)/w2.csv.gz
+	@echo "interposer overhead (null driver: the difference is what vram adds per call):"
+	@LD_LIBRARY_PATH=$(BUILD)/bench-driver taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
+	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_MEMORY_LIMIT=1TiB LD_PRELOAD=$(CURDIR)/$(BUILD)/libvram-preload.so \
+	  taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
 
 install: build
 	cmake --install $(BUILD)
