@@ -35,8 +35,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "job %s: no CUDA device\n", name);
         return 1;
     }
+    /* All that is free; or, when that is too little, at least what the model
+     * needs, as a framework would try before giving up. */
     CUdeviceptr pool;
-    CUresult rc = free_bytes >= NEED ? cuMemAlloc_v2(&pool, free_bytes) : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = cuMemAlloc_v2(&pool, free_bytes >= NEED ? free_bytes : NEED);
     if (rc != CUDA_SUCCESS) {
         fprintf(stderr, "job %s: CUDA_ERROR_OUT_OF_MEMORY: the device has %.2f GiB free of %.2f GiB, "
                         "the model needs 3.50 GiB\n",
