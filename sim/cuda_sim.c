@@ -19,6 +19,7 @@
 #include "../src/cuda/granularity.h"
 #include "../src/util/addrmap.h"
 #include "../src/util/parse.h"
+#include "config.h"
 #include "occupancy.h"
 #include "sim.h"
 
@@ -106,36 +107,9 @@ __attribute__((constructor)) static void sim_load(void)
 
 static CUresult configure(void)
 {
-    const char *spec = getenv("VRAM_SIM_DEVICES");
-    if (!spec || !*spec) {
-        sim.ndev = 1;
-        sim.total[0] = 12ull << 30;
-        return CUDA_SUCCESS;
-    }
-    char items[SIM_MAX_DEVICES][64];
-    parse_why why;
-    int n = parse_split(spec, ',', items, SIM_MAX_DEVICES, &why);
-    if (n < 0) {
-        fprintf(stderr, "vram-sim: VRAM_SIM_DEVICES=\"%s\": %s; expected a comma-separated list "
-                        "of device sizes (at most %d), each %s\n",
-                spec, why.text, SIM_MAX_DEVICES, PARSE_SIZE_FORMS);
+    int n = sim_config_devices(sim.total);
+    if (n < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    }
-    for (int i = 0; i < n; i++) {
-        uint64_t bytes = 0;
-        const char *problem = NULL;
-        if (parse_size(items[i], &bytes, &why) != 0)
-            problem = why.text;
-        else if (bytes == 0)
-            problem = "must be more than 0";
-        if (problem) {
-            fprintf(stderr, "vram-sim: VRAM_SIM_DEVICES=\"%s\": device %d size \"%s\": %s; "
-                            "expected %s\n",
-                    spec, i, items[i], problem, PARSE_SIZE_FORMS);
-            return CUDA_ERROR_INVALID_VALUE;
-        }
-        sim.total[i] = bytes;
-    }
     sim.ndev = n;
     return CUDA_SUCCESS;
 }
@@ -223,13 +197,8 @@ EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
         return rc;
     if (!uuid)
         return CUDA_ERROR_INVALID_VALUE;
-    /* Stable across processes, distinct per device: the same device must be
-     * recognised by every process that shares it. */
-    static const unsigned char base[16] = {0x5a, 0x1d, 0x0e, 0x5a, 0x00, 0x00, 0x40, 0x00,
-                                           0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
-    memcpy(uuid->bytes, base, 16);
-    uuid->bytes[15] = (char)dev;
-    uuid->bytes[4] = (char)(0xa0 + dev);
+    /* Stable across processes and libraries: see sim/config.c. */
+    sim_config_uuid(dev, (unsigned char *)uuid->bytes);
     return CUDA_SUCCESS;
 }
 

@@ -104,7 +104,7 @@ static int open_locked(void)
     memcpy(own.magic, MAGIC, sizeof MAGIC);
     own.pid = getpid();
     snprintf(path, sizeof path, "%s/%s", dir, own_name);
-    if (fcntl(own_fd, F_SETLK, &fl) != 0 || pwrite(own_fd, &own, sizeof own, 0) != sizeof own ||
+    if (fcntl(own_fd, F_OFD_SETLK, &fl) != 0 || pwrite(own_fd, &own, sizeof own, 0) != sizeof own ||
         rename(tmp, path) != 0) {
         fprintf(stderr, "vram-sim: cannot set up %s: %s\n", path, strerror(errno));
         unlink(tmp);
@@ -127,10 +127,14 @@ int occ_open(void)
     return rc;
 }
 
-/* Sums every live record (our own from memory). Caller holds both locks. */
-static void sum_all(uint64_t used[SIM_MAX_DEVICES])
+/* Calls fn for every live record other than this copy's own. The locks
+ * are open-file-description locks (F_OFD_*): they belong to the record's
+ * open file, not to the process, so opening and closing a record here —
+ * even one of this very process, held by another copy of this code (the
+ * simulated NVML) — leaves its lock alone; the kernel drops it when the
+ * owner's last descriptor goes, that is when the owner dies. */
+static void each_live(void (*fn)(const struct record *r, void *arg), void *arg)
 {
-    memcpy(used, own.used, sizeof own.used);
     DIR *d = opendir(dir);
     if (!d)
         return;
@@ -138,25 +142,36 @@ static void sum_all(uint64_t used[SIM_MAX_DEVICES])
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, "proc-", 5) != 0 || strcmp(e->d_name, own_name) == 0)
             continue;
-        /* Never open our own record here: closing any descriptor of a file
-         * drops this process's fcntl locks on it. */
         int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
             continue;
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         struct record r;
-        if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) {
+        if (fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) {
             /* Its owner is gone: the memory came back when it died. */
             struct stat st;
             if (fstat(fd, &st) == 0 && (st.st_uid == getuid() || getuid() == 0))
                 unlinkat(dirfd(d), e->d_name, 0);
         } else if (pread(fd, &r, sizeof r, 0) == sizeof r && memcmp(r.magic, MAGIC, 8) == 0) {
-            for (int i = 0; i < SIM_MAX_DEVICES; i++)
-                used[i] += r.used[i];
+            fn(&r, arg);
         }
         close(fd);
     }
     closedir(d);
+}
+
+static void add_usage(const struct record *r, void *arg)
+{
+    uint64_t *used = arg;
+    for (int i = 0; i < SIM_MAX_DEVICES; i++)
+        used[i] += r->used[i];
+}
+
+/* Sums every live record (our own from memory). Caller holds both locks. */
+static void sum_all(uint64_t used[SIM_MAX_DEVICES])
+{
+    memcpy(used, own.used, sizeof own.used);
+    each_live(add_usage, used);
 }
 
 static void lock_machine(void)
@@ -229,4 +244,42 @@ void occ_forget_after_fork(void)
     lock_fd = own_fd = -1;
     memset(&own, 0, sizeof own);
     pthread_mutex_init(&lock, NULL);
+}
+
+struct listing {
+    int dev, n, max;
+    struct occ_process *out;
+};
+
+static void list_one(const struct record *r, void *arg)
+{
+    struct listing *l = arg;
+    if (r->used[l->dev] && l->n < l->max)
+        l->out[l->n++] = (struct occ_process){(int)r->pid, r->used[l->dev]};
+}
+
+int occ_processes(int dev, struct occ_process *out, int max)
+{
+    /* Readers need no record of their own: only the directory and lock. */
+    pthread_mutex_lock(&lock);
+    if (lock_fd < 0) {
+        const char *env = getenv("VRAM_SIM_DIR");
+        snprintf(dir, sizeof dir, "%s", env && *env ? env : "/tmp/vram-sim");
+        char path[640];
+        snprintf(path, sizeof path, "%s/devices.lock", dir);
+        if (check_dir(dir) != 0 ||
+            (lock_fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0) {
+            pthread_mutex_unlock(&lock);
+            return 0;
+        }
+    }
+    while (flock(lock_fd, LOCK_EX) != 0 && errno == EINTR)
+        ;
+    struct listing l = {dev, 0, max, out};
+    if (own_fd >= 0 && own.used[dev] && max > 0)
+        out[l.n++] = (struct occ_process){(int)own.pid, own.used[dev]};
+    each_live(list_one, &l);
+    flock(lock_fd, LOCK_UN);
+    pthread_mutex_unlock(&lock);
+    return l.n;
 }

@@ -14,7 +14,9 @@
  *                       process that died, at any instruction, and is
  *                       ignored (and removed by whoever may remove it).
  *                       Records are 0644: readable by all, writable by the
- *                       owner only.
+ *                       owner only. The liveness locks are open-file-
+ *                       description locks, so any code may open a record,
+ *                       even its own process's, without disturbing them.
  */
 #ifndef VRAM_SIM_OCCUPANCY_H
 #define VRAM_SIM_OCCUPANCY_H
@@ -33,6 +35,13 @@ int occ_charge(int dev, uint64_t bytes, uint64_t total);
 void occ_uncharge(int dev, uint64_t bytes);
 /* Bytes of `dev` held by all live processes together. */
 uint64_t occ_used(int dev);
+/* The live processes holding memory of `dev` (pid, bytes), at most max. */
+struct occ_process {
+    int pid;
+    uint64_t bytes;
+};
+int occ_processes(int dev, struct occ_process *out, int max);
+
 /* In a child after fork(): the child is a new process with nothing charged. */
 void occ_forget_after_fork(void);
 

@@ -1,10 +1,12 @@
 /* Programs written against the driver API, linked with -lcuda as real ones
  * are, run under the interposer on the simulated driver: every governed
  * allocation family is held to the budget, the program sees the budget as
- * the device, resolution through cuGetProcAddress and dlsym is governed,
- * threads racing at the edge never pass it, and a forked child is its own
- * process. The test re-executes itself with LD_PRELOAD set. */
+ * the device (through CUDA and NVML alike), resolution through
+ * cuGetProcAddress and dlsym is governed, threads racing at the edge never
+ * pass it, and a forked child is its own process. The test re-executes
+ * itself with LD_PRELOAD set. */
 #include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/nvml_abi.h"
 #include "check.h"
 
 #include <dlfcn.h>
@@ -256,6 +258,47 @@ static void arrays(void)
     CHECK(free_now() == BUDGET);
 }
 
+/* NVML's memory figures are the same view as CUDA's, device by UUID; its
+ * process list shows what this process really holds. */
+static void nvml(void)
+{
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    CHECK(lib != NULL);
+    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)dlsym(lib, "nvmlInit_v2");
+    PFN_nvmlDeviceGetHandleByIndex_v2 by_index =
+        (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    PFN_nvmlDeviceGetMemoryInfo info = (PFN_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo");
+    PFN_nvmlDeviceGetMemoryInfo_v2 info2 =
+        (PFN_nvmlDeviceGetMemoryInfo_v2)dlsym(lib, "nvmlDeviceGetMemoryInfo_v2");
+    PFN_nvmlDeviceGetComputeRunningProcesses_v3 procs =
+        (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+    CHECK(init && by_index && info && info2 && procs);
+    CHECK(init() == NVML_SUCCESS);
+    nvmlDevice_t d0, d1;
+    CHECK(by_index(0, &d0) == NVML_SUCCESS && by_index(1, &d1) == NVML_SUCCESS);
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, 300 * MiB) == CUDA_SUCCESS);
+    nvmlMemory_t m;
+    CHECK(info(d0, &m) == NVML_SUCCESS);
+    size_t f, t;
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
+    CHECK(m.total == t && m.free == f && m.used == t - f); /* the same view */
+    CHECK(m.total == BUDGET && m.free == BUDGET - 300 * MiB);
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    CHECK(info2(d0, &m2) == NVML_SUCCESS && m2.total == BUDGET && m2.free == f &&
+          m2.used + m2.reserved == t - f);
+    CHECK(info(d1, &m) == NVML_SUCCESS && m.total == 2 * GiB); /* no budget there */
+    nvmlProcessInfo_t list[8];
+    unsigned int n = 8;
+    CHECK(procs(d0, &n, list) == NVML_SUCCESS);
+    int mine = 0;
+    for (unsigned i = 0; i < n; i++)
+        mine |= list[i].pid == (unsigned)getpid() && list[i].usedGpuMemory == 300 * MiB;
+    CHECK(mine);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+    CHECK(info(d0, &m) == NVML_SUCCESS && m.free == BUDGET);
+}
+
 static atomic_uint_fast64_t granted;
 
 static void *racer(void *arg)
@@ -334,6 +377,7 @@ int main(int argc, char **argv)
     pools();
     virtual_memory();
     arrays();
+    nvml();
     threads_at_the_edge();
     forked_child();
     return 0;

@@ -22,6 +22,7 @@
 #endif
 #include "../cuda/cuda_abi.h"
 #include "../cuda/granularity.h"
+#include "../cuda/nvml_abi.h"
 #include "budget.h"
 
 #include <dlfcn.h>
@@ -99,6 +100,12 @@ static struct {
     PFN_cuMemPoolGetAttribute cuMemPoolGetAttribute;
     PFN_cuArrayGetMemoryRequirements cuArrayGetMemoryRequirements;
     PFN_cuMipmappedArrayGetMemoryRequirements cuMipmappedArrayGetMemoryRequirements;
+    PFN_cuInit cuInit;
+    PFN_cuDeviceGetCount cuDeviceGetCount;
+    PFN_cuDeviceGetUuid cuDeviceGetUuid;
+    PFN_nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo;
+    PFN_nvmlDeviceGetMemoryInfo_v2 nvmlDeviceGetMemoryInfo_v2;
+    PFN_nvmlDeviceGetUUID nvmlDeviceGetUUID;
 } real;
 
 /* Our hooks, declared so the table below can name them. */
@@ -141,6 +148,8 @@ EXPORT CUresult cuArrayDestroy(CUarray a);
 EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
                                        unsigned int levels);
 EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray m);
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m);
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m);
 
 /* Each governed entry point: its exact exported name, where its real
  * address goes, and our hook. */
@@ -148,8 +157,10 @@ static const struct governed {
     const char *name;
     void **real;
     void *hook;
+    int nvml; /* found in libnvidia-ml.so.1, not libcuda.so.1 */
 } governed[] = {
-#define G(fn) {#fn, (void **)&real.fn, (void *)fn}
+#define G(fn) {#fn, (void **)&real.fn, (void *)fn, 0}
+#define N(fn) {#fn, (void **)&real.fn, (void *)fn, 1}
     G(cuMemAlloc_v2),     G(cuMemAlloc),        G(cuMemAllocPitch_v2), G(cuMemAllocPitch),
     G(cuMemAllocManaged), G(cuMemFree_v2),      G(cuMemFree),          G(cuMemGetInfo_v2),
     G(cuMemGetInfo),      G(cuDeviceTotalMem_v2), G(cuDeviceTotalMem),  G(cuGetProcAddress),
@@ -160,7 +171,9 @@ static const struct governed {
     G(cuMemCreate),       G(cuMemRelease),      G(cuMemMap),           G(cuMemUnmap),
     G(cuArrayCreate_v2),  G(cuArray3DCreate_v2), G(cuArrayDestroy),
     G(cuMipmappedArrayCreate), G(cuMipmappedArrayDestroy),
+    N(nvmlDeviceGetMemoryInfo), N(nvmlDeviceGetMemoryInfo_v2),
 #undef G
+#undef N
 };
 #define NGOVERNED (sizeof governed / sizeof *governed)
 
@@ -178,7 +191,11 @@ static void load_real(void)
         return;
     dlsym_fn sym = real_dlsym();
     for (size_t i = 0; i < NGOVERNED; i++)
-        *governed[i].real = sym(real_lib, governed[i].name);
+        if (!governed[i].nvml)
+            *governed[i].real = sym(real_lib, governed[i].name);
+    real.cuInit = (PFN_cuInit)sym(real_lib, "cuInit");
+    real.cuDeviceGetCount = (PFN_cuDeviceGetCount)sym(real_lib, "cuDeviceGetCount");
+    real.cuDeviceGetUuid = (PFN_cuDeviceGetUuid)sym(real_lib, "cuDeviceGetUuid");
     real.cuCtxGetDevice = (PFN_cuCtxGetDevice)sym(real_lib, "cuCtxGetDevice");
     real.cuDeviceGetMemPool = (PFN_cuDeviceGetMemPool)sym(real_lib, "cuDeviceGetMemPool");
     real.cuMemPoolGetAttribute = (PFN_cuMemPoolGetAttribute)sym(real_lib, "cuMemPoolGetAttribute");
@@ -189,6 +206,29 @@ static void load_real(void)
 }
 
 static inline void need_real(void) { pthread_once(&real_once, load_real); }
+
+/* NVML is resolved separately, once the program has loaded it (until then
+ * each NVML lookup tries again): the interposer never loads NVML on a
+ * program's behalf. */
+static atomic_bool nvml_loaded;
+static pthread_mutex_t nvml_load_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void need_nvml(void)
+{
+    if (atomic_load_explicit(&nvml_loaded, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&nvml_load_mu);
+    void *lib = nvml_loaded ? NULL : dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib) {
+        dlsym_fn sym = real_dlsym();
+        for (size_t i = 0; i < NGOVERNED; i++)
+            if (governed[i].nvml)
+                *governed[i].real = sym(lib, governed[i].name);
+        real.nvmlDeviceGetUUID = (PFN_nvmlDeviceGetUUID)sym(lib, "nvmlDeviceGetUUID");
+        atomic_store_explicit(&nvml_loaded, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&nvml_load_mu);
+}
 
 /* The hook for a real driver function, or the function itself. */
 static void *swap(void *p)
@@ -853,6 +893,110 @@ EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     return rc;
 }
 
+/* ------------------------------------------------------------------ NVML */
+
+/* NVML numbers devices physically; the program's CUDA ordinals follow
+ * CUDA_VISIBLE_DEVICES. The two meet only by UUID. */
+#define MAX_NVML 64
+static pthread_mutex_t nvml_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct nvml_ordinal {
+    nvmlDevice_t dev;
+    int ordinal; /* -1: not visible to CUDA in this process */
+} nvml_map[MAX_NVML];
+static int nnvml;
+
+static void uuid_text(const CUuuid *u, char out[48])
+{
+    const unsigned char *b = (const unsigned char *)u->bytes;
+    static const char hex[] = "0123456789abcdef";
+    char *o = out;
+    memcpy(o, "GPU-", 4);
+    o += 4;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            *o++ = '-';
+        *o++ = hex[b[i] >> 4];
+        *o++ = hex[b[i] & 15];
+    }
+    *o = 0;
+}
+
+static int cuda_ordinal_of(nvmlDevice_t d)
+{
+    pthread_mutex_lock(&nvml_mu);
+    for (int i = 0; i < nnvml; i++)
+        if (nvml_map[i].dev == d) {
+            int o = nvml_map[i].ordinal;
+            pthread_mutex_unlock(&nvml_mu);
+            return o;
+        }
+    int ordinal = -1, n = 0;
+    char want[96];
+    if (real.nvmlDeviceGetUUID && real.nvmlDeviceGetUUID(d, want, sizeof want) == NVML_SUCCESS &&
+        real.cuDeviceGetCount && real.cuDeviceGetUuid) {
+        /* cuInit creates no context; it only lets us ask the driver. */
+        if (real.cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED && real.cuInit &&
+            real.cuInit(0) == CUDA_SUCCESS)
+            real.cuDeviceGetCount(&n);
+        for (int o = 0; o < n && ordinal < 0; o++) {
+            CUuuid u;
+            char text[48];
+            if (real.cuDeviceGetUuid(&u, o) == CUDA_SUCCESS) {
+                uuid_text(&u, text);
+                if (strcmp(text, want) == 0)
+                    ordinal = o;
+            }
+        }
+        if (nnvml < MAX_NVML) /* remembered only once the answer is certain */
+            nvml_map[nnvml++] = (struct nvml_ordinal){d, ordinal};
+    }
+    pthread_mutex_unlock(&nvml_mu);
+    return ordinal;
+}
+
+/* The same view as cuMemGetInfo: NVML and CUDA always agree. NVML's v2
+ * figures split what is not free into reserved and used. */
+static void nvml_view(nvmlDevice_t d, unsigned long long *total, unsigned long long *free_b,
+                      unsigned long long *used, unsigned long long *reserved)
+{
+    pthread_once(&budget_once, setup_budgets);
+    int dev = cuda_ordinal_of(d);
+    if (dev < 0 || !budget_limited(dev))
+        return;
+    uint64_t f, t;
+    budget_view(dev, *free_b, *total, &f, &t);
+    unsigned long long taken = t - f, r = reserved && *reserved < taken ? *reserved : 0;
+    if (reserved)
+        *reserved = r;
+    *total = t;
+    *free_b = f;
+    *used = taken - r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
+{
+    need_real();
+    need_nvml();
+    if (!real.nvmlDeviceGetMemoryInfo)
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t rc = real.nvmlDeviceGetMemoryInfo(d, m);
+    if (rc == NVML_SUCCESS)
+        nvml_view(d, &m->total, &m->free, &m->used, NULL);
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
+{
+    need_real();
+    need_nvml();
+    if (!real.nvmlDeviceGetMemoryInfo_v2)
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t rc = real.nvmlDeviceGetMemoryInfo_v2(d, m);
+    if (rc == NVML_SUCCESS)
+        nvml_view(d, &m->total, &m->free, &m->used, &m->reserved);
+    return rc;
+}
+
 /* ------------------------------------------------------------ resolution */
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
@@ -890,7 +1034,13 @@ EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion
  * glibc) and under the older version that programs built before 2.34
  * reference (see preload.map). Only names we govern are looked at twice. */
 /* A governed name asked of the driver: ask the real dlsym, swap by identity. */
-static void *governed_lookup(void *handle, const char *name) { return swap(real_dlsym()(handle, name)); }
+static void *governed_lookup(void *handle, const char *name)
+{
+    void *p = real_dlsym()(handle, name);
+    if (p && name[0] == 'n')
+        need_nvml();
+    return swap(p);
+}
 
 UNINSTRUMENTED static int same_name(const char *a, const char *b)
 {
@@ -905,7 +1055,8 @@ UNINSTRUMENTED static int same_name(const char *a, const char *b)
 UNINSTRUMENTED void *vram_dlsym_route(void *handle, const char *name);
 void *vram_dlsym_route(void *handle, const char *name)
 {
-    if (handle != RTLD_NEXT && name && name[0] == 'c' && name[1] == 'u')
+    if (handle != RTLD_NEXT && name &&
+        ((name[0] == 'c' && name[1] == 'u') || (name[0] == 'n' && name[1] == 'v')))
         for (size_t i = 0; i < NGOVERNED; i++)
             if (same_name(governed[i].name, name))
                 return (void *)governed_lookup;

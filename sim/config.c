@@ -1,0 +1,60 @@
+#include "config.h"
+
+#include "../src/util/parse.h"
+#include "occupancy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sim_config_devices(uint64_t *total)
+{
+    const char *spec = getenv("VRAM_SIM_DEVICES");
+    if (!spec || !*spec) {
+        total[0] = 12ull << 30;
+        return 1;
+    }
+    char items[SIM_MAX_DEVICES][64];
+    parse_why why;
+    int n = parse_split(spec, ',', items, SIM_MAX_DEVICES, &why);
+    if (n < 0) {
+        fprintf(stderr, "vram-sim: VRAM_SIM_DEVICES=\"%s\": %s; expected a comma-separated list "
+                        "of device sizes (at most %d), each %s\n",
+                spec, why.text, SIM_MAX_DEVICES, PARSE_SIZE_FORMS);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        uint64_t bytes = 0;
+        const char *problem = NULL;
+        if (parse_size(items[i], &bytes, &why) != 0)
+            problem = why.text;
+        else if (bytes == 0)
+            problem = "must be more than 0";
+        if (problem) {
+            fprintf(stderr, "vram-sim: VRAM_SIM_DEVICES=\"%s\": device %d size \"%s\": %s; "
+                            "expected %s\n",
+                    spec, i, items[i], problem, PARSE_SIZE_FORMS);
+            return -1;
+        }
+        total[i] = bytes;
+    }
+    return n;
+}
+
+void sim_config_uuid(int dev, unsigned char out[16])
+{
+    static const unsigned char base[16] = {0x5a, 0x1d, 0x0e, 0x5a, 0x00, 0x00, 0x40, 0x00,
+                                           0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    memcpy(out, base, 16);
+    out[15] = (unsigned char)dev;
+    out[4] = (unsigned char)(0xa0 + dev);
+}
+
+void sim_config_uuid_text(int dev, char out[48])
+{
+    unsigned char b[16];
+    sim_config_uuid(dev, b);
+    snprintf(out, 48, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
