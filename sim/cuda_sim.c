@@ -886,6 +886,18 @@ F(CUresult, cuArrayGetMemoryRequirements, (CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUa
 F(CUresult, cuMipmappedArrayCreate, (CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int))
 F(CUresult, cuMipmappedArrayDestroy, (CUmipmappedArray))
 F(CUresult, cuMipmappedArrayGetMemoryRequirements, (CUDA_ARRAY_MEMORY_REQUIREMENTS *, CUmipmappedArray, CUdevice))
+F(CUresult, cuGraphCreate, (CUgraph *, unsigned int))
+F(CUresult, cuGraphDestroy, (CUgraph))
+F(CUresult, cuGraphAddMemAllocNode, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *))
+F(CUresult, cuGraphAddMemFreeNode, (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))
+F(CUresult, cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long))
+F(CUresult, cuGraphLaunch, (CUgraphExec, CUstream))
+F(CUresult, cuGraphLaunch_ptsz, (CUgraphExec, CUstream))
+F(CUresult, cuGraphUpload, (CUgraphExec, CUstream))
+F(CUresult, cuGraphUpload_ptsz, (CUgraphExec, CUstream))
+F(CUresult, cuGraphExecDestroy, (CUgraphExec))
+F(CUresult, cuDeviceGetGraphMemAttribute, (CUdevice, CUgraphMem_attribute, void *))
+F(CUresult, cuDeviceGraphMemTrim, (CUdevice))
 #undef F
 
 /* What cuGetProcAddress resolves: the base name a caller asks for, the CUDA
@@ -968,6 +980,17 @@ static const struct {
     P("cuMipmappedArrayCreate", 5000, cuMipmappedArrayCreate),
     P("cuMipmappedArrayDestroy", 5000, cuMipmappedArrayDestroy),
     P("cuMipmappedArrayGetMemoryRequirements", 11060, cuMipmappedArrayGetMemoryRequirements),
+    P("cuGraphCreate", 10000, cuGraphCreate),
+    P("cuGraphDestroy", 10000, cuGraphDestroy),
+    P("cuGraphAddMemAllocNode", 11040, cuGraphAddMemAllocNode),
+    P("cuGraphAddMemFreeNode", 11040, cuGraphAddMemFreeNode),
+    P("cuGraphInstantiateWithFlags", 11040, cuGraphInstantiateWithFlags),
+    P("cuGraphInstantiate", 12000, cuGraphInstantiateWithFlags),
+    PS("cuGraphLaunch", 10000, cuGraphLaunch),
+    PS("cuGraphUpload", 11010, cuGraphUpload),
+    P("cuGraphExecDestroy", 10000, cuGraphExecDestroy),
+    P("cuDeviceGetGraphMemAttribute", 11040, cuDeviceGetGraphMemAttribute),
+    P("cuDeviceGraphMemTrim", 11040, cuDeviceGraphMemTrim),
     P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
     P("cuGetProcAddress", 11030, cuGetProcAddress),
 #undef P

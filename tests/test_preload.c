@@ -45,6 +45,14 @@ CUresult cuArray3DCreate_v2(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
 CUresult cuArrayDestroy(CUarray);
 CUresult cuMipmappedArrayCreate(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
+CUresult cuGraphCreate(CUgraph *, unsigned int);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphDestroy(CUgraph);
+CUresult cuDeviceGraphMemTrim(CUdevice);
 
 #define BUDGET GiB
 
@@ -258,6 +266,48 @@ static void arrays(void)
     CHECK(free_now() == BUDGET);
 }
 
+/* Graph memory: reserved at launch, kept until trimmed. */
+static CUgraphExec graph_of(size_t a, size_t b)
+{
+    CUgraph g;
+    CUgraphNode n;
+    CHECK(cuGraphCreate(&g, 0) == CUDA_SUCCESS);
+    CUDA_MEM_ALLOC_NODE_PARAMS p = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                  .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}},
+                                    .bytesize = a};
+    CHECK(cuGraphAddMemAllocNode(&n, g, NULL, 0, &p) == CUDA_SUCCESS);
+    p.bytesize = b;
+    CHECK(cuGraphAddMemAllocNode(&n, g, NULL, 0, &p) == CUDA_SUCCESS);
+    CUgraphExec e;
+    CHECK(cuGraphInstantiateWithFlags(&e, g, 0) == CUDA_SUCCESS);
+    CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+    return e;
+}
+
+static void graphs(void)
+{
+    CUgraphExec fits = graph_of(300 * MiB, 300 * MiB), too_big = graph_of(700 * MiB, 400 * MiB);
+    CHECK(free_now() == BUDGET); /* nothing is taken before launch */
+    CHECK(cuGraphLaunch(fits, NULL) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET - 600 * MiB);
+    CHECK(cuGraphLaunch(fits, NULL) == CUDA_SUCCESS); /* relaunch reuses the reservation */
+    CHECK(free_now() == BUDGET - 600 * MiB);
+    CHECK(cuGraphLaunch(too_big, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuDeviceGraphMemTrim(0) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET);
+    CHECK(cuGraphLaunch(too_big, NULL) == CUDA_ERROR_OUT_OF_MEMORY); /* 1100 MiB > budget */
+    CUgraph g;
+    CUgraphNode n;
+    CUDA_MEM_ALLOC_NODE_PARAMS huge = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                     .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}},
+                                       .bytesize = 2 * GiB};
+    CHECK(cuGraphCreate(&g, 0) == CUDA_SUCCESS);
+    CHECK(cuGraphAddMemAllocNode(&n, g, NULL, 0, &huge) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+    CHECK(cuGraphExecDestroy(fits) == CUDA_SUCCESS && cuGraphExecDestroy(too_big) == CUDA_SUCCESS);
+    CHECK(free_now() == BUDGET);
+}
+
 /* NVML's memory figures are the same view as CUDA's, device by UUID; its
  * process list shows what this process really holds. */
 static void nvml(void)
@@ -378,6 +428,7 @@ int main(int argc, char **argv)
     virtual_memory();
     arrays();
     nvml();
+    graphs();
     threads_at_the_edge();
     forked_child();
     return 0;

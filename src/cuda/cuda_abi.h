@@ -167,6 +167,25 @@ typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
     unsigned int reserved[4];
 } CUDA_ARRAY_MEMORY_REQUIREMENTS;
 
+/* Graphs and graph memory (CUDA 11.4+). */
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef int CUgraphMem_attribute;
+enum {
+    CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0,
+    CU_GRAPH_MEM_ATTR_USED_MEM_HIGH = 1,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH = 3,
+};
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_st {
+    CUmemPoolProps poolProps;
+    const CUmemAccessDesc *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+
 /* Function types, one per entry point we call. The names are the ABI
  * symbols; cuda.h's macros map e.g. cuMemAlloc to cuMemAlloc_v2. */
 typedef CUresult (*PFN_cuInit)(unsigned int flags);
@@ -257,6 +276,23 @@ typedef CUresult (*PFN_cuMipmappedArrayDestroy)(CUmipmappedArray hMipmappedArray
 typedef CUresult (*PFN_cuMipmappedArrayGetMemoryRequirements)(CUDA_ARRAY_MEMORY_REQUIREMENTS *req,
                                                               CUmipmappedArray mipmap,
                                                               CUdevice device);
+typedef CUresult (*PFN_cuGraphCreate)(CUgraph *phGraph, unsigned int flags);
+typedef CUresult (*PFN_cuGraphDestroy)(CUgraph hGraph);
+typedef CUresult (*PFN_cuGraphAddMemAllocNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                               const CUgraphNode *dependencies,
+                                               size_t numDependencies,
+                                               CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
+typedef CUresult (*PFN_cuGraphAddMemFreeNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                              const CUgraphNode *dependencies,
+                                              size_t numDependencies, CUdeviceptr dptr);
+typedef CUresult (*PFN_cuGraphInstantiateWithFlags)(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                    unsigned long long flags);
+typedef CUresult (*PFN_cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream);
+typedef CUresult (*PFN_cuGraphUpload)(CUgraphExec hGraphExec, CUstream hStream);
+typedef CUresult (*PFN_cuGraphExecDestroy)(CUgraphExec hGraphExec);
+typedef CUresult (*PFN_cuDeviceGetGraphMemAttribute)(CUdevice device, CUgraphMem_attribute attr,
+                                                     void *value);
+typedef CUresult (*PFN_cuDeviceGraphMemTrim)(CUdevice device);
 typedef CUresult (*PFN_cuGetProcAddress)(const char *symbol, void **pfn, int cudaVersion,
                                          cuuint64_t flags);
 typedef CUresult (*PFN_cuGetProcAddress_v2)(const char *symbol, void **pfn, int cudaVersion,
