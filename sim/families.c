@@ -8,6 +8,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "../src/cuda/array_layout.h"
 #include "../src/cuda/granularity.h"
 #include "../src/util/addrmap.h"
 #include "occupancy.h"
@@ -434,45 +435,10 @@ struct CUmipmappedArray_st {
     uint64_t bytes;
 };
 
-static unsigned element_size(CUarray_format f)
-{
-    switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT: return 4;
-    default: return 0;
-    }
-}
-
-/* Rows padded to 512 bytes, each 2D slice to whole rows, the whole to the
- * device's granularity: the layout a texture unit wants. */
-static uint64_t level_bytes(size_t w, size_t h, size_t d, unsigned elem)
-{
-    uint64_t row = ((uint64_t)w * elem + 511) & ~(uint64_t)511;
-    return row * (h ? h : 1) * (d ? d : 1);
-}
-
 static CUresult array_sizes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels, uint64_t *bytes)
 {
-    unsigned elem = element_size(d->Format) * d->NumChannels;
-    if (!elem || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) || !d->Width ||
-        !levels)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t sum = 0;
-    size_t w = d->Width, h = d->Height, z = d->Depth;
-    for (unsigned l = 0; l < levels; l++) {
-        sum += level_bytes(w, h, z, elem);
-        w = w > 1 ? w / 2 : 1;
-        h = h > 1 ? h / 2 : h;
-        z = z > 1 ? z / 2 : z;
-    }
-    *bytes = device_charge(sum);
-    return CUDA_SUCCESS;
+    *bytes = array_layout_bytes(d, levels);
+    return *bytes ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult charge_new(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels, int *dev_out,

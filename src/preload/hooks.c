@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #endif
 #include "../cuda/cuda_abi.h"
+#include "../cuda/array_layout.h"
 #include "../cuda/granularity.h"
 #include "../cuda/nvml_abi.h"
 #include "budget.h"
@@ -718,32 +719,14 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 /* ---------------------------------------------------------------- arrays */
 
-static unsigned format_bytes(CUarray_format f)
-{
-    switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: return 2;
-    default: return 4;
-    }
-}
-
-/* What an array will take, before it exists: its texels with rows padded
- * to 512 bytes, over all mipmap levels. Settled to the driver's figure
- * (cuArrayGetMemoryRequirements) once it exists. */
+/* What an array will take, before it exists: the layout of
+ * array_layout.h, settled to the driver's figure
+ * (cuArrayGetMemoryRequirements) once it exists. An array the layout calls
+ * invalid is charged a page; the driver will refuse it anyway. */
 static uint64_t array_estimate(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 {
-    uint64_t sum = 0, w = d->Width, h = d->Height, z = d->Depth;
-    uint64_t elem = (uint64_t)format_bytes(d->Format) * d->NumChannels;
-    for (unsigned l = 0; l < levels && l < 64; l++) {
-        sum += ((w * elem + 511) & ~(uint64_t)511) * (h ? h : 1) * (z ? z : 1);
-        w = w > 1 ? w / 2 : 1;
-        h = h > 1 ? h / 2 : h;
-        z = z > 1 ? z / 2 : z;
-    }
-    return device_charge(sum);
+    uint64_t bytes = array_layout_bytes(d, levels);
+    return bytes ? bytes : DEVICE_PAGE;
 }
 
 /* Creates through `create`, charging the estimate first and settling to
