@@ -1,0 +1,165 @@
+/* interposer: what the parts of libvram-preload.so share.
+ *
+ * resolve.c loads the real driver and decides which function a program
+ * gets (dlsym, cuGetProcAddress); the other files each govern one family
+ * of entry points against budget.c. Internal to the library: nothing here
+ * is exported except the hooks, which carry the driver's own names.
+ */
+#ifndef VRAM_INTERPOSER_H
+#define VRAM_INTERPOSER_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "../cuda/cuda_abi.h"
+#include "../cuda/granularity.h"
+#include "../cuda/nvml_abi.h"
+#include "budget.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* The real driver's entry points: those we wrap (filled by name from
+ * libcuda.so.1 / libnvidia-ml.so.1) and those we call. */
+struct real_driver {
+    PFN_cuCtxGetDevice cuCtxGetDevice;
+    PFN_cuDeviceTotalMem_v2 cuDeviceTotalMem_v2;
+    PFN_cuGetProcAddress cuGetProcAddress;
+    PFN_cuGetProcAddress_v2 cuGetProcAddress_v2;
+    PFN_cuMemAlloc_v2 cuMemAlloc_v2;
+    PFN_cuMemAlloc cuMemAlloc;
+    PFN_cuMemAllocPitch_v2 cuMemAllocPitch_v2;
+    PFN_cuMemAllocPitch cuMemAllocPitch;
+    PFN_cuMemAllocManaged cuMemAllocManaged;
+    PFN_cuMemFree_v2 cuMemFree_v2;
+    PFN_cuMemFree cuMemFree;
+    PFN_cuMemGetInfo_v2 cuMemGetInfo_v2;
+    PFN_cuMemGetInfo cuMemGetInfo;
+    PFN_cuDeviceTotalMem cuDeviceTotalMem;
+    PFN_cuMemAllocAsync cuMemAllocAsync, cuMemAllocAsync_ptsz;
+    PFN_cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz;
+    PFN_cuMemFreeAsync cuMemFreeAsync, cuMemFreeAsync_ptsz;
+    PFN_cuMemPoolTrimTo cuMemPoolTrimTo;
+    PFN_cuMemPoolDestroy cuMemPoolDestroy;
+    PFN_cuMemPoolSetAttribute cuMemPoolSetAttribute;
+    PFN_cuMemCreate cuMemCreate;
+    PFN_cuMemRelease cuMemRelease;
+    PFN_cuMemMap cuMemMap;
+    PFN_cuMemUnmap cuMemUnmap;
+    PFN_cuArrayCreate_v2 cuArrayCreate_v2;
+    PFN_cuArray3DCreate_v2 cuArray3DCreate_v2;
+    PFN_cuArrayDestroy cuArrayDestroy;
+    PFN_cuMipmappedArrayCreate cuMipmappedArrayCreate;
+    PFN_cuMipmappedArrayDestroy cuMipmappedArrayDestroy;
+    /* Called, not governed. */
+    PFN_cuDeviceGetMemPool cuDeviceGetMemPool;
+    PFN_cuMemPoolGetAttribute cuMemPoolGetAttribute;
+    PFN_cuArrayGetMemoryRequirements cuArrayGetMemoryRequirements;
+    PFN_cuMipmappedArrayGetMemoryRequirements cuMipmappedArrayGetMemoryRequirements;
+    PFN_cuGraphAddMemAllocNode cuGraphAddMemAllocNode;
+    PFN_cuGraphInstantiateWithFlags cuGraphInstantiateWithFlags;
+    PFN_cuGraphLaunch cuGraphLaunch, cuGraphLaunch_ptsz;
+    PFN_cuGraphUpload cuGraphUpload, cuGraphUpload_ptsz;
+    PFN_cuDeviceGraphMemTrim cuDeviceGraphMemTrim;
+    PFN_cuDeviceGetGraphMemAttribute cuDeviceGetGraphMemAttribute;
+    PFN_cuInit cuInit;
+    PFN_cuDeviceGetCount cuDeviceGetCount;
+    PFN_cuDeviceGetUuid cuDeviceGetUuid;
+    PFN_nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo;
+    PFN_nvmlDeviceGetMemoryInfo_v2 nvmlDeviceGetMemoryInfo_v2;
+    PFN_nvmlDeviceGetUUID nvmlDeviceGetUUID;
+};
+extern struct real_driver real;
+
+/* Resolves the driver's functions (once); NVML's once the program loaded it. */
+void need_real(void);
+void need_nvml(void);
+
+/* Budgets are read on the first governed call. */
+extern pthread_once_t budget_once;
+void setup_budgets(void);
+
+/* The device of the calling thread's current context, if a budget governs
+ * it; -1 means "not ours: pass through". */
+int governed_device(void);
+
+/* Frees through `driver`; the charge comes back only if the driver agreed.
+ * A key the budget does not know is the driver's business alone. */
+CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t));
+
+/* Reserve, call the driver, then commit or roll back: the budget is never
+ * exceeded, not even for an instant, by any number of threads. */
+#define GOVERNED_ALLOC(call_name, charge_expr, kind, driver_call, key_expr)                   \
+    do {                                                                                      \
+        int dev_ = governed_device();                                                         \
+        if (dev_ < 0)                                                                         \
+            return driver_call;                                                               \
+        uint64_t charge_ = (charge_expr);                                                     \
+        if (budget_reserve(dev_, charge_) != 0) {                                             \
+            budget_report_oom(dev_, charge_, call_name);                                      \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
+        }                                                                                     \
+        CUresult rc_ = driver_call;                                                           \
+        if (rc_ == CUDA_SUCCESS)                                                              \
+            budget_commit(dev_, (key_expr), charge_, kind);                                   \
+        else                                                                                  \
+            budget_rollback(dev_, charge_);                                                   \
+        return rc_;                                                                           \
+    } while (0)
+
+/* The hooks, with the driver's exact names and signatures. */
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
+EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, size_t h,
+                                   unsigned int elem);
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int w,
+                                unsigned int h, unsigned int elem);
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
+EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr);
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total);
+EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total);
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
+EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev);
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s);
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s);
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                        CUstream s);
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream s);
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s);
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s);
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep);
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool);
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags);
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle handle, unsigned long long flags);
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d);
+EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d);
+EXPORT CUresult cuArrayDestroy(CUarray a);
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                       unsigned int levels);
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray m);
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m);
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m);
+EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                       size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS *params);
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags);
+EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream s);
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s);
+EXPORT CUresult cuGraphUpload(CUgraphExec e, CUstream s);
+EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s);
+EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev);
+
+
+#endif

@@ -1,0 +1,184 @@
+/* pools: stream-ordered allocation from default and user pools (and the
+ * _ptsz variants), charged by what each pool reserves. */
+#include "interposer.h"
+
+/* ------------------------------------------------ stream-ordered pools */
+
+/* A pool's cost to the device is its reservation, not the sum of its live
+ * pointers: freed memory stays reserved up to the release threshold. So a
+ * pool is charged what it reserves, re-read from the driver
+ * (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) after every operation that can
+ * change it. Pool operations are serialised here so each settles alone. */
+#define MAX_POOLS 256
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pool_charge {
+    CUmemoryPool pool;
+    int dev;
+    uint64_t charged;
+} pools[MAX_POOLS];
+static int npools;
+
+static struct pool_charge *pool_entry(CUmemoryPool pool, int dev)
+{
+    for (int i = 0; i < npools; i++)
+        if (pools[i].pool == pool)
+            return &pools[i];
+    if (npools == MAX_POOLS)
+        return NULL;
+    pools[npools] = (struct pool_charge){pool, dev, 0};
+    return &pools[npools++];
+}
+
+static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
+{
+    cuuint64_t v = 0;
+    if (!real.cuMemPoolGetAttribute || real.cuMemPoolGetAttribute(pool, attr, &v) != CUDA_SUCCESS)
+        return 0;
+    return v;
+}
+
+/* Brings a pool's charge to what it reserves now; `pre` is what the caller
+ * already reserved for this operation. Returns -1 if the pool grew past the
+ * budget (the caller undoes its operation). */
+static int pool_settle(struct pool_charge *pc, uint64_t pre)
+{
+    uint64_t now = pool_attr(pc->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    uint64_t had = pc->charged + pre;
+    if (now < had) {
+        budget_release(pc->dev, had - now);
+    } else if (now > had && budget_reserve(pc->dev, now - had) != 0) {
+        budget_release(pc->dev, pre);
+        return -1;
+    }
+    pc->charged = now;
+    return 0;
+}
+
+static void settle_all_pools(void)
+{
+    for (int i = 0; i < npools; i++)
+        pool_settle(&pools[i], 0);
+}
+
+static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                           CUstream s, PFN_cuMemAllocFromPoolAsync from_pool,
+                           PFN_cuMemAllocAsync from_default, PFN_cuMemFreeAsync undo)
+{
+    int dev = governed_device();
+    if (dev < 0 || !dptr || !bytesize)
+        return from_pool ? from_pool(dptr, bytesize, pool, s) : from_default(dptr, bytesize, s);
+    if (!pool && (!real.cuDeviceGetMemPool || real.cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS))
+        return from_default(dptr, bytesize, s);
+    pthread_mutex_lock(&pool_mu);
+    struct pool_charge *pc = pool_entry(pool, dev);
+    if (!pc) {
+        pthread_mutex_unlock(&pool_mu);
+        budget_report_oom(dev, bytesize, name);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* Room the pool may need beyond what it holds free. */
+    uint64_t charge = device_charge(bytesize);
+    uint64_t idle = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) -
+                    pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+    uint64_t pre = charge > idle ? device_charge(charge - idle) : 0;
+    if (pre && budget_reserve(dev, pre) != 0) {
+        pthread_mutex_unlock(&pool_mu);
+        budget_report_oom(dev, charge, name);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = from_pool ? from_pool(dptr, bytesize, pool, s) : from_default(dptr, bytesize, s);
+    if (rc != CUDA_SUCCESS) {
+        budget_rollback(dev, pre);
+    } else if (pool_settle(pc, pre) != 0) {
+        undo(*dptr, s);
+        pool_settle(pc, 0);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        budget_report_oom(dev, charge, name);
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    need_real();
+    return pool_alloc("cuMemAllocAsync", dptr, bytesize, NULL, s, NULL, real.cuMemAllocAsync,
+                      real.cuMemFreeAsync);
+}
+
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    need_real();
+    return pool_alloc("cuMemAllocAsync", dptr, bytesize, NULL, s, NULL, real.cuMemAllocAsync_ptsz,
+                      real.cuMemFreeAsync_ptsz);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                        CUstream s)
+{
+    need_real();
+    if (!pool)
+        return real.cuMemAllocFromPoolAsync(dptr, bytesize, pool, s);
+    return pool_alloc("cuMemAllocFromPoolAsync", dptr, bytesize, pool, s,
+                      real.cuMemAllocFromPoolAsync, NULL, real.cuMemFreeAsync);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream s)
+{
+    need_real();
+    if (!pool)
+        return real.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, s);
+    return pool_alloc("cuMemAllocFromPoolAsync", dptr, bytesize, pool, s,
+                      real.cuMemAllocFromPoolAsync_ptsz, NULL, real.cuMemFreeAsync_ptsz);
+}
+
+/* After anything that can shrink pools, their charges follow. */
+static CUresult settled(CUresult rc)
+{
+    pthread_mutex_lock(&pool_mu);
+    settle_all_pools();
+    pthread_mutex_unlock(&pool_mu);
+    return rc;
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+    need_real();
+    return settled(real.cuMemFreeAsync(dptr, s));
+}
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
+{
+    need_real();
+    return settled(real.cuMemFreeAsync_ptsz(dptr, s));
+}
+
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    need_real();
+    return settled(real.cuMemPoolTrimTo(pool, keep));
+}
+
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    need_real();
+    return settled(real.cuMemPoolSetAttribute(pool, attr, value));
+}
+
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    need_real();
+    CUresult rc = real.cuMemPoolDestroy(pool);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&pool_mu);
+    for (int i = 0; i < npools; i++)
+        if (pools[i].pool == pool) {
+            budget_release(pools[i].dev, pools[i].charged);
+            pools[i] = pools[--npools];
+            break;
+        }
+    pthread_mutex_unlock(&pool_mu);
+    return rc;
+}
