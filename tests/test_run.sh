@@ -4,7 +4,8 @@
 # cannot pass, budgeted processes share a device, a killed one's memory
 # comes back, and the interposer is quiet unless asked.
 set -u
-build=${1:?usage: test_run.sh BUILD_DIR}
+build=${1:?usage: test_run.sh BUILD_DIR CHURN}
+churn=${2:?usage: test_run.sh BUILD_DIR CHURN}
 vram=$build/vram grab=$build/vram-demo-grab
 export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$(mktemp -d)
 unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG
@@ -64,6 +65,19 @@ wait $d 2>/dev/null
 check "killed process's memory is back" contains "$tmp/occ" " 5.00 GiB used of 12.00 GiB"
 wait $e
 check "the other finished" contains "$tmp/e" "RESULT E 5368709120 5368709120 ok"
+
+# Killed in the middle of allocating and freeing, again and again: nothing
+# it held outlives it.
+for delay in 0.05 0.13 0.21 0.08 0.17; do
+  "$vram" run --limit 2GiB -- "$churn" >"$tmp/churn" 2>&1 &
+  c=$!
+  for _ in $(seq 500); do grep -q churning "$tmp/churn" 2>/dev/null && break; sleep 0.01; done
+  sleep $delay
+  kill -9 $c
+  wait $c 2>/dev/null
+done
+"$vram" devices --brief >"$tmp/occ"
+check "killed mid-allocation: all memory back" contains "$tmp/occ" " 0 B used of 12.00 GiB"
 
 # --growth asks the frameworks to grow instead of grabbing.
 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 "$vram" run --limit 1GiB --growth -- \
