@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include "../src/cuda/uuid.h"
 #include "../src/util/parse.h"
 #include "occupancy.h"
 
@@ -54,7 +55,5 @@ void sim_config_uuid_text(int dev, char out[48])
 {
     unsigned char b[16];
     sim_config_uuid(dev, b);
-    snprintf(out, 48, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
+    uuid_text(b, out);
 }

@@ -144,10 +144,6 @@ EXPORT CUresult cuDriverGetVersion(int *version)
 
 bool sim_ready(void) { return sim.initialized; }
 uint64_t sim_device_total(int dev) { return sim.total[dev]; }
-CUresult sim_check_device(CUdevice dev);
-
-static CUresult check_device(CUdevice dev) { return sim_check_device(dev); }
-
 CUresult sim_check_device(CUdevice dev)
 {
     if (!sim.initialized)
@@ -173,7 +169,7 @@ EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = check_device(ordinal);
+    CUresult rc = sim_check_device(ordinal);
     if (rc == CUDA_SUCCESS)
         *device = ordinal;
     return rc;
@@ -181,7 +177,7 @@ EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 
 EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = sim_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!name || len <= 0)
@@ -192,7 +188,7 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = sim_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!uuid)
@@ -206,7 +202,7 @@ EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return cuDevice
 
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = sim_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!bytes)
@@ -226,7 +222,7 @@ EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 
 EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = sim_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!pi)
@@ -246,7 +242,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevic
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = sim_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!pctx)
@@ -260,7 +256,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    CUresult rc = check_device(dev);
+    CUresult rc = sim_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&sim.mu);
@@ -278,7 +274,7 @@ static bool ctx_valid(CUcontext c) { return c && atomic_load(&c->refs) > 0; }
 EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     (void)flags;
-    CUresult rc = check_device(dev);
+    CUresult rc = sim_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!pctx)
@@ -360,9 +356,6 @@ EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-CUresult sim_current_device(int *dev);
-static CUresult current_device(int *dev) { return sim_current_device(dev); }
-
 CUresult sim_current_device(int *dev)
 {
     if (!sim.initialized)
@@ -378,7 +371,7 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 {
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    return current_device(device);
+    return sim_current_device(device);
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -406,7 +399,7 @@ static uint64_t charge_of(size_t bytes) { return device_charge(bytes); }
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     int dev;
-    CUresult rc = current_device(&dev);
+    CUresult rc = sim_current_device(&dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!dptr || bytesize == 0)
@@ -495,7 +488,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     int dev;
-    CUresult rc = current_device(&dev);
+    CUresult rc = sim_current_device(&dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!free_bytes || !total)
@@ -544,7 +537,7 @@ static bool range_valid(CUdeviceptr p, size_t n)
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
     int dev;
-    CUresult rc = current_device(&dev);
+    CUresult rc = sim_current_device(&dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!range_valid(dst, n) || (!src && n))
@@ -556,7 +549,7 @@ EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
     int dev;
-    CUresult rc = current_device(&dev);
+    CUresult rc = sim_current_device(&dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!range_valid(src, n) || (!dst && n))
@@ -568,7 +561,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n)
 {
     int dev;
-    CUresult rc = current_device(&dev);
+    CUresult rc = sim_current_device(&dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!range_valid(dst, n))
@@ -627,7 +620,7 @@ static void stream_unref(struct CUstream_st *s)
 EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
 {
     int dev;
-    CUresult rc = current_device(&dev);
+    CUresult rc = sim_current_device(&dev);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!phStream || flags > CU_STREAM_NON_BLOCKING)

@@ -154,7 +154,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
 {
     if (!m || m->version != nvmlMemory_v2)
-        return m ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_INVALID_ARGUMENT;
+        return NVML_ERROR_INVALID_ARGUMENT;
     nvmlMemory_t v1;
     nvmlReturn_t rc = nvmlDeviceGetMemoryInfo(d, &v1);
     if (rc == NVML_SUCCESS) {

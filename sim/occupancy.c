@@ -61,8 +61,12 @@ static int check_dir(const char *path)
     return 0;
 }
 
-static int open_locked(void)
+/* The state directory and its lock file: all that a process needs to read
+ * occupancy. Caller holds `lock`. */
+static int open_directory(void)
 {
+    if (lock_fd >= 0)
+        return 0;
     const char *env = getenv("VRAM_SIM_DIR");
     snprintf(dir, sizeof dir, "%s", env && *env ? env : "/tmp/vram-sim");
     if (mkdir(dir, 01777) == 0)
@@ -74,7 +78,6 @@ static int open_locked(void)
     }
     if (check_dir(dir) != 0)
         return -1;
-
     char path[640];
     snprintf(path, sizeof path, "%s/devices.lock", dir);
     lock_fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -82,6 +85,15 @@ static int open_locked(void)
         fprintf(stderr, "vram-sim: cannot open %s: %s\n", path, strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+/* ... and this process's own record, for a process that holds memory. */
+static int open_locked(void)
+{
+    if (open_directory() != 0)
+        return -1;
+    char path[640];
 
     /* Create the record under a name scanners ignore, lock it, then rename
      * it into place: a scanner never sees a record without its lock. */
@@ -94,8 +106,6 @@ static int open_locked(void)
     own_fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (own_fd < 0) {
         fprintf(stderr, "vram-sim: cannot create %s: %s\n", tmp, strerror(errno));
-        close(lock_fd);
-        lock_fd = -1;
         return -1;
     }
     fchmod(own_fd, 0644);
@@ -109,8 +119,7 @@ static int open_locked(void)
         fprintf(stderr, "vram-sim: cannot set up %s: %s\n", path, strerror(errno));
         unlink(tmp);
         close(own_fd);
-        close(lock_fd);
-        own_fd = lock_fd = -1;
+        own_fd = -1;
         return -1;
     }
     static int registered;
@@ -262,24 +271,15 @@ int occ_processes(int dev, struct occ_process *out, int max)
 {
     /* Readers need no record of their own: only the directory and lock. */
     pthread_mutex_lock(&lock);
-    if (lock_fd < 0) {
-        const char *env = getenv("VRAM_SIM_DIR");
-        snprintf(dir, sizeof dir, "%s", env && *env ? env : "/tmp/vram-sim");
-        char path[640];
-        snprintf(path, sizeof path, "%s/devices.lock", dir);
-        if (check_dir(dir) != 0 ||
-            (lock_fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0) {
-            pthread_mutex_unlock(&lock);
-            return 0;
-        }
-    }
-    while (flock(lock_fd, LOCK_EX) != 0 && errno == EINTR)
-        ;
+    int opened = open_directory();
+    pthread_mutex_unlock(&lock);
+    if (opened != 0)
+        return 0;
+    lock_machine();
     struct listing l = {dev, 0, max, out};
     if (own_fd >= 0 && own.used[dev] && max > 0)
         out[l.n++] = (struct occ_process){(int)own.pid, own.used[dev]};
     each_live(list_one, &l);
-    flock(lock_fd, LOCK_UN);
-    pthread_mutex_unlock(&lock);
+    unlock_machine();
     return l.n;
 }

@@ -38,9 +38,8 @@ static atomic_int overlaps;
 #define SPAN (64ull << 20)
 static _Atomic int owner[(1u << 20)];
 
-static void stamp(uint64_t base, uint64_t addr, uint64_t size, int from, int to)
+static void stamp(uint64_t addr, uint64_t size, int from, int to)
 {
-    (void)base;
     uint64_t g = (addr - (1ull << 40)) / ARENA_GRANULE;
     for (uint64_t i = g; i < g + size / ARENA_GRANULE && i < (1u << 20); i += 16) {
         int expect = from;
@@ -67,19 +66,19 @@ static void *heap_worker(void *arg)
             uint64_t s = (seed_next(&seed) % 64 + 1) * 4096;
             if (heap_alloc(&heap, s, NULL, &addr[n], NULL) == HEAP_OK) {
                 size[n] = s;
-                stamp(0, addr[n], s, 0, id);
+                stamp(addr[n], s, 0, id);
                 n++;
             }
         } else {
             int i = (int)(seed_next(&seed) % (uint64_t)n);
-            stamp(0, addr[i], size[i], id, 0);
+            stamp(addr[i], size[i], id, 0);
             CHECK(heap_free(&heap, addr[i], NULL) == HEAP_OK);
             addr[i] = addr[--n];
             size[i] = size[n];
         }
     }
     while (n--) {
-        stamp(0, addr[n], size[n], id, 0);
+        stamp(addr[n], size[n], id, 0);
         CHECK(heap_free(&heap, addr[n], NULL) == HEAP_OK);
     }
     return NULL;

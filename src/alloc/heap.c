@@ -240,6 +240,8 @@ static void fill_stats(struct heap *h, struct heap_stats *out)
 static arena_block alloc_slow(struct heap *h, uint64_t rounded, struct heap_oom *oom)
 {
     arena_block b;
+    if (oom) /* grow() records the driver's refusals here */
+        oom->driver_error = 0, oom->driver_refused = 0;
     if (grow(h, rounded, oom) && (b = arena_alloc(&h->arena, rounded)) != ARENA_NONE)
         return b;
     if (h->npending) {
@@ -259,12 +261,11 @@ static arena_block alloc_slow(struct heap *h, uint64_t rounded, struct heap_oom 
 
 int heap_alloc(struct heap *h, uint64_t size, void *stream, uint64_t *addr, struct heap_oom *oom)
 {
-    if (oom)
-        memset(oom, 0, sizeof *oom);
     uint64_t rounded = size > UINT64_MAX - ARENA_GRANULE ? 0 : round_up(size, ARENA_GRANULE);
     vram_lock_acquire(&h->lock);
     arena_block b = ARENA_NONE;
-    if (rounded && rounded <= h->st.bytes_limit) {
+    bool valid = rounded && rounded <= h->st.bytes_limit;
+    if (valid) {
         if (h->npending) {
             if (stream)
                 b = take_own_pending(h, stream, rounded);
@@ -279,6 +280,10 @@ int heap_alloc(struct heap *h, uint64_t size, void *stream, uint64_t *addr, stru
     if (b == ARENA_NONE) {
         h->st.num_ooms++;
         if (oom) {
+            /* The report is written only here: a successful allocation
+             * never touches it. */
+            if (!valid)
+                oom->driver_error = 0, oom->driver_refused = 0;
             oom->requested = size;
             oom->rounded = rounded ? rounded : size;
             fill_stats(h, &oom->stats);

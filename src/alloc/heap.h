@@ -94,8 +94,9 @@ int heap_init(struct heap *h, uint64_t limit, bool growth, const struct heap_bac
 void heap_destroy(struct heap *h);
 
 /* Allocates `size` bytes (rounded up to 256) for use on `stream` (NULL: any
- * stream). On HEAP_OUT_OF_MEMORY, *oom (if given) says why. size 0 is
- * refused with HEAP_OUT_OF_MEMORY's sibling: callers check it first. */
+ * stream). On HEAP_OUT_OF_MEMORY, *oom (if given) says why. A size of 0 (or
+ * one that cannot be rounded) is refused as out of memory: callers that
+ * give size 0 a meaning handle it before. */
 int heap_alloc(struct heap *h, uint64_t size, void *stream, uint64_t *addr, struct heap_oom *oom);
 /* Frees an allocation of this heap, ordered after the work queued on
  * `stream` so far (NULL: free now). HEAP_UNKNOWN_POINTER if not ours. */

@@ -1,5 +1,6 @@
 #include "device.h"
 
+#include "../cuda/uuid.h"
 #include "../util/parse.h"
 #include "../util/report.h"
 
@@ -106,14 +107,6 @@ static void backend_event_release(void *ctx, void *event)
 
 /* ---------------------------------------------------- visible devices */
 
-static void format_uuid(const CUuuid *u, char out[48])
-{
-    const unsigned char *b = (const unsigned char *)u->bytes;
-    snprintf(out, 48,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-}
-
 /* Fills order[] with the driver ordinals to use, in order. Returns the
  * count, or -1 with the message recorded. */
 static int choose_visible(const char *spec, const char *origin, struct physical_device *all,
@@ -187,7 +180,7 @@ static vram_status query_physical(struct device_table *t, struct physical_device
         (rc = cu->cuDeviceTotalMem(&total, p->dev)) != CUDA_SUCCESS)
         return report_fail(VRAM_ERROR_DRIVER, "cannot query device %d: %s", ordinal,
                            driver_error_text(cu, rc, buf));
-    format_uuid(&uuid, p->uuid);
+    uuid_text((const unsigned char *)uuid.bytes, p->uuid);
     p->total = total;
     return VRAM_OK;
 }

@@ -113,7 +113,6 @@ int budget_reserve(int dev, uint64_t bytes)
     return 0;
 }
 
-void budget_rollback(int dev, uint64_t bytes) { atomic_fetch_sub(&b.used[dev], bytes); }
 void budget_release(int dev, uint64_t bytes) { atomic_fetch_sub(&b.used[dev], bytes); }
 
 void budget_commit(int dev, uint64_t key, uint64_t bytes, enum charge_kind kind)

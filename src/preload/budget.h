@@ -3,7 +3,7 @@
  * Every allocation the interposer governs goes through three steps:
  * budget_reserve() charges the budget first (an atomic compare-and-swap,
  * so two threads can never together pass it), the driver is called, and
- * then budget_commit() records the pointer or budget_rollback() returns the
+ * then budget_commit() records the pointer or budget_release() returns the
  * charge. Frees look the pointer up; one the budget does not know is the
  * driver's business alone.
  *
@@ -46,12 +46,12 @@ uint64_t budget_used(int dev);
 
 /* 0 if `bytes` fit and are now charged; -1 if the budget is exhausted. */
 int budget_reserve(int dev, uint64_t bytes);
-void budget_rollback(int dev, uint64_t bytes);
 /* Records a successful allocation (key: its address or handle). */
 void budget_commit(int dev, uint64_t key, uint64_t bytes, enum charge_kind kind);
 /* Forgets an allocation and returns its charge; false if unknown. The
  * charge is returned to the budget only by budget_release(). */
 bool budget_forget(uint64_t key, int *dev, uint64_t *bytes, enum charge_kind *kind);
+/* Returns a charge: a reservation the driver refused, or memory freed. */
 void budget_release(int dev, uint64_t bytes);
 
 /* The program's view of a device. */

@@ -114,7 +114,7 @@ static CUresult graph_run(const char *name, CUgraphExec e, CUstream s, PFN_cuGra
     }
     CUresult rc = run(e, s);
     if (rc != CUDA_SUCCESS)
-        budget_rollback(dev, pre);
+        budget_release(dev, pre);
     else
         graph_settle(dev, pre);
     pthread_mutex_unlock(&graph_mu);

@@ -106,7 +106,7 @@ CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t));
         if (rc_ == CUDA_SUCCESS)                                                              \
             budget_commit(dev_, (key_expr), charge_, kind);                                   \
         else                                                                                  \
-            budget_rollback(dev_, charge_);                                                   \
+            budget_release(dev_, charge_);                                                   \
         return rc_;                                                                           \
     } while (0)
 

@@ -47,16 +47,16 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, 
     }
     CUresult rc = real.cuMemAllocPitch_v2(dptr, pPitch, w, h, elem);
     if (rc != CUDA_SUCCESS) {
-        budget_rollback(dev, bound);
+        budget_release(dev, bound);
         return rc;
     }
     uint64_t actual = device_charge((uint64_t)*pPitch * h);
     if (actual < bound)
-        budget_rollback(dev, bound - actual);
+        budget_release(dev, bound - actual);
     else if (actual > bound && budget_reserve(dev, actual - bound) != 0) {
         /* The driver padded more than any device we know; over budget. */
         real.cuMemFree_v2(*dptr);
-        budget_rollback(dev, bound);
+        budget_release(dev, bound);
         budget_report_oom(dev, actual, "cuMemAllocPitch");
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

@@ -1,5 +1,6 @@
 /* nvml: NVML's memory figures, through the same view as CUDA's. */
 #include "interposer.h"
+#include "../cuda/uuid.h"
 #include <string.h>
 
 /* ------------------------------------------------------------------ NVML */
@@ -13,22 +14,6 @@ static struct nvml_ordinal {
     int ordinal; /* -1: not visible to CUDA in this process */
 } nvml_map[MAX_NVML];
 static int nnvml;
-
-static void uuid_text(const CUuuid *u, char out[48])
-{
-    const unsigned char *b = (const unsigned char *)u->bytes;
-    static const char hex[] = "0123456789abcdef";
-    char *o = out;
-    memcpy(o, "GPU-", 4);
-    o += 4;
-    for (int i = 0; i < 16; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10)
-            *o++ = '-';
-        *o++ = hex[b[i] >> 4];
-        *o++ = hex[b[i] & 15];
-    }
-    *o = 0;
-}
 
 static int cuda_ordinal_of(nvmlDevice_t d)
 {
@@ -49,9 +34,9 @@ static int cuda_ordinal_of(nvmlDevice_t d)
             real.cuDeviceGetCount(&n);
         for (int o = 0; o < n && ordinal < 0; o++) {
             CUuuid u;
-            char text[48];
+            char text[UUID_TEXT_SIZE];
             if (real.cuDeviceGetUuid(&u, o) == CUDA_SUCCESS) {
-                uuid_text(&u, text);
+                uuid_text((const unsigned char *)u.bytes, text);
                 if (strcmp(text, want) == 0)
                     ordinal = o;
             }

@@ -88,7 +88,7 @@ static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize,
     }
     CUresult rc = from_pool ? from_pool(dptr, bytesize, pool, s) : from_default(dptr, bytesize, s);
     if (rc != CUDA_SUCCESS) {
-        budget_rollback(dev, pre);
+        budget_release(dev, pre);
     } else if (pool_settle(pc, pre) != 0) {
         undo(*dptr, s);
         pool_settle(pc, 0);

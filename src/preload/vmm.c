@@ -56,7 +56,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (rc == CUDA_SUCCESS)
         vmm[nvmm++] = (struct vmm_handle){.handle = *handle, .dev = dev, .bytes = charge};
     else
-        budget_rollback(dev, charge);
+        budget_release(dev, charge);
     pthread_mutex_unlock(&vmm_mu);
     return rc;
 }
@@ -142,15 +142,15 @@ static CUresult governed_array(const char *name, uint64_t estimate, void **handl
     }
     CUresult rc = create(handle, desc, levels);
     if (rc != CUDA_SUCCESS) {
-        budget_rollback(dev, estimate);
+        budget_release(dev, estimate);
         return rc;
     }
     uint64_t exact = actual(*handle, dev);
     if (exact && exact < estimate) {
-        budget_rollback(dev, estimate - exact);
+        budget_release(dev, estimate - exact);
     } else if (exact > estimate && budget_reserve(dev, exact - estimate) != 0) {
         destroy(*handle);
-        budget_rollback(dev, estimate);
+        budget_release(dev, estimate);
         budget_report_oom(dev, exact, name);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
