@@ -1,6 +1,8 @@
 /* vram: the command-line front of libvram. */
 #include "../include/vram.h"
 #include "../src/core/options.h"
+#include "../src/ledger/client.h"
+#include "../src/ledger/snapshot.h"
 #include "../src/util/parse.h"
 
 #include <dlfcn.h>
@@ -9,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef VRAM_INSTALL_LIBDIR
@@ -28,6 +32,9 @@ static void usage(FILE *out)
             "                   CUDA) held to a GPU memory budget; vram run --help says more\n"
             "  devices          list physical and logical devices: total, limit, free\n"
             "  devices --brief  one line per physical device: how full it is\n"
+            "  top              live view of vramd's ledger: devices, users, processes;\n"
+            "                   vram top --help says more\n"
+            "  status           the ledger once: --json for scripts, --prometheus for metrics\n"
             "  --help           this text\n"
             "  --version        the version of vram\n"
             "\n"
@@ -39,6 +46,12 @@ static void usage(FILE *out)
             "                        limit at first use (TF_FORCE_GPU_ALLOW_GROWTH if unset)\n"
             "  VRAM_VIRTUAL_DEVICES  split devices: \"0:2GiB,2GiB;1:4GiB\"\n"
             "  VRAM_LOG              off, error, warn (default), info, debug\n"
+            "  VRAM_DAEMON           vramd's socket, or \"off\" to work without the daemon\n"
+            "                        (default: " LEDGER_SYSTEM_SOCKET " if it exists, else the\n"
+            "                        user's own daemon's socket if it exists)\n"
+            "  VRAM_WAIT             with vramd: wait for memory when the GPU is full:\n"
+            "                        true (as long as the policy allows) or a duration (10m)\n"
+            "  VRAM_JOB              with vramd: the job this process belongs to\n"
             "  VRAM_CUDA_LIBRARY     the driver to load (default libcuda.so.1)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
@@ -127,9 +140,15 @@ static void run_usage(FILE *out)
             "                        PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)\n"
             "  --log LEVEL           what the interposer reports on stderr: off, error (default:\n"
             "                        one line per refused allocation), warn, info, debug\n"
+            "  --wait[=DURATION]     with vramd: when the GPU is full, wait for memory (at most\n"
+            "                        DURATION, e.g. 10m; bare --wait: as long as the policy\n"
+            "                        allows) instead of failing\n"
+            "  --job NAME            with vramd: the job the program belongs to (for reservations\n"
+            "                        made for a job, and in vram top)\n"
             "\n"
             "A budget is required (--limit, --fraction, or VRAM_MEMORY_LIMIT/VRAM_MEMORY_FRACTION\n"
-            "in the environment). If the interposer cannot be loaded, vram run says so and does\n"
+            "in the environment) unless vramd runs: then the program gets the budget the\n"
+            "daemon's policy grants, and any budget given is what it asks for. If the interposer cannot be loaded, vram run says so and does\n"
             "not start the program. What an LD_PRELOAD interposer cannot govern: a program that\n"
             "clears LD_PRELOAD for its children, links the driver statically, or talks to the\n"
             "kernel driver directly.\n");
@@ -172,7 +191,8 @@ static int run_fail(const char *fmt, const char *a, const char *b)
 
 static int run(int argc, char **argv)
 {
-    const char *limit = NULL, *fraction = NULL, *devices = NULL, *log = NULL;
+    const char *limit = NULL, *fraction = NULL, *devices = NULL, *log = NULL, *wait = NULL,
+               *job = NULL;
     int growth = 0, i = 2;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -180,6 +200,7 @@ static int run(int argc, char **argv)
                             : strcmp(a, "--fraction") == 0 ? &fraction
                             : strcmp(a, "--devices") == 0  ? &devices
                             : strcmp(a, "--log") == 0      ? &log
+                            : strcmp(a, "--job") == 0      ? &job
                                                            : NULL;
         if (strcmp(a, "--") == 0) {
             i++;
@@ -189,6 +210,10 @@ static int run(int argc, char **argv)
             return 0;
         } else if (strcmp(a, "--growth") == 0) {
             growth = 1;
+        } else if (strcmp(a, "--wait") == 0) {
+            wait = "true";
+        } else if (strncmp(a, "--wait=", 7) == 0) {
+            wait = a + 7;
         } else if (slot) {
             if (i + 1 >= argc)
                 return run_fail("%s needs a value%s; vram run --help lists the forms", a, "");
@@ -214,6 +239,25 @@ static int run(int argc, char **argv)
         return run_fail("--fraction: %s%s", err, "");
     if (log && options_set(&scratch, "VRAM_LOG", log, err, sizeof err) != 0)
         return run_fail("--log: %s%s", err, "");
+    if (wait && strcmp(wait, "true") != 0) {
+        uint64_t ms;
+        parse_why why;
+        if (parse_duration(wait, &ms, &why) != 0)
+            return run_fail("--wait=%s: %s; accepted: --wait, or --wait=DURATION with a duration "
+                            "such as 30s, 10m, 1.5h",
+                            wait, why.text);
+    }
+    if (job && !proto_name_ok(job))
+        return run_fail("--job \"%s\": %s", job,
+                        "a job name is 1 to 63 of the characters A-Z a-z 0-9 . _ : @ + / -");
+    char sock[256], derr[512];
+    int daemon = ledger_find_socket(sock, sizeof sock, derr, sizeof derr);
+    if (daemon < 0)
+        return run_fail("%s%s", derr, "");
+    if ((wait || job) && daemon != 0)
+        return run_fail("%s needs vramd, and no vramd socket was found%s (start vramd, or set "
+                        "VRAM_DAEMON to its socket)",
+                        wait ? "--wait" : "--job", "");
     if (devices) {
         char items[OPT_MAX_DEVICES][64];
         parse_why why;
@@ -228,11 +272,16 @@ static int run(int argc, char **argv)
     } else if (fraction) {
         setenv("VRAM_MEMORY_FRACTION", fraction, 1);
         unsetenv("VRAM_MEMORY_LIMIT");
-    } else if (!getenv("VRAM_MEMORY_LIMIT") && !getenv("VRAM_MEMORY_FRACTION")) {
+    } else if (!getenv("VRAM_MEMORY_LIMIT") && !getenv("VRAM_MEMORY_FRACTION") && daemon != 0) {
         return run_fail("no budget given%s%s: use --limit SIZE or --fraction F (or set "
-                        "VRAM_MEMORY_LIMIT or VRAM_MEMORY_FRACTION)",
+                        "VRAM_MEMORY_LIMIT or VRAM_MEMORY_FRACTION), or run vramd, whose "
+                        "policy then grants one",
                         "", "");
     }
+    if (wait)
+        setenv("VRAM_WAIT", wait, 1);
+    if (job)
+        setenv("VRAM_JOB", job, 1);
     /* Whatever came from the environment is checked the same way. */
     options_clear(&scratch);
     if (options_from_environment(&scratch, err, sizeof err) != 0)
@@ -279,6 +328,150 @@ static int run(int argc, char **argv)
     return 127;
 }
 
+/* ------------------------------------------------- the daemon's ledger */
+
+static int ledger_fail(const char *cmd, const char *what)
+{
+    fprintf(stderr, "vram %s: %s\n", cmd, what);
+    return 1;
+}
+
+/* The ledger as vramd lets this user see it. */
+static int fetch(const char *cmd, const char *socket_path, struct snapshot *s)
+{
+    char path[256], err[512];
+    if (socket_path) {
+        snprintf(path, sizeof path, "%s", socket_path);
+    } else {
+        int r = ledger_find_socket(path, sizeof path, err, sizeof err);
+        if (r < 0)
+            return ledger_fail(cmd, err);
+        if (r > 0) {
+            char user[256];
+            ledger_default_socket(user, sizeof user);
+            snprintf(err, sizeof err, "no vramd is running (no socket at %s or %s); start one "
+                     "with vramd, or name its socket with --socket or VRAM_DAEMON",
+                     LEDGER_SYSTEM_SOCKET, user);
+            return ledger_fail(cmd, err);
+        }
+    }
+    int fd = ledger_connect(path);
+    if (fd < 0) {
+        snprintf(err, sizeof err, "cannot reach vramd at %s: %s", path, strerror(errno));
+        return ledger_fail(cmd, err);
+    }
+    struct proto_writer w;
+    struct proto_msg m;
+    proto_begin(&w, VERB_STATUS);
+    snapshot_init(s);
+    if (ledger_send(fd, &w) != 0) {
+        close(fd);
+        return ledger_fail(cmd, "vramd closed the connection");
+    }
+    for (;;) {
+        if (ledger_recv(fd, &m, 5000, err, sizeof err) != 0)
+            break;
+        if (m.verb == VERB_END) {
+            close(fd);
+            return 0;
+        }
+        char why[256] = "";
+        if (snapshot_decode(s, &m, why, sizeof why) != 0) {
+            snprintf(err, sizeof err, "a status message vram cannot read: %s", why);
+            break;
+        }
+    }
+    close(fd);
+    snapshot_free(s);
+    return ledger_fail(cmd, err);
+}
+
+static void top_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: vram top [--once] [--interval DURATION] [--socket PATH]\n"
+            "       vram status [--json | --prometheus] [--socket PATH]\n"
+            "\n"
+            "What vramd's ledger holds: each device (total, reserved for named users or jobs\n"
+            "and not yet theirs, granted as budgets, used, used outside any grant), each user\n"
+            "(budget, used, peak, waiting) and each process (budget, used, peak, what NVML\n"
+            "sees, state). Root sees every process; others see their own processes and\n"
+            "other users' totals.\n"
+            "\n"
+            "  --once              print one screen and exit (vram top)\n"
+            "  --interval DURATION refresh period of vram top (default 1s)\n"
+            "  --json              the ledger as one JSON object (vram status)\n"
+            "  --prometheus        the ledger in Prometheus text format (vram status)\n"
+            "  --socket PATH       vramd's socket (default: VRAM_DAEMON, " LEDGER_SYSTEM_SOCKET ",\n"
+            "                      then the user's own daemon's)\n");
+}
+
+static int top(int argc, char **argv, bool status)
+{
+    const char *cmd = status ? "status" : "top", *socket_path = NULL;
+    bool once = status, json = false, prom = false;
+    uint64_t interval = 1000;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        parse_why why;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            top_usage(stdout);
+            return 0;
+        } else if (!status && strcmp(a, "--once") == 0) {
+            once = true;
+        } else if (status && strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (status && strcmp(a, "--prometheus") == 0) {
+            prom = true;
+        } else if (strcmp(a, "--socket") == 0 || (!status && strcmp(a, "--interval") == 0)) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "vram %s: %s needs a value; vram %s --help lists the forms\n", cmd,
+                        a, cmd);
+                return 2;
+            }
+            const char *v = argv[++i];
+            if (strcmp(a, "--socket") == 0) {
+                socket_path = v;
+            } else if (parse_duration(v, &interval, &why) != 0 || interval == 0) {
+                fprintf(stderr, "vram top: --interval \"%s\": %s; accepted: %s\n", v,
+                        interval ? why.text : "must be more than 0", PARSE_DURATION_FORMS);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "vram %s: unknown option \"%s\"; vram %s --help lists the options\n",
+                    cmd, a, cmd);
+            return 2;
+        }
+    }
+    if (json && prom) {
+        fprintf(stderr, "vram status: --json and --prometheus: give one of them\n");
+        return 2;
+    }
+    bool tty = isatty(STDOUT_FILENO);
+    for (;;) {
+        struct snapshot s;
+        if (fetch(cmd, socket_path, &s) != 0)
+            return 1;
+        struct winsize ws;
+        int width = tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 80;
+        if (json)
+            snapshot_json(&s, stdout);
+        else if (prom)
+            snapshot_prometheus(&s, stdout);
+        else {
+            if (!once && tty)
+                fputs("\033[H\033[J", stdout); /* in place */
+            snapshot_top(&s, stdout, width);
+        }
+        snapshot_free(&s);
+        fflush(stdout);
+        if (once)
+            return 0;
+        struct timespec t = {(time_t)(interval / 1000), (long)(interval % 1000) * 1000000L};
+        nanosleep(&t, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -296,6 +489,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "run") == 0)
         return run(argc, argv);
+    if (strcmp(cmd, "top") == 0 || strcmp(cmd, "status") == 0)
+        return top(argc, argv, strcmp(cmd, "status") == 0);
     if (strcmp(cmd, "devices") == 0) {
         int brief = 0;
         for (int i = 2; i < argc; i++) {

@@ -201,7 +201,8 @@ vram_status vram_init(void)
             int lvl = call->log_level >= 0 ? call->log_level : env_opts.log_level;
             if (lvl >= 0)
                 log_set_level(lvl);
-            if (dlsym(RTLD_DEFAULT, "vram_preload_active")) {
+            bool under_interposer = dlsym(RTLD_DEFAULT, "vram_preload_active") != NULL;
+            if (under_interposer) {
                 /* Under vram run the interposer enforces the environment's
                  * budget and shows it as the device size; limits from the
                  * environment are not applied a second time. */
@@ -212,7 +213,8 @@ vram_status vram_init(void)
                     env_opts.limit[d].kind = LIMIT_NONE;
             }
             int growth = call->growth >= 0 ? call->growth : env_opts.growth;
-            st = devices_open(&table, call, &env_opts, growth != 0);
+            /* Under the interposer, the interposer is the one that talks to vramd. */
+            st = devices_open(&table, call, &env_opts, growth != 0, !under_interposer);
             if (st == VRAM_OK)
                 atomic_store_explicit(&ready, true, memory_order_release);
         }

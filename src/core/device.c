@@ -1,10 +1,12 @@
 #include "device.h"
 
 #include "../cuda/uuid.h"
+#include "../ledger/agent.h"
 #include "../util/parse.h"
 #include "../util/report.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,8 +224,62 @@ static vram_status check_indices(const struct options *o, int nphys)
     return VRAM_OK;
 }
 
+/* ------------------------------------------------------------ the daemon */
+
+/* The table whose usage the agent reports; NULL once it is closed. */
+static pthread_mutex_t reported_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct device_table *reported;
+
+static void physical_usage(int v, uint64_t *used, uint64_t *peak)
+{
+    *used = *peak = 0;
+    pthread_mutex_lock(&reported_mu);
+    if (reported && v < reported->nphys) {
+        struct physical_device *p = &reported->phys[v];
+        for (int k = 0; k < p->nlogical; k++) {
+            struct heap_stats st;
+            heap_stats(&reported->logical[p->first_logical + k].heap, &st);
+            *used += st.bytes_reserved;
+            *peak += st.peak_bytes_reserved;
+        }
+    }
+    pthread_mutex_unlock(&reported_mu);
+}
+
+/* Asks vramd for each physical device's budget and applies the grants. */
+static vram_status ask_daemon(struct device_table *t)
+{
+    for (int v = 0; v < t->nphys; v++) {
+        struct physical_device *p = &t->phys[v];
+        struct logical_device *first = &t->logical[p->first_logical];
+        uint64_t want = 0, granted = 0;
+        bool configured = first->limit_configured;
+        for (int k = 0; k < p->nlogical; k++)
+            want += t->logical[p->first_logical + k].limit;
+        char why[1024];
+        switch (agent_request(v, p->uuid, p->total, configured ? want : 0, physical_usage,
+                              &granted, why, sizeof why)) {
+        case AGENT_ALONE: continue;
+        case AGENT_DENIED:
+            return report_fail(VRAM_ERROR_OUT_OF_MEMORY, "device %d (%s): vramd granted no "
+                                                         "memory: %s", v, p->uuid, why);
+        case AGENT_GRANTED: break;
+        }
+        if (p->nlogical == 1) {
+            first->limit = granted;
+            first->limit_configured = true;
+        } else if (granted < want) {
+            return report_fail(VRAM_ERROR_OUT_OF_MEMORY, "device %d (%s): vramd granted %s, "
+                               "less than its virtual devices' %s", v, p->uuid,
+                               format_size(granted).text, format_size(want).text);
+        }
+        vlog(LOG_INFO, "device %d: vramd granted %s", v, format_size(granted).text);
+    }
+    return VRAM_OK;
+}
+
 vram_status devices_open(struct device_table *t, const struct options *call,
-                         const struct options *env, bool growth)
+                         const struct options *env, bool growth, bool use_daemon)
 {
     memset(t, 0, sizeof *t);
     char err[1024];
@@ -305,6 +361,8 @@ vram_status devices_open(struct device_table *t, const struct options *call,
         }
     }
     t->nlogical = li;
+    if (st == VRAM_OK && use_daemon)
+        st = ask_daemon(t);
     if (st != VRAM_OK) {
         free(t->phys);
         free(t->logical);
@@ -345,11 +403,18 @@ vram_status devices_open(struct device_table *t, const struct options *call,
              growth ? "growth" : "preallocation");
     }
     t->ready = true;
+    pthread_mutex_lock(&reported_mu);
+    reported = t;
+    pthread_mutex_unlock(&reported_mu);
     return VRAM_OK;
 }
 
 void devices_close(struct device_table *t)
 {
+    pthread_mutex_lock(&reported_mu);
+    if (reported == t)
+        reported = NULL;
+    pthread_mutex_unlock(&reported_mu);
     for (int i = 0; i < t->nlogical; i++)
         heap_destroy(&t->logical[i].heap);
     for (int v = 0; v < t->nphys; v++)

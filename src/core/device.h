@@ -46,9 +46,11 @@ struct device_table {
 };
 
 /* Loads the driver and builds the table from the two layers of settings.
+ * With `use_daemon` and vramd running, each physical device's limit is
+ * what the daemon grants (the configured limit is what is asked for).
  * VRAM_OK, or a status with the message recorded. */
 vram_status devices_open(struct device_table *t, const struct options *call,
-                         const struct options *env, bool growth);
+                         const struct options *env, bool growth, bool use_daemon);
 void devices_close(struct device_table *t);
 
 /* Free and total memory of a physical device as the driver reports them. */

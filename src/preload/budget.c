@@ -1,6 +1,8 @@
 #include "budget.h"
 
 #include "../core/options.h"
+#include "../cuda/uuid.h"
+#include "../ledger/agent.h"
 #include "../cuda/granularity.h"
 #include "../util/addrmap.h"
 #include "../util/lock.h"
@@ -22,7 +24,10 @@ static struct {
     _Atomic int state[BUDGET_MAX_DEVICES]; /* 0 unresolved, 1 unlimited, 2 limited */
     uint64_t limit[BUDGET_MAX_DEVICES];
     _Atomic uint64_t used[BUDGET_MAX_DEVICES];
+    _Atomic uint64_t peak[BUDGET_MAX_DEVICES];
+    char *denied[BUDGET_MAX_DEVICES]; /* why the daemon granted nothing */
     uint64_t (*total_of)(int dev);
+    int (*uuid_of)(int dev, char *uuid);
 } b = {.resolve = PTHREAD_MUTEX_INITIALIZER};
 
 /* Live allocations, sharded so that threads allocating at once rarely meet
@@ -43,9 +48,10 @@ static inline struct shard *shard_of(uint64_t key)
     return &shards[((key >> 9) * 0x9E3779B97F4A7C15ull) >> 60];
 }
 
-int budget_setup(uint64_t (*total_of)(int dev))
+int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uuid))
 {
     b.total_of = total_of;
+    b.uuid_of = uuid_of;
     options_clear(&b.env);
     /* Quiet unless asked: the level is set before anything could warn. */
     log_set_level(LOG_OFF);
@@ -61,6 +67,33 @@ int budget_setup(uint64_t (*total_of)(int dev))
         return -1;
     }
     return 0;
+}
+
+static void usage_of(int dev, uint64_t *used, uint64_t *peak)
+{
+    *used = atomic_load_explicit(&b.used[dev], memory_order_relaxed);
+    *peak = atomic_load_explicit(&b.peak[dev], memory_order_relaxed);
+}
+
+/* With a daemon, the budget is what it grants; `s` is the local answer. */
+static int ask_daemon(int dev, int s)
+{
+    char uuid[UUID_TEXT_SIZE], why[1024];
+    uint64_t granted = 0;
+    if (!b.uuid_of || b.uuid_of(dev, uuid) != 0)
+        return s;
+    switch (agent_request(dev, uuid, b.total_of(dev), s == 2 ? b.limit[dev] : 0, usage_of,
+                          &granted, why, sizeof why)) {
+    case AGENT_ALONE: return s;
+    case AGENT_GRANTED: b.limit[dev] = granted; return 2;
+    case AGENT_DENIED: break;
+    }
+    b.limit[dev] = 0;
+    b.denied[dev] = strdup(why);
+    /* The program is about to fail for a reason it cannot see: say it,
+     * whatever VRAM_LOG says, once. */
+    fprintf(stderr, "vram: device %d: no GPU memory granted by vramd: %s\n", dev, why);
+    return 2;
 }
 
 static int resolve(int dev)
@@ -86,6 +119,8 @@ static int resolve(int dev)
         } else {
             s = 1;
         }
+        if (!b.config_bad)
+            s = ask_daemon(dev, s);
         if (s == 2)
             vlog(LOG_INFO, "device %d: budget %s", dev, format_size(b.limit[dev]).text);
         atomic_store_explicit(&b.state[dev], s, memory_order_release);
@@ -110,6 +145,12 @@ int budget_reserve(int dev, uint64_t bytes)
             return -1;
     } while (!atomic_compare_exchange_weak_explicit(&b.used[dev], &cur, cur + bytes,
                                                     memory_order_relaxed, memory_order_relaxed));
+    /* The peak, for the daemon's view; written only when it moves. */
+    uint64_t now = cur + bytes, peak = atomic_load_explicit(&b.peak[dev], memory_order_relaxed);
+    while (now > peak && !atomic_compare_exchange_weak_explicit(&b.peak[dev], &peak, now,
+                                                                memory_order_relaxed,
+                                                                memory_order_relaxed))
+        ;
     return 0;
 }
 
@@ -216,6 +257,9 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
     if (b.config_bad)
         vlog(LOG_ERROR, "%s refused on device %d: the budget configuration is invalid (see above)",
              call, dev);
+    else if (b.denied[dev])
+        vlog(LOG_ERROR, "%s refused on device %d: vramd granted no memory: %s", call, dev,
+             b.denied[dev]);
     else
         vlog(LOG_ERROR,
              "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d budget %s, in use %s, "
@@ -226,8 +270,10 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
 
 void budget_after_fork(void)
 {
-    for (int d = 0; d < BUDGET_MAX_DEVICES; d++)
+    for (int d = 0; d < BUDGET_MAX_DEVICES; d++) {
         atomic_store(&b.used[d], 0);
+        atomic_store(&b.peak[d], 0);
+    }
     for (int s = 0; s < SHARDS; s++) {
         vram_lock_init(&shards[s].lock);
         addrmap_destroy(&shards[s].map);

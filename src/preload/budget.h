@@ -34,10 +34,16 @@ enum charge_kind {
 };
 
 /* Reads VRAM_MEMORY_LIMIT / VRAM_MEMORY_FRACTION once. `total_of` gives a
- * device's physical total (for fractions). Returns 0, or -1 after printing
- * the configuration error to stderr (a bad budget is never silently
- * ignored: allocations then fail). */
-int budget_setup(uint64_t (*total_of)(int dev));
+ * device's physical total (for fractions), `uuid_of` its UUID (for the
+ * daemon; 0 or -1). Returns 0, or -1 after printing the configuration error
+ * to stderr (a bad budget is never silently ignored: allocations then
+ * fail).
+ *
+ * When vramd runs, a device's budget is what the daemon grants when the
+ * device is first touched (the local setting is what is asked for; none
+ * asks for the policy's default), and usage is reported to it in the
+ * background (src/ledger/agent.h). */
+int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uuid));
 
 /* False if no budget applies to this device (pass everything through). */
 bool budget_limited(int dev);

@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #endif
 #include "interposer.h"
+#include "../cuda/uuid.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -167,6 +168,15 @@ static uint64_t physical_total(int dev)
     return t;
 }
 
+static int physical_uuid(int dev, char *out)
+{
+    CUuuid u;
+    if (!real.cuDeviceGetUuid || real.cuDeviceGetUuid(&u, dev) != CUDA_SUCCESS)
+        return -1;
+    uuid_text((const unsigned char *)u.bytes, out);
+    return 0;
+}
+
 pthread_once_t budget_once = PTHREAD_ONCE_INIT;
 
 static void after_fork_child(void) { budget_after_fork(); }
@@ -174,7 +184,7 @@ static void after_fork_child(void) { budget_after_fork(); }
 void setup_budgets(void)
 {
     need_real();
-    budget_setup(physical_total);
+    budget_setup(physical_total, physical_uuid);
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 

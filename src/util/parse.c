@@ -185,6 +185,34 @@ int parse_uint(const char *s, uint64_t max, uint64_t *out, parse_why *why)
     return 0;
 }
 
+int parse_duration(const char *s, uint64_t *ms_out, parse_why *why)
+{
+    if (!s || !*s)
+        return fail(why, "empty");
+    if (strcmp(s, "0") == 0) {
+        *ms_out = 0;
+        return 0;
+    }
+    double v;
+    bool point;
+    const char *unit = read_decimal(s, &v, &point);
+    if (!unit)
+        return fail(why, "not a number");
+    static const struct {
+        const char *name;
+        double ms;
+    } units[] = {{"ms", 1}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3}};
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (strcmp(unit, units[i].name) == 0) {
+            double ms = v * units[i].ms;
+            if (ms > 1e15)
+                return fail(why, "longer than vram can wait");
+            *ms_out = (uint64_t)(ms + 0.5);
+            return 0;
+        }
+    return fail(why, *unit ? "unknown unit \"%.8s\"" : "a number without a unit", unit);
+}
+
 size_text format_size(uint64_t bytes)
 {
     static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

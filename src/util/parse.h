@@ -31,6 +31,11 @@ int parse_bool(const char *s, bool *out, parse_why *why);
 /* A non-negative decimal integer that fits in `max`. */
 int parse_uint(const char *s, uint64_t max, uint64_t *out, parse_why *why);
 
+/* A duration: a number with a unit, ms, s, m or h ("500ms", "30s", "10m",
+ * "1.5h"), or 0. Milliseconds out. */
+#define PARSE_DURATION_FORMS "a number with a unit: ms, s, m or h (e.g. 500ms, 30s, 10m, 1.5h), or 0"
+int parse_duration(const char *s, uint64_t *ms_out, parse_why *why);
+
 /* "12.00 GiB", "512.00 MiB", "256 B": sizes in messages and tables. */
 typedef struct {
     char text[32];

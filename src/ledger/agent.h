@@ -1,0 +1,39 @@
+/* agent: a process's standing with vramd, for the interposer and libvram.
+ *
+ * When a device is first used, agent_request() asks the daemon for the
+ * process's budget on it (the locally configured one, or 0 for the
+ * policy's default), waiting in the daemon's queue when VRAM_WAIT says so.
+ * The answer becomes the local limit, which the caller keeps enforcing on
+ * its own hot path: the daemon is never asked per allocation.
+ *
+ * After the first grant a background thread reports usage every 200 ms
+ * when it changed (one small message per device, not one per allocation)
+ * and notices the daemon going away; while it is away the local limits
+ * hold, and when it is back the thread re-registers the grants. The
+ * connection is the grant: when the process dies, however it dies, the
+ * kernel closes it and the daemon takes the memory back.
+ *
+ * No daemon (no socket, or VRAM_DAEMON=off): AGENT_ALONE, and the caller
+ * works exactly as without one.
+ */
+#ifndef VRAM_AGENT_H
+#define VRAM_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENT_MAX_SLOTS 64
+
+/* The caller's current and highest usage of its device `slot`. */
+typedef void (*agent_usage_fn)(int slot, uint64_t *used, uint64_t *peak);
+
+enum agent_result { AGENT_ALONE, AGENT_GRANTED, AGENT_DENIED };
+
+/* `slot` is the caller's number for the device (0..AGENT_MAX_SLOTS-1);
+ * `bytes` the budget it would enforce alone (0: none configured). On
+ * GRANTED *granted is the budget to enforce; on DENIED why says why (and
+ * the caller refuses every allocation on the device). */
+enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint64_t bytes,
+                                agent_usage_fn usage, uint64_t *granted, char *why, size_t n);
+
+#endif

@@ -1,0 +1,122 @@
+/* ledger: who holds how much of which GPU, and whether a request fits.
+ *
+ * Pure bookkeeping, no I/O: the daemon (src/daemon/vramd.c) feeds it what
+ * the kernel and the clients say and sends what it answers. Keyed by GPU
+ * UUID and by domain: a process, a job (a grant registered by root on a
+ * user's behalf, which the job's processes draw from) and, through the
+ * policy, a user and a group.
+ *
+ * A request for W bytes on device D by client C fits when
+ *   - for every cap of the policy that covers C on D, what C's user (or
+ *     group) holds on D plus W is within the cap;
+ *   - granted(D) + W + unseen(D) + reserved-but-unused(D) <= total(D),
+ *     where unseen is usage NVML shows and no grant covers (other
+ *     processes, contexts), and a reservation's unused part counts against
+ *     everyone but those it is for.
+ * A request that could never fit (more than the cap or the device less
+ * others' reservations) is refused even when waiting is allowed.
+ */
+#ifndef VRAM_LEDGER_H
+#define VRAM_LEDGER_H
+
+#include "policy.h"
+#include "snapshot.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define LEDGER_MAX_DEVICES SNAP_MAX_DEVICES
+#define LEDGER_MAX_GROUPS 32
+
+enum client_role { ROLE_PROCESS, ROLE_JOB, ROLE_MONITOR };
+
+struct ledger_use {
+    uint64_t grant, used, peak, nvml;
+    uint64_t want;        /* a request waiting to be admitted */
+    uint64_t wait_seq;    /* its place in the queue */
+    uint64_t deadline_ms; /* when it stops waiting */
+    bool waiting, over;
+};
+
+struct ledger_client {
+    int id;
+    enum client_role role;
+    pid_t pid;
+    uid_t uid; /* for a job: the job's user */
+    gid_t gid;
+    int ngroups;
+    gid_t groups[LEDGER_MAX_GROUPS];
+    uint64_t start; /* the process's start time, against PID reuse */
+    char user[64], cmd[64], job[64];
+    void *owner; /* the daemon's connection; the ledger never touches it */
+    struct ledger_use use[LEDGER_MAX_DEVICES];
+};
+
+struct ledger_device {
+    char uuid[48];
+    uint64_t total;
+    uint64_t unseen; /* NVML usage of processes that are not clients */
+};
+
+struct ledger {
+    struct policy policy;
+    int ndev;
+    struct ledger_device dev[LEDGER_MAX_DEVICES];
+    int nclients, cap;
+    struct ledger_client **clients;
+    int next_id;
+    uint64_t next_seq;
+};
+
+void ledger_init(struct ledger *l, const struct policy *p);
+void ledger_destroy(struct ledger *l);
+
+/* The device's slot, added if new; -1 if the ledger is full. A total of 0
+ * leaves a known total alone. */
+int ledger_device(struct ledger *l, const char *uuid, uint64_t total);
+int ledger_find_device(const struct ledger *l, const char *uuid);
+
+struct ledger_client *ledger_join(struct ledger *l, enum client_role role, pid_t pid, uid_t uid,
+                                  gid_t gid);
+/* Removes the client and everything it held. */
+void ledger_leave(struct ledger *l, struct ledger_client *c);
+
+enum verdict { VERDICT_GRANT, VERDICT_WAIT, VERDICT_DENY };
+
+/* Asks for `bytes` on device `dev` (0: the policy's default budget). On
+ * GRANT the grant is recorded (and *granted says how much); on WAIT the
+ * request is queued until `deadline_ms`; why says why not, in words. */
+enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                            bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
+                            size_t whylen);
+/* A grant the client already holds (re-registration after a restart). */
+void ledger_restore(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes);
+void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
+void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
+                   uint64_t peak);
+
+/* Admits what now fits of the queue, oldest first, and ends the waits that
+ * passed their deadline; `answer` is told of each (granted, or timed out
+ * with a reason). */
+typedef void (*ledger_answer_fn)(struct ledger_client *c, int dev, bool granted, uint64_t bytes,
+                                 const char *why, void *arg);
+void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn answer, void *arg);
+
+/* A client of role PROCESS that draws from a job's grant, or NULL. */
+struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_client *c,
+                                    int dev);
+
+/* Takes in NVML's view of one device: (pid, used) pairs. Each client's
+ * real usage is matched by pid (and the client's start time, through
+ * `alive`); the rest is unseen usage. Returns the clients that have just
+ * gone over budget by more than the policy's margin, in *over (up to max). */
+typedef bool (*ledger_same_process_fn)(pid_t pid, uint64_t start);
+int ledger_reconcile(struct ledger *l, int dev, const unsigned *pids, const uint64_t *used,
+                     int n, ledger_same_process_fn same, struct ledger_client **over, int max);
+
+/* What a reader with `viewer_uid` may see (root sees everything; others
+ * see other users' usage per user but not their processes). */
+void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *s);
+
+#endif

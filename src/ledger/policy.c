@@ -1,0 +1,268 @@
+#include "policy.h"
+
+#include "../util/parse.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define AMOUNT_FORMS "a size (" "4GiB, 512MiB" ") or a share of the device (25% or 0.25)"
+
+uint64_t amount_of(const struct amount *a, uint64_t device_total)
+{
+    return a->is_share ? (uint64_t)((double)device_total * a->share) : a->bytes;
+}
+
+void policy_default(struct policy *p)
+{
+    memset(p, 0, sizeof *p);
+    p->wait = false;
+    p->over_margin = 256ull << 20;
+    p->reconcile_ms = 1000;
+}
+
+static int parse_amount(const char *s, struct amount *a, parse_why *why)
+{
+    memset(a, 0, sizeof *a);
+    if (strchr(s, '%') || (s[0] == '0' && s[1] == '.') || strcmp(s, "1") == 0) {
+        a->is_share = true;
+        return parse_fraction(s, &a->share, why);
+    }
+    if (parse_size(s, &a->bytes, why) != 0)
+        return -1;
+    if (a->bytes == 0) {
+        snprintf(why->text, sizeof why->text, "must be more than 0");
+        return -1;
+    }
+    return 0;
+}
+
+#define MAX_WORDS 8
+
+struct line_ctx {
+    const char *file;
+    int line;
+    char *err;
+    size_t errlen;
+};
+
+static int bad(struct line_ctx *c, const char *fmt, const char *a, const char *b)
+{
+    char what[400];
+    snprintf(what, sizeof what, fmt, a, b);
+    snprintf(c->err, c->errlen, "%s:%d: %s", c->file, c->line, what);
+    return -1;
+}
+
+static int parse_who(struct line_ctx *c, const char *w, enum rule_who *who, bool job_ok)
+{
+    if (strcmp(w, "user") == 0)
+        *who = WHO_USER;
+    else if (strcmp(w, "group") == 0)
+        *who = WHO_GROUP;
+    else if (job_ok && strcmp(w, "job") == 0)
+        *who = WHO_JOB;
+    else
+        return bad(c, "\"%s\": expected %s", w, job_ok ? "user, group or job" : "user or group");
+    return 0;
+}
+
+/* [on DEVICE] at words[i..]: */
+static int parse_on(struct line_ctx *c, char **words, int n, int i, struct policy_rule *r)
+{
+    if (i == n)
+        return 0;
+    if (i + 2 != n || strcmp(words[i], "on") != 0)
+        return bad(c, "unexpected \"%s\"%s; a rule may end with \"on DEVICE\"", words[i], "");
+    if (strlen(words[i + 1]) >= sizeof r->device)
+        return bad(c, "device \"%.60s\"%s is too long for an index or a UUID", words[i + 1], "");
+    snprintf(r->device, sizeof r->device, "%s", words[i + 1]);
+    return 0;
+}
+
+static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
+{
+    parse_why why = {{0}};
+    const char *d = w[0];
+    if (strcmp(d, "default-budget") == 0) {
+        if (n != 2)
+            return bad(c, "default-budget takes one amount: %s%s", AMOUNT_FORMS, "");
+        if (parse_amount(w[1], &p->default_budget, &why) != 0)
+            return bad(c, "default-budget \"%s\": %s; accepted: " AMOUNT_FORMS, w[1], why.text);
+        p->has_default = true;
+        return 0;
+    }
+    if (strcmp(d, "when-full") == 0) {
+        if (n == 2 && strcmp(w[1], "fail") == 0) {
+            p->wait = false;
+            return 0;
+        }
+        if (n == 3 && strcmp(w[1], "wait") == 0) {
+            if (parse_duration(w[2], &p->wait_ms, &why) != 0)
+                return bad(c, "when-full wait \"%s\": %s; accepted: " PARSE_DURATION_FORMS, w[2],
+                           why.text);
+            p->wait = true;
+            return 0;
+        }
+        return bad(c, "when-full takes \"wait DURATION\" or \"fail\"%s%s", "", "");
+    }
+    if (strcmp(d, "over-margin") == 0) {
+        if (n != 2 || parse_size(w[1], &p->over_margin, &why) != 0)
+            return bad(c, "over-margin \"%s\": %s; accepted: " PARSE_SIZE_FORMS,
+                       n > 1 ? w[1] : "", n > 1 ? why.text : "a size is needed");
+        return 0;
+    }
+    if (strcmp(d, "reconcile-every") == 0) {
+        if (n != 2 || parse_duration(w[1], &p->reconcile_ms, &why) != 0)
+            return bad(c, "reconcile-every \"%s\": %s; accepted: " PARSE_DURATION_FORMS,
+                       n > 1 ? w[1] : "", n > 1 ? why.text : "a duration is needed");
+        return 0;
+    }
+    bool cap = strcmp(d, "cap") == 0, reserve = strcmp(d, "reserve") == 0;
+    if (!cap && !reserve)
+        return bad(c, "unknown directive \"%s\"%s; accepted: default-budget, cap, reserve, "
+                      "when-full, over-margin, reconcile-every",
+                   d, "");
+    if (p->nrules == POLICY_MAX_RULES)
+        return bad(c, "more than %s rules%s", "256", "");
+    struct policy_rule *r = &p->rules[p->nrules];
+    memset(r, 0, sizeof *r);
+    r->line = c->line;
+    const char *name, *amount;
+    int rest;
+    if (cap) { /* cap user|group NAME AMOUNT [on DEVICE] */
+        if (n < 4)
+            return bad(c, "cap takes: cap user|group NAME AMOUNT [on DEVICE]%s%s", "", "");
+        r->kind = RULE_CAP;
+        if (parse_who(c, w[1], &r->who, false) != 0)
+            return -1;
+        name = w[2], amount = w[3], rest = 4;
+    } else { /* reserve AMOUNT for user|group|job NAME [on DEVICE] */
+        if (n < 5 || strcmp(w[2], "for") != 0)
+            return bad(c, "reserve takes: reserve AMOUNT for user|group|job NAME [on DEVICE]%s%s",
+                       "", "");
+        r->kind = RULE_RESERVE;
+        if (parse_who(c, w[3], &r->who, true) != 0)
+            return -1;
+        name = w[4], amount = w[1], rest = 5;
+    }
+    if (strlen(name) >= sizeof r->name)
+        return bad(c, "the name \"%.60s...\"%s is too long", name, "");
+    snprintf(r->name, sizeof r->name, "%s", name);
+    if (parse_amount(amount, &r->amount, &why) != 0)
+        return bad(c, "\"%s\": %s; accepted: " AMOUNT_FORMS, amount, why.text);
+    if (parse_on(c, w, n, rest, r) != 0)
+        return -1;
+    p->nrules++;
+    return 0;
+}
+
+int policy_parse(const char *text, size_t len, const char *file, struct policy *out, char *err,
+                 size_t errlen)
+{
+    static __thread struct policy p; /* large: not on the stack */
+    policy_default(&p);
+    struct line_ctx c = {file, 0, err, errlen};
+    size_t i = 0;
+    while (i < len) {
+        c.line++;
+        size_t start = i;
+        while (i < len && text[i] != '\n')
+            i++;
+        size_t n = i - start;
+        i++;
+        char line[512];
+        if (n >= sizeof line)
+            return bad(&c, "a line longer than %s characters%s", "511", "");
+        memcpy(line, text + start, n);
+        line[n] = 0;
+        for (size_t k = 0; k < n; k++) {
+            if (line[k] == '\0')
+                return bad(&c, "a NUL byte%s%s", "", "");
+            if (line[k] == '#') {
+                line[k] = 0;
+                break;
+            }
+            if (line[k] == '\t' || line[k] == '\r')
+                line[k] = ' ';
+            else if ((unsigned char)line[k] < 0x20 || (unsigned char)line[k] > 0x7e)
+                return bad(&c, "a byte that is not printable ASCII%s%s", "", "");
+        }
+        char *words[MAX_WORDS + 1];
+        int nw = 0;
+        char *save = NULL;
+        for (char *s = strtok_r(line, " ", &save); s; s = strtok_r(NULL, " ", &save)) {
+            if (nw == MAX_WORDS)
+                return bad(&c, "too many words%s%s", "", "");
+            words[nw++] = s;
+        }
+        if (nw && parse_line(&c, words, nw, &p) != 0)
+            return -1;
+    }
+    memcpy(out, &p, sizeof p);
+    return 0;
+}
+
+int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
+        return -1;
+    }
+    static __thread char text[1 << 16];
+    size_t len = fread(text, 1, sizeof text, f);
+    int toolong = len == sizeof text;
+    fclose(f);
+    if (toolong) {
+        snprintf(err, errlen, "%s: longer than the 64 KiB a policy file may be", path);
+        return -1;
+    }
+    static __thread struct policy q;
+    if (policy_parse(text, len, path, &q, err, errlen) != 0)
+        return -1;
+    for (int i = 0; i < q.nrules; i++) {
+        struct policy_rule *r = &q.rules[i];
+        if (r->who == WHO_JOB)
+            continue;
+        parse_why why;
+        uint64_t id;
+        if (parse_uint(r->name, UINT32_MAX - 1, &id, &why) == 0) {
+            r->id = (uint32_t)id; /* numeric ids are taken as they are */
+        } else if (r->who == WHO_USER) {
+            struct passwd *pw = getpwnam(r->name);
+            if (!pw) {
+                snprintf(err, errlen, "%s:%d: no user named \"%s\" on this machine", path, r->line,
+                         r->name);
+                return -1;
+            }
+            r->id = pw->pw_uid;
+        } else {
+            struct group *gr = getgrnam(r->name);
+            if (!gr) {
+                snprintf(err, errlen, "%s:%d: no group named \"%s\" on this machine", path,
+                         r->line, r->name);
+                return -1;
+            }
+            r->id = gr->gr_gid;
+        }
+    }
+    memcpy(p, &q, sizeof q);
+    return 0;
+}
+
+bool policy_on_device(const struct policy_rule *r, int index, const char *uuid)
+{
+    if (!r->device[0])
+        return true;
+    /* All digits: an index. Anything else: a UUID prefix, "GPU-" optional. */
+    if (strspn(r->device, "0123456789") == strlen(r->device))
+        return strlen(r->device) <= 5 && atoi(r->device) == index;
+    size_t n = strlen(r->device);
+    return strncasecmp(uuid, r->device, n) == 0 ||
+           (strncasecmp(uuid, "GPU-", 4) == 0 && strncasecmp(uuid + 4, r->device, n) == 0);
+}

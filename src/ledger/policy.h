@@ -1,0 +1,78 @@
+/* policy: what the administrator allows, read from a file the
+ * administrator owns (default /etc/vram/policy.conf).
+ *
+ * One directive per line; '#' starts a comment. Amounts are sizes (4GiB)
+ * or shares of a device's total (25%, 0.25). DEVICE is a GPU's index or a
+ * prefix of its UUID; without "on DEVICE" a rule applies to each device.
+ *
+ *   default-budget AMOUNT             a process that asks for no budget gets this
+ *   cap user|group NAME AMOUNT [on DEVICE]
+ *                                     the most one user (all their processes
+ *                                     together) or one group may hold on a device
+ *   reserve AMOUNT for user|group|job NAME [on DEVICE]
+ *                                     memory nobody else may take; a job NAME
+ *                                     may end in '*' to match a prefix
+ *   when-full wait DURATION | fail    a request that does not fit waits (at most
+ *                                     DURATION) or fails at once
+ *   over-margin SIZE                  report a process whose real usage (NVML)
+ *                                     exceeds its budget by more than this
+ *   reconcile-every DURATION          how often usage is read from NVML (0: never)
+ *
+ * policy_parse() checks the text alone (what the fuzzer drives);
+ * policy_load() reads the file and also resolves user and group names, so
+ * a typo in a name is an error, not a rule that never applies.
+ */
+#ifndef VRAM_POLICY_H
+#define VRAM_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define POLICY_MAX_RULES 256
+
+/* A size, or a share of the device's total. */
+struct amount {
+    bool is_share;
+    uint64_t bytes;
+    double share;
+};
+uint64_t amount_of(const struct amount *a, uint64_t device_total);
+
+enum rule_kind { RULE_CAP, RULE_RESERVE };
+enum rule_who { WHO_USER, WHO_GROUP, WHO_JOB };
+
+struct policy_rule {
+    enum rule_kind kind;
+    enum rule_who who;
+    char name[64];
+    uint32_t id; /* the uid or gid, once resolved */
+    struct amount amount;
+    char device[48]; /* "" for every device */
+    int line;
+};
+
+struct policy {
+    bool has_default;
+    struct amount default_budget;
+    bool wait;         /* when-full wait */
+    uint64_t wait_ms;  /* its longest wait */
+    uint64_t over_margin;
+    uint64_t reconcile_ms;
+    int nrules;
+    struct policy_rule rules[POLICY_MAX_RULES];
+};
+
+/* The policy of a file with nothing in it. */
+void policy_default(struct policy *p);
+
+/* 0, or -1 with "FILE:LINE: reason" in err; p is written only on success. */
+int policy_parse(const char *text, size_t len, const char *file, struct policy *p, char *err,
+                 size_t errlen);
+int policy_load(const char *path, struct policy *p, char *err, size_t errlen);
+
+/* True if a rule's device selector names this device. */
+bool policy_on_device(const struct policy_rule *r, int index, const char *uuid);
+
+#endif

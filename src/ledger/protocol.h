@@ -1,0 +1,92 @@
+/* protocol: the messages between vramd and its clients.
+ *
+ * The socket is a UNIX SOCK_SEQPACKET socket, so each message arrives
+ * whole or not at all, and one longer than PROTO_MAX is seen as truncated
+ * rather than run into the next. A message is one line of text:
+ *
+ *     VRAM/1 VERB key=value key=value ... [text=free text to the end]
+ *
+ * Text, because a person debugging with socat can read it and a fuzzer
+ * finds the edges of a small grammar quickly. Values are printable ASCII
+ * without spaces, except `text`, which must come last and takes the rest of
+ * the line. Nothing in a message says who sent it: the daemon learns the
+ * sender's pid, uid and gid from the kernel (SO_PEERCRED).
+ *
+ * Client to daemon:
+ *   HELLO role=process|monitor [cmd=NAME] [job=NAME] [start=TICKS]
+ *   REQUEST dev=UUID total=BYTES bytes=BYTES [wait=MS] [restore=BYTES]
+ *                       ask for a budget on a device (bytes=0: the policy's
+ *                       default); restore= re-registers one already held
+ *   REPORT dev=UUID used=BYTES peak=BYTES      usage, batched by the client
+ *   RELEASE dev=UUID                           give a grant back early
+ *   JOB job=NAME uid=N gid=N dev=UUID total=BYTES bytes=BYTES
+ *                       root only: a grant for a job (Slurm), held by this
+ *                       connection; processes of the job draw from it
+ *   STATUS                                     the ledger, as its reader may see it
+ * Daemon to client:
+ *   OK [client=ID]   GRANT dev= bytes=   WAIT dev= text=   DENY dev= text=
+ *   ERR text=        and for STATUS: DEV ..., PROC ..., END
+ */
+#ifndef VRAM_PROTOCOL_H
+#define VRAM_PROTOCOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_VERSION 1
+#define PROTO_MAX 1024 /* bytes in one message, the longest that is accepted */
+#define PROTO_MAX_FIELDS 24
+#define PROTO_NAME_MAX 64 /* a job, command or user name */
+
+enum proto_verb {
+    VERB_HELLO, VERB_REQUEST, VERB_REPORT, VERB_RELEASE, VERB_JOB, VERB_STATUS,
+    VERB_OK, VERB_GRANT, VERB_WAIT, VERB_DENY, VERB_ERR, VERB_DEV, VERB_PROC, VERB_END,
+    VERB_COUNT
+};
+
+const char *proto_verb_name(enum proto_verb v);
+
+struct proto_msg {
+    enum proto_verb verb;
+    int nfields;
+    struct {
+        const char *key, *value;
+    } field[PROTO_MAX_FIELDS];
+    char buf[PROTO_MAX + 1]; /* the fields point into this copy */
+};
+
+/* Parses one message of `len` bytes. 0, or -1 with the reason in err: a
+ * wrong version, an unknown verb, a malformed or repeated field. */
+int proto_parse(const char *data, size_t len, struct proto_msg *m, char *err, size_t errlen);
+
+/* A field's value, or NULL. */
+const char *proto_get(const struct proto_msg *m, const char *key);
+/* Reads a field as a decimal number up to `max`. 1 if absent (and `out`
+ * untouched), 0 if read, -1 with a reason in err if malformed. */
+int proto_get_u64(const struct proto_msg *m, const char *key, uint64_t max, uint64_t *out,
+                  char *err, size_t errlen);
+/* True if s is a name the protocol carries: 1..PROTO_NAME_MAX-1 of
+ * [A-Za-z0-9._:@+/-]. */
+bool proto_name_ok(const char *s);
+/* Copies s into out as a name the protocol carries: other bytes become
+ * '_', an empty string "-". */
+void proto_name_clean(const char *s, char *out, size_t n);
+
+/* Building a message. Adding past PROTO_MAX marks the writer overflowed,
+ * and proto_end() then returns -1 rather than send half a message. */
+struct proto_writer {
+    char buf[PROTO_MAX + 1];
+    size_t len;
+    bool overflow;
+};
+void proto_begin(struct proto_writer *w, enum proto_verb v);
+void proto_add(struct proto_writer *w, const char *key, const char *value);
+void proto_add_u64(struct proto_writer *w, const char *key, uint64_t value);
+/* The free text field; must be the last. */
+void proto_add_text(struct proto_writer *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The message's length, or -1 if it did not fit. */
+int proto_end(struct proto_writer *w);
+
+#endif
