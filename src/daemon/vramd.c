@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -549,6 +550,14 @@ static void accept_all(void)
     }
 }
 
+/* A zero-length read is the end of the connection or an empty message;
+ * only the socket's state tells which. */
+static bool hung_up(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static void readable(struct conn *c)
 {
     char buf[PROTO_MAX + 1];
@@ -556,6 +565,10 @@ static void readable(struct conn *c)
         ssize_t n = recv(c->fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
+        if (n == 0 && !hung_up(c->fd)) { /* an empty message, not the end */
+            if (strike(c, "an empty message") == 0)
+                continue;
+        }
         if (n <= 0) {
             drop(c);
             admit_waiting();
@@ -880,6 +893,7 @@ int main(int argc, char **argv)
         printf("%s: %d rules; default budget %s; when full: %s\n",
                D.policy_path[0] ? D.policy_path : "(no policy file)", policy->nrules,
                policy->has_default ? "set" : "none", policy->wait ? "wait" : "fail");
+        free(policy);
         return 0;
     }
     ledger_init(&D.L, policy);

@@ -153,6 +153,10 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
     if (strlen(name) >= sizeof r->name)
         return bad(c, "the name \"%.60s...\"%s is too long", name, "");
     snprintf(r->name, sizeof r->name, "%s", name);
+    uint64_t id;
+    r->numeric = r->who != WHO_JOB && parse_uint(name, UINT32_MAX - 1, &id, &why) == 0;
+    if (r->numeric)
+        r->id = (uint32_t)id; /* a uid or gid as it is; names are resolved by policy_load */
     if (parse_amount(amount, &r->amount, &why) != 0)
         return bad(c, "\"%s\": %s; accepted: " AMOUNT_FORMS, amount, why.text);
     if (parse_on(c, w, n, rest, r) != 0)
@@ -227,13 +231,9 @@ int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
         return -1;
     for (int i = 0; i < q.nrules; i++) {
         struct policy_rule *r = &q.rules[i];
-        if (r->who == WHO_JOB)
+        if (r->who == WHO_JOB || r->numeric)
             continue;
-        parse_why why;
-        uint64_t id;
-        if (parse_uint(r->name, UINT32_MAX - 1, &id, &why) == 0) {
-            r->id = (uint32_t)id; /* numeric ids are taken as they are */
-        } else if (r->who == WHO_USER) {
+        if (r->who == WHO_USER) {
             struct passwd *pw = getpwnam(r->name);
             if (!pw) {
                 snprintf(err, errlen, "%s:%d: no user named \"%s\" on this machine", path, r->line,

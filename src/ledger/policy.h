@@ -48,6 +48,7 @@ struct policy_rule {
     enum rule_who who;
     char name[64];
     uint32_t id; /* the uid or gid, once resolved */
+    bool numeric; /* the name is the id */
     struct amount amount;
     char device[48]; /* "" for every device */
     int line;

@@ -292,7 +292,7 @@ void snapshot_top(const struct snapshot *s, FILE *out, int width)
         fprintf(out, "%-16.16s %-4d %8s %8s %8s %8s\n", x->user, x->dev, sz(g, a), sz(u, b),
                 sz(p, c), sz(w, d));
     }
-    fprintf(out, "\n%-7s %-10s %-14s %-12s %-3s %6s %6s %6s %6s %s\n", "PID", "USER", "COMMAND",
+    fprintf(out, "\n%-7s %-9s %-12s %-10s %-3s %6s %6s %6s %6s %s\n", "PID", "USER", "COMMAND",
             "JOB", "GPU", "budget", "used", "peak", "nvml", "state");
     for (int i = 0; i < s->n; i++) {
         const struct snap_entry *x = &s->e[i];
@@ -303,8 +303,8 @@ void snapshot_top(const struct snapshot *s, FILE *out, int width)
             snprintf(pid, sizeof pid, "%d", x->pid);
         else
             snprintf(pid, sizeof pid, "-");
-        const char *state = x->waiting ? "waiting" : x->over ? "OVER" : "ok";
-        fprintf(out, "%-7s %-10.10s %-14.14s %-12.12s %-3d %6s %6s %6s %6s %s", pid, x->user,
+        const char *state = x->waiting ? "wait" : x->over ? "OVER" : "ok";
+        fprintf(out, "%-7s %-9.9s %-12.12s %-10.10s %-3d %6s %6s %6s %6s %s", pid, x->user,
                 x->cmd, x->job, x->dev, sz(x->waiting ? x->want : x->grant, a), sz(x->used, b),
                 sz(x->peak, c), sz(x->nvml, d), state);
         fprintf(out, "\n");

@@ -1,0 +1,132 @@
+/* peer: a hand-driven vramd client for test_daemon.sh.
+ *
+ *   peer SOCKET send MSG...        sends each MSG as one message (\xNN escapes;
+ *                                  "@big:N" is N bytes of 'a') and prints each
+ *                                  answer, or "closed"
+ *   peer SOCKET hold UUID BYTES [WAIT_MS [DIRECT_BYTES]]
+ *                                  registers as a process, asks for BYTES, prints
+ *                                  the answer, and holds the grant until killed;
+ *                                  DIRECT_BYTES are then allocated from the
+ *                                  driver behind the daemon's back
+ *   peer SOCKET job JOB UID GID UUID BYTES
+ *                                  as root: holds a job's grant until killed
+ */
+#include "../src/cuda/cuda_abi.h"
+#include "../src/ledger/client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+CUresult cuInit(unsigned int);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuCtxPushCurrent_v2(CUcontext);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+
+static int answer(int fd)
+{
+    struct proto_msg m;
+    char err[256];
+    if (ledger_recv(fd, &m, 2000, err, sizeof err) != 0) {
+        printf("closed (%s)\n", err);
+        return -1;
+    }
+    printf("%s", proto_verb_name(m.verb));
+    for (int i = 0; i < m.nfields; i++)
+        printf(" %s=%s", m.field[i].key, m.field[i].value);
+    printf("\n");
+    fflush(stdout);
+    return m.verb;
+}
+
+static size_t unescape(const char *in, char *out, size_t cap)
+{
+    if (strncmp(in, "@big:", 5) == 0) {
+        size_t n = strtoul(in + 5, NULL, 10);
+        n = n < cap ? n : cap;
+        memset(out, 'a', n);
+        return n;
+    }
+    size_t n = 0;
+    for (const char *p = in; *p && n < cap; p++) {
+        if (p[0] == '\\' && p[1] == 'x' && p[2] && p[3]) {
+            char hex[3] = {p[2], p[3], 0};
+            out[n++] = (char)strtoul(hex, NULL, 16);
+            p += 3;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: peer SOCKET send|hold|job ...\n");
+        return 2;
+    }
+    int fd = ledger_connect(argv[1]);
+    if (fd < 0) {
+        perror(argv[1]);
+        return 1;
+    }
+    struct proto_writer w;
+    if (strcmp(argv[2], "send") == 0) {
+        static char buf[1 << 16];
+        for (int i = 3; i < argc; i++) {
+            size_t n = unescape(argv[i], buf, sizeof buf);
+            if (send(fd, buf, n, MSG_NOSIGNAL) < 0) {
+                printf("closed (send)\n");
+                return 0;
+            }
+            if (answer(fd) < 0)
+                return 0;
+        }
+        return 0;
+    }
+    if (strcmp(argv[2], "hold") == 0 && argc >= 5) {
+        proto_begin(&w, VERB_HELLO);
+        proto_add(&w, "role", "process");
+        proto_add(&w, "cmd", "peer");
+        if (ledger_send(fd, &w) != 0 || answer(fd) != VERB_OK)
+            return 1;
+        proto_begin(&w, VERB_REQUEST);
+        proto_add(&w, "dev", argv[3]);
+        proto_add(&w, "total", "0");
+        proto_add(&w, "bytes", argv[4]);
+        if (argc > 5 && strcmp(argv[5], "0") != 0)
+            proto_add(&w, "wait", argv[5]);
+        if (ledger_send(fd, &w) != 0)
+            return 1;
+        int v;
+        while ((v = answer(fd)) == VERB_WAIT)
+            ;
+        if (v != VERB_GRANT)
+            return 1;
+        if (argc > 6) {
+            CUcontext ctx;
+            CUdeviceptr p;
+            if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxPushCurrent_v2(ctx) ||
+                cuMemAlloc_v2(&p, strtoull(argv[6], NULL, 10)))
+                return 1;
+        }
+    } else if (strcmp(argv[2], "job") == 0 && argc == 8) {
+        proto_begin(&w, VERB_JOB);
+        proto_add(&w, "job", argv[3]);
+        proto_add(&w, "uid", argv[4]);
+        proto_add(&w, "gid", argv[5]);
+        proto_add(&w, "dev", argv[6]);
+        proto_add(&w, "total", "0");
+        proto_add(&w, "bytes", argv[7]);
+        if (ledger_send(fd, &w) != 0 || answer(fd) != VERB_GRANT)
+            return 1;
+    } else {
+        fprintf(stderr, "peer: unknown mode %s\n", argv[2]);
+        return 2;
+    }
+    for (;;)
+        pause();
+}

@@ -1,0 +1,298 @@
+/* The ledger's rules, without a daemon: what a user relies on when vramd
+ * grants, queues or refuses, and what the policy file and the protocol
+ * accept. */
+#include "check.h"
+#include "../src/ledger/ledger.h"
+#include "../src/ledger/policy.h"
+#include "../src/ledger/protocol.h"
+#include "../src/ledger/snapshot.h"
+
+static struct policy P;
+
+static void policy_of(const char *text)
+{
+    char err[512];
+    if (policy_parse(text, strlen(text), "test.conf", &P, err, sizeof err) != 0) {
+        fprintf(stderr, "policy refused: %s\n", err);
+        exit(1);
+    }
+}
+
+static void policy_error(const char *text, const char *want)
+{
+    char err[512] = "";
+    struct policy q;
+    policy_default(&q);
+    q.nrules = 42;
+    CHECK(policy_parse(text, strlen(text), "test.conf", &q, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, want);
+    CHECK(q.nrules == 42); /* a refused file changes nothing */
+}
+
+static void test_policy_file(void)
+{
+    policy_of("# comment\n"
+              "default-budget 25%   # a share\n"
+              "cap user 1001 8GiB\n"
+              "cap group 2000 50% on 1\n"
+              "reserve 2GiB for job critical-* on GPU-5a1d\n"
+              "when-full wait 10m\n"
+              "over-margin 128MiB\n"
+              "reconcile-every 500ms\n");
+    CHECK(P.has_default && P.default_budget.is_share && P.default_budget.share == 0.25);
+    CHECK(P.nrules == 3);
+    CHECK(P.rules[0].kind == RULE_CAP && P.rules[0].who == WHO_USER && P.rules[0].line == 3);
+    CHECK(P.rules[0].amount.bytes == 8 * GiB);
+    CHECK(P.rules[1].who == WHO_GROUP && strcmp(P.rules[1].device, "1") == 0);
+    CHECK(P.rules[2].kind == RULE_RESERVE && P.rules[2].who == WHO_JOB);
+    CHECK(P.wait && P.wait_ms == 600000 && P.over_margin == 128 * MiB && P.reconcile_ms == 500);
+    CHECK(policy_on_device(&P.rules[1], 1, "GPU-0000") && !policy_on_device(&P.rules[1], 0, "GPU-1"));
+    CHECK(policy_on_device(&P.rules[2], 3, "GPU-5a1d0e5a-a000") &&
+          !policy_on_device(&P.rules[2], 3, "GPU-5a1e"));
+
+    /* Errors name the file, the line and what is accepted. */
+    policy_error("cap user 1001 8GiB\ncap user 1001 lots\n", "test.conf:2: \"lots\"");
+    policy_error("cap user 1001 lots\n", "accepted: a size");
+    policy_error("capp user x 1G\n", "test.conf:1: unknown directive \"capp\"");
+    policy_error("reserve 1G to user x\n", "reserve takes");
+    policy_error("cap job x 1G\n", "expected user or group");
+    policy_error("when-full sometimes\n", "when-full takes");
+    policy_error("when-full wait forever\n", "accepted: a number with a unit");
+    policy_error("default-budget 0\n", "more than 0");
+    policy_error("cap user a 1G on\n", "on DEVICE");
+    policy_error("default-budget 150%\n", "default-budget \"150%\"");
+    policy_error("cap user a\x01 1G\n", "not printable");
+
+    /* Names are resolved when the file is loaded: a typo is an error. */
+    char path[] = "/tmp/vram-policy.XXXXXX", err[512];
+    int fd = mkstemp(path);
+    const char *text = "cap user no-such-user-here 1G\n";
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    struct policy q;
+    CHECK(policy_load(path, &q, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, ":1: no user named \"no-such-user-here\"");
+    unlink(path);
+    CHECK(policy_load("/nonexistent/policy.conf", &q, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "/nonexistent/policy.conf: cannot open");
+}
+
+static void test_protocol(void)
+{
+    struct proto_msg m;
+    char err[256];
+    const char *ok = "VRAM/1 REQUEST dev=GPU-1 total=100 bytes=10 text=free text, with spaces";
+    CHECK(proto_parse(ok, strlen(ok), &m, err, sizeof err) == 0);
+    CHECK(m.verb == VERB_REQUEST);
+    CHECK(strcmp(proto_get(&m, "dev"), "GPU-1") == 0);
+    CHECK(strcmp(proto_get(&m, "text"), "free text, with spaces") == 0);
+    uint64_t v = 0;
+    CHECK(proto_get_u64(&m, "bytes", 100, &v, err, sizeof err) == 0 && v == 10);
+    CHECK(proto_get_u64(&m, "wait", 100, &v, err, sizeof err) == 1);
+    CHECK(proto_get_u64(&m, "total", 99, &v, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "total=\"100\"");
+
+    static const struct {
+        const char *msg, *why;
+    } bad[] = {
+        {"", "empty"},
+        {"VRAM/2 HELLO", "protocol version \"2\""},
+        {"HELLO role=process", "does not start with VRAM/1"},
+        {"VRAM/1", "without a verb"},
+        {"VRAM/1 GIMME", "unknown verb"},
+        {"VRAM/1 HELLO role", "without '='"},
+        {"VRAM/1 HELLO Role=x", "malformed field name"},
+        {"VRAM/1 HELLO a=1 a=2", "twice"},
+        {"VRAM/1 HELLO a=\xff", "not printable"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        CHECK(proto_parse(bad[i].msg, strlen(bad[i].msg), &m, err, sizeof err) == -1);
+        CHECK_CONTAINS(err, bad[i].why);
+    }
+    char big[PROTO_MAX + 10];
+    memset(big, 'a', sizeof big);
+    CHECK(proto_parse(big, sizeof big, &m, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "longer than");
+
+    /* A writer never produces half a message. */
+    struct proto_writer w;
+    proto_begin(&w, VERB_HELLO);
+    for (int i = 0; i < 200; i++)
+        proto_add(&w, "cmd", "xxxxxxxx");
+    CHECK(proto_end(&w) == -1);
+    CHECK(proto_name_ok("job-1.2_x@y") && !proto_name_ok("a b") && !proto_name_ok(""));
+    char clean[64];
+    proto_name_clean("py thon\n", clean, sizeof clean);
+    CHECK(strcmp(clean, "py_thon_") == 0);
+
+    /* A snapshot survives its trip through messages. */
+    struct snapshot s, t;
+    snapshot_init(&s);
+    snapshot_init(&t);
+    s.ndev = 1;
+    s.dev[0] = (struct snap_device){0, "GPU-abc", 12 * GiB, 1 * GiB, 4 * GiB, 3 * GiB, 5};
+    struct snap_entry *e = snapshot_add(&s);
+    *e = (struct snap_entry){.dev = 0, .id = 7, .pid = 123, .uid = 1001, .role = 'p',
+                             .user = "alice", .cmd = "python", .job = "-", .grant = 4 * GiB,
+                             .used = 3 * GiB, .peak = 3 * GiB, .waiting = false, .over = true};
+    CHECK(snapshot_encode_device(&s.dev[0], &w) > 0);
+    CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
+    CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
+    CHECK(snapshot_encode_entry(e, &w) > 0);
+    CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
+    CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
+    CHECK(t.ndev == 1 && t.dev[0].total == 12 * GiB && strcmp(t.dev[0].uuid, "GPU-abc") == 0);
+    CHECK(t.n == 1 && t.e[0].pid == 123 && t.e[0].over && strcmp(t.e[0].user, "alice") == 0);
+    snapshot_free(&s);
+    snapshot_free(&t);
+}
+
+static struct ledger_client *proc(struct ledger *l, pid_t pid, uid_t uid, const char *user)
+{
+    struct ledger_client *c = ledger_join(l, ROLE_PROCESS, pid, uid, uid);
+    CHECK(c);
+    snprintf(c->user, sizeof c->user, "%s", user);
+    return c;
+}
+
+static uint64_t granted;
+static char why[1024];
+
+static enum verdict ask(struct ledger *l, struct ledger_client *c, uint64_t bytes, bool wait)
+{
+    return ledger_request(l, c, 0, bytes, wait, 1000, &granted, why, sizeof why);
+}
+
+struct answers {
+    int n;
+    struct ledger_client *who[8];
+    bool granted[8];
+};
+
+static void note(struct ledger_client *c, int dev, bool ok, uint64_t bytes, const char *text,
+                 void *arg)
+{
+    (void)dev, (void)bytes, (void)text;
+    struct answers *a = arg;
+    a->who[a->n] = c;
+    a->granted[a->n++] = ok;
+}
+
+static void test_admission(void)
+{
+    struct ledger l;
+    policy_of("cap user 1001 8GiB\nreserve 4GiB for user 1003\ndefault-budget 2GiB\n");
+    ledger_init(&l, &P);
+    CHECK(ledger_device(&l, "GPU-a", 16 * GiB) == 0);
+
+    struct ledger_client *a1 = proc(&l, 11, 1001, "alice"), *a2 = proc(&l, 12, 1001, "alice");
+    struct ledger_client *b = proc(&l, 21, 1002, "bob"), *c = proc(&l, 31, 1003, "carol");
+
+    /* A cap is per user, across all of the user's processes. */
+    CHECK(ask(&l, a1, 6 * GiB, false) == VERDICT_GRANT && granted == 6 * GiB);
+    CHECK(ask(&l, a2, 4 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "user 1001 may hold 8.00 GiB");
+    CHECK_CONTAINS(why, "it holds 6.00 GiB (alice 6.00 GiB)");
+    CHECK(ask(&l, a2, 2 * GiB, false) == VERDICT_GRANT);
+    /* More than the cap can never fit: refused even if it could wait. */
+    struct ledger_client *a3 = proc(&l, 13, 1001, "alice");
+    CHECK(ask(&l, a3, 9 * GiB, true) == VERDICT_DENY);
+
+    /* Bob cannot take what is reserved for carol: 16 - 8 (alice) - 4 (reserved) = 4. */
+    CHECK(ask(&l, b, 5 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "4.00 GiB reserved for others");
+    CHECK(ask(&l, b, 0, false) == VERDICT_GRANT && granted == 2 * GiB); /* the default budget */
+    /* Carol may use her reservation: 16 - 8 - 2 = 6 left, all hers to take. */
+    CHECK(ask(&l, c, 6 * GiB, false) == VERDICT_GRANT);
+
+    /* A waiting request is admitted, oldest first, when memory comes back. */
+    struct ledger_client *d = proc(&l, 41, 1002, "bob"), *e = proc(&l, 42, 1004, "dave");
+    CHECK(ask(&l, d, 3 * GiB, true) == VERDICT_WAIT);
+    CHECK(ask(&l, e, 1 * GiB, true) == VERDICT_WAIT);
+    struct answers ans = {0};
+    ledger_admit_waiting(&l, 0, note, &ans);
+    CHECK(ans.n == 0); /* nothing freed yet */
+    ledger_leave(&l, a1); /* alice's 6 GiB come back */
+    ledger_admit_waiting(&l, 0, note, &ans);
+    CHECK(ans.n == 2 && ans.who[0] == d && ans.who[1] == e && ans.granted[0] && ans.granted[1]);
+    CHECK(d->use[0].grant == 3 * GiB && !d->use[0].waiting);
+
+    /* A wait that passes its deadline ends with a reason. */
+    struct ledger_client *f = proc(&l, 51, 1005, "erin");
+    CHECK(ask(&l, f, 8 * GiB, true) == VERDICT_WAIT);
+    ans.n = 0;
+    ledger_admit_waiting(&l, 999, note, &ans);
+    CHECK(ans.n == 0);
+    ledger_admit_waiting(&l, 1000, note, &ans);
+    CHECK(ans.n == 1 && ans.who[0] == f && !ans.granted[0] && !f->use[0].waiting);
+
+    /* Release returns a grant; usage NVML sees outside grants counts. */
+    ledger_release(&l, c, 0);
+    unsigned pids[] = {999, 21};
+    uint64_t used[] = {3 * GiB, 2 * GiB + 512 * MiB};
+    struct ledger_client *over[4];
+    CHECK(ledger_reconcile(&l, 0, pids, used, 2, NULL, over, 4) == 1 && over[0] == b);
+    CHECK(l.dev[0].unseen == 3 * GiB && b->use[0].over);
+    CHECK(ledger_reconcile(&l, 0, pids, used, 2, NULL, over, 4) == 0); /* reported once */
+    ledger_destroy(&l);
+}
+
+static void test_jobs_and_privacy(void)
+{
+    struct ledger l;
+    policy_of("");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 16 * GiB);
+    struct ledger_client *job = ledger_join(&l, ROLE_JOB, 1, 1001, 1001);
+    snprintf(job->job, sizeof job->job, "1234");
+    snprintf(job->user, sizeof job->user, "alice");
+    CHECK(ask(&l, job, 8 * GiB, false) == VERDICT_GRANT);
+    /* The job's processes draw from its grant; the device counts it once. */
+    struct ledger_client *t1 = proc(&l, 11, 1001, "alice"), *t2 = proc(&l, 12, 1001, "alice");
+    snprintf(t1->job, sizeof t1->job, "1234");
+    snprintf(t2->job, sizeof t2->job, "1234");
+    CHECK(ask(&l, t1, 4 * GiB, false) == VERDICT_GRANT);
+    CHECK(ask(&l, t2, 5 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "job 1234 was granted 8.00 GiB");
+    CHECK(ask(&l, t2, 4 * GiB, false) == VERDICT_GRANT);
+    /* Another user naming the same job draws nothing from it. */
+    struct ledger_client *m = proc(&l, 21, 1002, "mallory");
+    snprintf(m->job, sizeof m->job, "1234");
+    CHECK(ledger_job_of(&l, m, 0) == NULL);
+    CHECK(ask(&l, m, 8 * GiB, false) == VERDICT_GRANT);
+    CHECK(ask(&l, proc(&l, 22, 1002, "mallory"), 1, false) == VERDICT_DENY); /* 16 of 16 */
+
+    /* Root sees every process; a user sees their own and others' totals. */
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&l, 0, &s);
+    CHECK(s.n == 4 && s.dev[0].granted == 16 * GiB);
+    ledger_snapshot(&l, 1002, &s);
+    int hidden = 0;
+    for (int i = 0; i < s.n; i++) {
+        if (s.e[i].uid == 1001) {
+            CHECK(s.e[i].pid == 0 && strcmp(s.e[i].cmd, "-") == 0 && strcmp(s.e[i].job, "-") == 0);
+            hidden++;
+        } else {
+            CHECK(s.e[i].pid == 21);
+        }
+    }
+    CHECK(hidden == 3);
+    snapshot_free(&s);
+
+    /* The job ends: its grant goes, and its processes' with their connections. */
+    ledger_leave(&l, job);
+    CHECK(ledger_job_of(&l, t1, 0) == NULL);
+    ledger_destroy(&l);
+}
+
+int main(void)
+{
+    test_policy_file();
+    test_protocol();
+    test_admission();
+    test_jobs_and_privacy();
+    printf("test_ledger: ok\n");
+    return 0;
+}
