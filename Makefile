@@ -8,7 +8,7 @@ ifeq ($(CI),true)
 CMAKE_FLAGS += -DVRAM_WERROR=ON
 endif
 
-.PHONY: all build demo test test-plain test-asan test-tsan bench install clean
+.PHONY: all build demo test test-deps test-plain test-asan test-tsan bench install clean
 
 all: build
 
@@ -21,7 +21,11 @@ demo: build
 
 # Every test, plainly, then under AddressSanitizer + UndefinedBehaviorSanitizer,
 # then the threaded tests under ThreadSanitizer.
-test: test-plain test-asan test-tsan
+test: test-deps test-plain test-asan test-tsan
+
+# Debian packages some tests need (clang's libFuzzer, Slurm); see the script.
+test-deps:
+	@scripts/test-deps.sh
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -44,6 +48,8 @@ bench: build
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_MEMORY_LIMIT=1TiB LD_PRELOAD=$(CURDIR)/$(BUILD)/libvram-preload.so \
 	  taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
+	@echo "vramd with 1000 clients (simulated NVML):"
+	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
 
 install: build
 	cmake --install $(BUILD)

@@ -453,6 +453,12 @@ static int on_job(struct conn *c, const struct proto_msg *m)
 
 static int on_status(struct conn *c)
 {
+    /* A status is one message per device and per client: room for all of
+     * it at once, so that the loop never waits on a reader. (FORCE needs
+     * root, as a system daemon is; otherwise the system's maximum.) */
+    int room = 16 << 20;
+    if (setsockopt(c->fd, SOL_SOCKET, SO_SNDBUFFORCE, &room, sizeof room) != 0)
+        setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
     struct snapshot s;
     snapshot_init(&s);
     ledger_snapshot(&D.L, c->uid, &s);
