@@ -2,14 +2,17 @@
 # The seeds' scenario on one simulated 12 GiB GPU: three training jobs that,
 # like TensorFlow by default, take all the memory they may at start.
 #   1. jobs written with libvram: without limits, then with a third each;
-#   2. unmodified CUDA programs: alone, then under `vram run --fraction 0.33`.
+#   2. unmodified CUDA programs: alone, then under `vram run --fraction 0.33`;
+#   3. the same programs under one vramd whose policy gives each a third, with
+#      a fourth job that waits for memory; ends with the `vram top` screen.
 set -u
 build=${1:?usage: demo.sh BUILD_DIR}
 export LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export VRAM_SIM_DEVICES=12GiB
 export VRAM_SIM_DIR=$(mktemp -d /tmp/vram-demo.XXXXXX)
 export VRAM_ALLOW_GROWTH=false   # reserve everything at start, as TensorFlow does
-trap 'rm -rf "$VRAM_SIM_DIR"' EXIT
+daemon=
+trap '[ -n "$daemon" ] && kill $daemon 2>/dev/null; rm -rf "$VRAM_SIM_DIR"' EXIT
 unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION VRAM_VIRTUAL_DEVICES VRAM_VISIBLE_DEVICES LD_PRELOAD
 
 gib() { awk -v b="$1" 'BEGIN { printf "%.2f GiB", b / 1073741824 }'; }
@@ -60,3 +63,33 @@ run_scenario "alone: the first program takes the whole GPU" "device it saw" "it 
   "$build/vram-demo-grab"
 run_scenario "under vram run --fraction 0.33: each sees a third as its device" "device it saw" \
   "it took" "$build/vram" run --fraction 0.33 -- "$build/vram-demo-grab"
+
+echo
+echo "## 3. One vramd for the node: the policy gives each job a third; a fourth job waits"
+policy=$VRAM_SIM_DIR/policy.conf
+printf 'default-budget 33%%\nwhen-full wait 2m\nreconcile-every 200ms\n' >"$policy"
+echo "policy: $(tr '\n' ';' <"$policy" | sed 's/;$//; s/;/; /g')"
+export VRAM_DAEMON=$VRAM_SIM_DIR/vramd.sock
+"$build/vramd" --socket "$VRAM_DAEMON" --policy "$policy" --log error &
+daemon=$!
+for i in $(seq 50); do [ -S "$VRAM_DAEMON" ] && break; sleep 0.1; done
+out=$(mktemp -d)
+for job in A B C; do
+  "$build/vram" run --wait -- "$build/vram-demo-grab" "$job" 25 >"$out/$job" 2>"$out/$job.err" &
+  sleep 0.3
+done
+"$build/vram" run --wait -- "$build/vram-demo-grab" D 5 >"$out/D" 2>"$out/D.err" &
+sleep 1
+COLUMNS=80 "$build/vram" top --once >"$out/top"
+wait $(jobs -p | grep -v "^$daemon\$")
+printf '\n  %-4s %-16s %-16s %s\n' job "device it saw" "it took" result
+for job in A B C D; do
+  read -r _ name budget peak result <"$out/$job" || { name=$job budget=0 peak=0 result="crashed"; }
+  printf '  %-4s %-16s %-16s %s\n' "$name" "$(gib "$budget")" "$(gib "$peak")" "$result"
+done
+echo "  (D asked for memory while A, B and C held the GPU, waited, and ran when A ended)"
+echo
+echo "vram top, while A, B and C ran and D waited:"
+echo
+sed 's/^/  /' "$out/top"
+rm -rf "$out"

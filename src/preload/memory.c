@@ -106,10 +106,12 @@ EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
     need_real();
+    /* The budget first: with vramd, the first look at a device may wait for
+     * its grant, and what is free must be read after that wait. */
+    int dev = governed_device();
     CUresult rc = real.cuMemGetInfo_v2(free_bytes, total);
     if (rc != CUDA_SUCCESS)
         return rc;
-    int dev = governed_device();
     if (dev >= 0) {
         uint64_t f, t;
         budget_view(dev, *free_bytes, *total, &f, &t);
