@@ -168,10 +168,11 @@ wait_for 5 sh -c "[ \$(grep -c 'reloaded' '$tmp/daemon.out') -ge 2 ]"
 # --- the daemon killed and restarted mid-run --------------------------------
 rpids=()
 for n in 1 2 3; do
-  "$vram" run --limit 3584MiB -- "$grab" R$n 40 >"$tmp/r$n" 2>&1 &
+  "$vram" run --limit 3584MiB -- "$grab" R$n 150 >"$tmp/r$n" 2>&1 &
   rpids+=($!)
 done
 check "three clients registered" wait_for 10 is granted $((21 * G / 2))
+check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c ' GPU-' '$tmp/state') = 3 ]"
 kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
 "$vram" run --limit 1GiB -- "$grab" D 1 >"$tmp/down" 2>&1
 check "while the daemon is down, a new client is held to its own budget" \

@@ -426,8 +426,22 @@ static int on_job(struct conn *c, const struct proto_msg *m)
     if (lc && (lc->role != ROLE_JOB || lc->uid != uid || strcmp(lc->job, job) != 0))
         return strike(c, "JOB: this connection already stands for something else");
     int dev, r;
-    if ((r = device_of(c, m, &total, &dev)) != 0)
+    uint64_t index;
+    /* The plugin knows GPUs as Slurm does, by index (CUDA_VISIBLE_DEVICES of
+     * the job: NVML's order); or by UUID. */
+    if ((r = proto_get_u64(m, "index", 1u << 20, &index, err, sizeof err)) < 0)
+        return strike(c, "JOB: %s", err);
+    if (r == 0) {
+        if (index >= (uint64_t)D.ngpus) {
+            if (reply_text(c, VERB_DENY, NULL, "GPU index %llu: NVML lists %d GPUs here",
+                           (unsigned long long)index, D.ngpus) != 0)
+                return -1;
+            return 0;
+        }
+        dev = (int)index;
+    } else if ((r = device_of(c, m, &total, &dev)) != 0) {
         return r < 0 ? -1 : 0;
+    }
     if (!lc) {
         lc = ledger_join(&D.L, ROLE_JOB, c->pid, (uid_t)uid, (gid_t)gid);
         if (!lc)

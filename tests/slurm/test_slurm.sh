@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# vram_spank.so in a real single-node Slurm (Debian's slurm-wlm, munge on a
+# private socket and key, all state in a temporary folder) on two simulated
+# GPUs, with vramd: srun/sbatch --gpu-mem budgets, refusal of a bad value,
+# shards mapped to budgets, two jobs on one GPU held to their own, a
+# cancelled job's grant gone from the ledger. Stops exactly the processes it
+# started; every wait is bounded. Exit 77 (skipped) when Slurm is missing.
+#   test_slurm.sh BUILD_DIR
+set -u
+build=${1:?usage: test_slurm.sh BUILD_DIR}
+build=$(cd "$build" && pwd)
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "a single-node Slurm needs root"
+for c in slurmctld slurmd srun sbatch squeue scancel sinfo munged munge mungekey runuser; do
+  command -v $c >/dev/null || skip "$c not installed (scripts/test-deps.sh installs slurm-wlm and munge)"
+done
+[ -f "$build/vram_spank.so" ] || skip "vram_spank.so was not built (no slurm/spank.h at configure time)"
+id munge >/dev/null 2>&1 || skip "no munge user"
+
+W=$(mktemp -d /tmp/vram-slurm.XXXXXX)
+chmod 755 "$W"
+PIDS=()
+cleanup() {
+  [ -n "${SLURM_CONF:-}" ] && scancel --quiet -u root 2>/dev/null
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do
+    for i in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null
+  done
+  [ -n "${KEEP_TMP:-}" ] && echo "kept $W" || rm -rf "$W"
+}
+trap cleanup EXIT
+failures=0 passed=0
+check() { # NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $name"; failures=$((failures + 1)); fi
+}
+contains() { grep -q -- "$2" "$1"; }
+wait_for() { # SECONDS CONDITION...
+  local deadline=$(( $(date +%s%N) / 1000000 + $1 * 1000 )); shift
+  until "$@"; do
+    [ $(( $(date +%s%N) / 1000000 )) -ge $deadline ] && return 1
+    sleep 0.2
+  done
+}
+G=$((1 << 30))
+
+# --- munge, private --------------------------------------------------------
+mkdir -p "$W"/{munge,etc,state,spool,log,run,dev,sim,out}
+chmod 755 "$W/munge"
+mungekey -c -k "$W/munge/munge.key" -b 1024 || skip "mungekey failed"
+chown -R munge:munge "$W/munge"
+runuser -u munge -- munged --socket="$W/munge/munge.socket" --key-file="$W/munge/munge.key" \
+  --pid-file="$W/munge/munged.pid" --log-file="$W/munge/munged.log" \
+  --seed-file="$W/munge/munged.seed" || { cat "$W/munge/munged.log"; skip "munged did not start"; }
+for i in $(seq 50); do [ -s "$W/munge/munged.pid" ] && break; sleep 0.1; done
+PIDS+=("$(cat "$W/munge/munged.pid")")
+
+# --- two simulated GPUs, vramd -----------------------------------------------
+chmod 1777 "$W/sim"
+export LD_LIBRARY_PATH=$build/sim VRAM_SIM_DIR=$W/sim VRAM_SIM_DEVICES=12GiB,12GiB
+S=$W/vramd.sock
+printf 'reconcile-every 200ms\nwhen-full fail\n' >"$W/etc/policy.conf"
+"$build/vramd" --socket "$S" --policy "$W/etc/policy.conf" --log info >"$W/log/vramd.log" 2>&1 &
+PIDS+=($!)
+wait_for 10 test -S "$S" || { cat "$W/log/vramd.log"; echo "FAIL: vramd"; exit 1; }
+export VRAM_DAEMON=$S
+
+# --- Slurm: one node, 8 CPUs, 2 fake GPUs with 4 shards each ---------------------
+mknod "$W/dev/nvidia0" c 195 0 && mknod "$W/dev/nvidia1" c 195 1
+cat >"$W/etc/slurm.conf" <<EOC
+ClusterName=vramtest
+SlurmctldHost=localhost
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$W/munge/munge.socket
+StateSaveLocation=$W/state
+SlurmdSpoolDir=$W/spool
+SlurmctldPidFile=$W/run/slurmctld.pid
+SlurmdPidFile=$W/run/slurmd.pid
+SlurmctldLogFile=$W/log/slurmctld.log
+SlurmdLogFile=$W/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+ReturnToService=2
+SlurmdParameters=config_overrides
+GresTypes=gpu,shard
+PlugStackConfig=$W/etc/plugstack.conf
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=2000 Gres=gpu:fake:2,shard:8 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=10 State=UP
+EOC
+cat >"$W/etc/gres.conf" <<EOC
+AutoDetect=off
+NodeName=localhost Name=gpu Type=fake File=$W/dev/nvidia[0-1]
+NodeName=localhost Name=shard Count=8 File=$W/dev/nvidia[0-1]
+EOC
+echo "required $build/vram_spank.so preload=$build/libvram-preload.so shard_mem=2G socket=$S default=none" \
+  >"$W/etc/plugstack.conf"
+export SLURM_CONF=$W/etc/slurm.conf
+slurmctld -D -c -i >"$W/log/slurmctld.out" 2>&1 & PIDS+=($!)
+slurmd -D -N localhost >"$W/log/slurmd.out" 2>&1 & PIDS+=($!)
+if ! wait_for 30 sh -c '[ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ]'; then
+  tail -5 "$W/log/slurmctld.log" "$W/log/slurmd.log"
+  echo "FAIL: the Slurm node did not become idle"; exit 1
+fi
+grab=$build/vram-demo-grab
+ledger() { "$build/vram" status --json; }
+
+# --- srun and sbatch with --gpu-mem ----------------------------------------------
+srun --help 2>&1 | grep -q -- "--gpu-mem=SIZE" && passed=$((passed + 1)) || { echo "FAIL: srun --help lists --gpu-mem"; failures=$((failures + 1)); }
+timeout 60 srun --gpu-mem=4G "$grab" A 1 >"$W/out/a" 2>&1
+check "srun: the task sees its budget and takes it" contains "$W/out/a" "RESULT A 4294967296 4294967296 ok"
+timeout 60 srun --gpu-mem=3G "$grab" B 1 >"$W/out/b" 2>&1
+check "srun: out of memory at the budget" contains "$W/out/b" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 budget 3.00 GiB"
+timeout 60 srun --gpu-mem=lots true >"$W/out/bad" 2>&1; rc=$?
+check "a bad value is refused" test $rc != 0
+check "and named with the accepted forms" contains "$W/out/bad" '--gpu-mem=lots: .*accepted: a size such as 4G'
+timeout 60 sbatch --gpu-mem=4Gb --wrap true >"$W/out/bad2" 2>&1; rc=$?
+check "sbatch refuses a bad value at submission" sh -c "[ $rc != 0 ] && grep -q 'gpu-mem=4Gb' '$W/out/bad2'"
+jid=$(timeout 30 sbatch --parsable --gpu-mem=5G -o "$W/out/s-%j" --wrap "'$grab' S 1")
+check "sbatch accepted" test -n "$jid"
+wait_for 30 sh -c "! squeue -h -j $jid 2>/dev/null | grep -q ."
+check "sbatch: the batch task has the budget" contains "$W/out/s-$jid" "RESULT S 5368709120 5368709120 ok"
+timeout 60 srun --gpu-mem=0=2G "$grab" P 1 >"$W/out/p" 2>&1
+check "the per-device form" contains "$W/out/p" "RESULT P 2147483648 0 OOM"
+
+# --- shards: N × shard_mem; more than they allow is refused -----------------------------
+timeout 60 srun --gres=shard:2 "$grab" H 1 >"$W/out/h" 2>&1
+check "shard:2 is a 4 GiB budget" contains "$W/out/h" "RESULT H 4294967296 4294967296 ok"
+timeout 60 srun --gres=shard:1 --gpu-mem=4G true >"$W/out/h2" 2>&1; rc=$?
+check "--gpu-mem beyond the shards is refused" sh -c "[ $rc != 0 ] && grep -q 'more than the 1 shard(s) of this job allow' '$W/out/h2'"
+timeout 60 srun --gres=shard:1 --gpu-mem=1G "$grab" K 1 >"$W/out/k" 2>&1
+check "--gpu-mem within the shards wins" contains "$W/out/k" "RESULT K 1073741824 0 OOM"
+
+# --- two jobs on one GPU, each held to its own; the ledger shows them by job --------------
+timeout 60 srun --gpu-mem=5G "$grab" J1 60 >"$W/out/j1" 2>&1 &
+j1=$!
+timeout 60 srun --gpu-mem=5G "$grab" J2 60 >"$W/out/j2" 2>&1 &
+j2=$!
+check "both jobs' grants in the ledger" wait_for 20 sh -c "[ \$('$build/vram' status --json | grep -o '\"role\":\"job\"' | wc -l) = 2 ]"
+ledger >"$W/out/ledger"
+check "by Slurm job id and user" grep -q '"user":"root","role":"job","command":"job","job":"[0-9]*\.0"' "$W/out/ledger"
+timeout 60 srun --gpu-mem=5G true >"$W/out/j3" 2>&1; rc=$?
+check "a third does not fit beside them" sh -c "[ $rc != 0 ] && grep -q 'vram: job [0-9]*.0: vramd refused 5.00 GiB on GPU 0: .*10.00 GiB granted' '$W/out/j3'"
+wait $j1 $j2
+check "each took its own budget" sh -c "grep -q 'RESULT J1 5368709120 5368709120 ok' '$W/out/j1' && grep -q 'RESULT J2 5368709120 5368709120 ok' '$W/out/j2'"
+check "both grants gone with the jobs" wait_for 10 sh -c "! '$build/vram' status --json | grep -q '\"role\":\"job\"'"
+
+# --- a cancelled job's grant leaves the ledger -------------------------------------------
+jid=$(timeout 30 sbatch --parsable --gpu-mem=4G -o "$W/out/z" --wrap "'$grab' Z 600")
+check "a running job holds its grant" wait_for 30 sh -c "'$build/vram' status --json | grep -q '\"job\":\"$jid\.batch\"'"
+check "its task draws from the job's grant" wait_for 20 sh -c "'$build/vram' status --json | grep -q '\"command\":\"vram-demo-grab\",\"job\":\"$jid\.batch\",\"budget\":4294967296'"
+scancel "$jid"
+check "cancelled: its grant is gone" wait_for 20 sh -c "! '$build/vram' status --json | grep -q '\"job\":\"$jid\.'"
+check "and the GPU is empty" wait_for 20 sh -c "'$build/vram' status --json | grep -q '\"granted\":0,\"used\":0'"
+
+echo "test_slurm: $passed passed, $failures failed"
+[ $failures = 0 ]
