@@ -105,17 +105,10 @@ static void summary(const char *what, double *v, int n)
 
 static unsigned long long granted(void)
 {
-    struct proto_writer w;
-    struct proto_msg m;
     struct snapshot s;
     char err[256];
-    int fd = ledger_connect(sock);
-    snapshot_init(&s);
-    proto_begin(&w, VERB_STATUS);
-    ledger_send(fd, &w);
-    while (ledger_recv(fd, &m, 5000, err, sizeof err) == 0 && m.verb != VERB_END)
-        snapshot_decode(&s, &m, err, sizeof err);
-    close(fd);
+    if (snapshot_fetch(sock, &s, err, sizeof err) != 0)
+        die(err);
     unsigned long long g = s.ndev ? s.dev[0].granted : 0;
     snapshot_free(&s);
     return g;
@@ -149,20 +142,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < 500 && access(sock, F_OK) != 0; i++)
         usleep(10000);
     /* The device's UUID, from the ledger (NVML's). */
-    {
-        struct proto_writer w;
-        struct proto_msg m;
-        char err[256];
-        int fd = ledger_connect(sock);
-        if (fd < 0)
-            die("the daemon did not start");
-        proto_begin(&w, VERB_STATUS);
-        ledger_send(fd, &w);
-        if (ledger_recv(fd, &m, 5000, err, sizeof err) || m.verb != VERB_DEV)
-            die("no device in the ledger (is the simulated NVML on LD_LIBRARY_PATH?)");
-        snprintf(uuid, sizeof uuid, "%s", proto_get(&m, "uuid"));
-        close(fd);
-    }
+    struct snapshot first;
+    char err[256];
+    if (snapshot_fetch(sock, &first, err, sizeof err) != 0 || first.ndev == 0)
+        die("no device in the ledger (is the simulated NVML on LD_LIBRARY_PATH?)");
+    snprintf(uuid, sizeof uuid, "%s", first.dev[0].uuid);
+    snapshot_free(&first);
 
     pthread_t t[THREADS + 1];
     double t0 = now_us();

@@ -36,19 +36,11 @@ static void stop_daemon(pid_t pid, int sig)
 /* This process's entry in the ledger: grant and used, or -1 if absent. */
 static int my_entry(uint64_t *grant, uint64_t *used)
 {
-    int fd = ledger_connect(sock), found = -1;
-    if (fd < 0)
-        return -1;
-    struct proto_writer w;
-    struct proto_msg m;
     struct snapshot s;
     char err[256];
-    snapshot_init(&s);
-    proto_begin(&w, VERB_STATUS);
-    CHECK(ledger_send(fd, &w) == 0);
-    while (ledger_recv(fd, &m, 2000, err, sizeof err) == 0 && m.verb != VERB_END)
-        CHECK(snapshot_decode(&s, &m, err, sizeof err) == 0);
-    close(fd);
+    int found = -1;
+    if (snapshot_fetch(sock, &s, err, sizeof err) != 0)
+        return -1;
     for (int i = 0; i < s.n; i++)
         if (s.e[i].pid == getpid()) {
             *grant = s.e[i].grant;

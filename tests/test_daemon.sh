@@ -23,19 +23,7 @@ cleanup() {
   [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
-failures=0 passed=0
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
-contains() { grep -q -- "$2" "$1"; }
-wait_for() { # SECONDS CONDITION...: polls every 0.1 s, bounded
-  local deadline=$(( $(date +%s%N) / 1000000 + $1 * 1000 )); shift
-  until "$@"; do
-    [ $(( $(date +%s%N) / 1000000 )) -ge $deadline ] && return 1
-    sleep 0.1
-  done
-}
+. "$(dirname "$0")/lib.sh"
 field() { # KEY: the first device's value in vram status --json
   "$vram" status --json 2>/dev/null | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2
 }

@@ -11,12 +11,7 @@ export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$(mktemp
 unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$VRAM_SIM_DIR" "$tmp"' EXIT
-failures=0 passed=0
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
-contains() { grep -q -- "$2" "$1"; }
+. "$(dirname "$0")/lib.sh"
 
 # Options are checked with the library's parser; nothing runs on an error.
 "$vram" run -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?

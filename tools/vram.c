@@ -357,35 +357,9 @@ static int fetch(const char *cmd, const char *socket_path, struct snapshot *s)
             return ledger_fail(cmd, err);
         }
     }
-    int fd = ledger_connect(path);
-    if (fd < 0) {
-        snprintf(err, sizeof err, "cannot reach vramd at %s: %s", path, strerror(errno));
+    if (snapshot_fetch(path, s, err, sizeof err) != 0)
         return ledger_fail(cmd, err);
-    }
-    struct proto_writer w;
-    struct proto_msg m;
-    proto_begin(&w, VERB_STATUS);
-    snapshot_init(s);
-    if (ledger_send(fd, &w) != 0) {
-        close(fd);
-        return ledger_fail(cmd, "vramd closed the connection");
-    }
-    for (;;) {
-        if (ledger_recv(fd, &m, 5000, err, sizeof err) != 0)
-            break;
-        if (m.verb == VERB_END) {
-            close(fd);
-            return 0;
-        }
-        char why[256] = "";
-        if (snapshot_decode(s, &m, why, sizeof why) != 0) {
-            snprintf(err, sizeof err, "a status message vram cannot read: %s", why);
-            break;
-        }
-    }
-    close(fd);
-    snapshot_free(s);
-    return ledger_fail(cmd, err);
+    return 0;
 }
 
 static void top_usage(FILE *out)

@@ -1,6 +1,10 @@
 #include "snapshot.h"
 
 #include "../util/parse.h"
+#include "client.h"
+
+#include <errno.h>
+#include <unistd.h>
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -135,6 +139,39 @@ int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, si
     return 0;
 }
 
+int snapshot_fetch(const char *socket_path, struct snapshot *s, char *err, size_t errlen)
+{
+    snapshot_init(s);
+    int fd = ledger_connect(socket_path);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot reach vramd at %s: %s", socket_path, strerror(errno));
+        return -1;
+    }
+    struct proto_writer w;
+    struct proto_msg m;
+    proto_begin(&w, VERB_STATUS);
+    int rc = -1;
+    if (ledger_send(fd, &w) != 0) {
+        snprintf(err, errlen, "vramd closed the connection");
+    } else {
+        while (ledger_recv(fd, &m, 5000, err, errlen) == 0) {
+            if (m.verb == VERB_END) {
+                rc = 0;
+                break;
+            }
+            char why[256] = "";
+            if (snapshot_decode(s, &m, why, sizeof why) != 0) {
+                snprintf(err, errlen, "a status message that cannot be read: %s", why);
+                break;
+            }
+        }
+    }
+    close(fd);
+    if (rc != 0)
+        snapshot_free(s);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- JSON */
 
 /* Names are protocol names ([A-Za-z0-9._:@+/-]), so they need no escaping. */
@@ -168,52 +205,66 @@ void snapshot_json(const struct snapshot *s, FILE *out)
 
 /* ---------------------------------------------------------- Prometheus */
 
+struct gauge {
+    const char *name, *help;
+    size_t offset; /* of a uint64_t in the record */
+};
+
+/* One gauge: HELP, TYPE, and a sample per record. */
+static void gauge(FILE *out, const struct gauge *g, const void *records, size_t size, int n,
+                  void (*labels)(FILE *, const void *))
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n", g->name, g->help, g->name);
+    for (int i = 0; i < n; i++) {
+        const char *r = (const char *)records + (size_t)i * size;
+        fprintf(out, "%s{", g->name);
+        labels(out, r);
+        fprintf(out, "} %llu\n", (unsigned long long)*(const uint64_t *)(r + g->offset));
+    }
+}
+
+static void device_labels(FILE *out, const void *r)
+{
+    const struct snap_device *d = r;
+    fprintf(out, "device=\"%d\",uuid=\"%s\"", d->index, d->uuid);
+}
+
+static void client_labels(FILE *out, const void *r)
+{
+    const struct snap_entry *e = r;
+    fprintf(out, "device=\"%d\",client=\"%d\",pid=\"%d\",user=\"%s\",job=\"%s\",role=\"%s\"",
+            e->dev, e->id, e->pid, e->user, e->job, e->role == 'j' ? "job" : "process");
+}
+
 void snapshot_prometheus(const struct snapshot *s, FILE *out)
 {
-    static const struct {
-        const char *name, *help;
-        size_t offset;
-    } dev_metrics[] = {
+    static const struct gauge devices[] = {
         {"vram_device_total_bytes", "Memory of the device.", offsetof(struct snap_device, total)},
-        {"vram_device_reserved_bytes", "Memory reserved for named users or jobs and not yet held by them.",
+        {"vram_device_reserved_bytes",
+         "Memory reserved for named users or jobs and not yet held by them.",
          offsetof(struct snap_device, reserved)},
-        {"vram_device_granted_bytes", "Memory granted as budgets.", offsetof(struct snap_device, granted)},
+        {"vram_device_granted_bytes", "Memory granted as budgets.",
+         offsetof(struct snap_device, granted)},
         {"vram_device_used_bytes", "Memory in use (reported by clients, NVML where larger).",
          offsetof(struct snap_device, used)},
         {"vram_device_unseen_bytes", "Memory NVML shows in use by processes without a grant.",
          offsetof(struct snap_device, unseen)},
     };
-    for (size_t k = 0; k < sizeof dev_metrics / sizeof *dev_metrics; k++) {
-        fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n", dev_metrics[k].name, dev_metrics[k].help,
-                dev_metrics[k].name);
-        for (int d = 0; d < s->ndev; d++)
-            fprintf(out, "%s{device=\"%d\",uuid=\"%s\"} %llu\n", dev_metrics[k].name,
-                    s->dev[d].index, s->dev[d].uuid,
-                    (unsigned long long)*(const uint64_t *)((const char *)&s->dev[d] + dev_metrics[k].offset));
-    }
-    static const struct {
-        const char *name, *help;
-        size_t offset;
-    } proc_metrics[] = {
+    static const struct gauge clients[] = {
         {"vram_client_budget_bytes", "The client's grant.", offsetof(struct snap_entry, grant)},
-        {"vram_client_used_bytes", "Memory the client reports in use.", offsetof(struct snap_entry, used)},
-        {"vram_client_peak_bytes", "The most the client has had in use.", offsetof(struct snap_entry, peak)},
+        {"vram_client_used_bytes", "Memory the client reports in use.",
+         offsetof(struct snap_entry, used)},
+        {"vram_client_peak_bytes", "The most the client has had in use.",
+         offsetof(struct snap_entry, peak)},
         {"vram_client_nvml_used_bytes", "Memory NVML shows for the client's process.",
          offsetof(struct snap_entry, nvml)},
         {"vram_client_waiting_bytes", "Memory the client waits to be granted.",
          offsetof(struct snap_entry, want)},
     };
-    for (size_t k = 0; k < sizeof proc_metrics / sizeof *proc_metrics; k++) {
-        fprintf(out, "# HELP %s %s\n# TYPE %s gauge\n", proc_metrics[k].name, proc_metrics[k].help,
-                proc_metrics[k].name);
-        for (int i = 0; i < s->n; i++) {
-            const struct snap_entry *e = &s->e[i];
-            fprintf(out, "%s{device=\"%d\",client=\"%d\",pid=\"%d\",user=\"%s\",job=\"%s\",role=\"%s\"} %llu\n",
-                    proc_metrics[k].name, e->dev, e->id, e->pid, e->user, e->job,
-                    e->role == 'j' ? "job" : "process",
-                    (unsigned long long)*(const uint64_t *)((const char *)e + proc_metrics[k].offset));
-        }
-    }
+    for (size_t k = 0; k < sizeof devices / sizeof *devices; k++)
+        gauge(out, &devices[k], s->dev, sizeof *s->dev, s->ndev, device_labels);
+    for (size_t k = 0; k < sizeof clients / sizeof *clients; k++)
+        gauge(out, &clients[k], s->e, sizeof *s->e, s->n, client_labels);
 }
 
 /* ----------------------------------------------------------------- top */

@@ -54,6 +54,10 @@ int snapshot_encode_entry(const struct snap_entry *e, struct proto_writer *w);
 /* Takes one DEV or PROC message into the snapshot; -1 with err if malformed. */
 int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, size_t errlen);
 
+/* Asks the daemon at `socket_path` for the ledger (STATUS) and rebuilds it
+ * in s (initialised here; the caller frees it). 0, or -1 with err. */
+int snapshot_fetch(const char *socket_path, struct snapshot *s, char *err, size_t errlen);
+
 void snapshot_json(const struct snapshot *s, FILE *out);
 void snapshot_prometheus(const struct snapshot *s, FILE *out);
 /* The `vram top` screen, `width` columns wide (80 at least). */

@@ -30,19 +30,7 @@ cleanup() {
   [ -n "${KEEP_TMP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
-failures=0 passed=0
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $name"; failures=$((failures + 1)); fi
-}
-contains() { grep -q -- "$2" "$1"; }
-wait_for() { # SECONDS CONDITION...
-  local deadline=$(( $(date +%s%N) / 1000000 + $1 * 1000 )); shift
-  until "$@"; do
-    [ $(( $(date +%s%N) / 1000000 )) -ge $deadline ] && return 1
-    sleep 0.2
-  done
-}
+. "$(dirname "$0")/../lib.sh"
 G=$((1 << 30))
 
 # --- munge, private --------------------------------------------------------
