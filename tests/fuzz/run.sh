@@ -21,7 +21,7 @@ common="$src/src/util/parse.c"
 status=0
 for target in protocol policy; do
   extra=
-  [ $target = protocol ] && extra="$src/src/ledger/protocol.c $src/src/ledger/snapshot.c"
+  [ $target = protocol ] && extra="$src/src/ledger/protocol.c $src/src/ledger/snapshot.c $src/src/ledger/client.c"
   [ $target = policy ] && extra="$src/src/ledger/policy.c"
   "$cc" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=all "$src/tests/fuzz/fuzz_$target.c" $extra $common \
