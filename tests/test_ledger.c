@@ -35,20 +35,22 @@ static void test_policy_file(void)
               "default-budget 25%   # a share\n"
               "cap user 1001 8GiB\n"
               "cap group 2000 50% on 1\n"
+              "cap user 1002 0.5GiB\n"
               "reserve 2GiB for job critical-* on GPU-5a1d\n"
               "when-full wait 10m\n"
               "over-margin 128MiB\n"
               "reconcile-every 500ms\n");
     CHECK(P.has_default && P.default_budget.is_share && P.default_budget.share == 0.25);
-    CHECK(P.nrules == 3);
+    CHECK(P.nrules == 4);
     CHECK(P.rules[0].kind == RULE_CAP && P.rules[0].who == WHO_USER && P.rules[0].line == 3);
     CHECK(P.rules[0].amount.bytes == 8 * GiB);
     CHECK(P.rules[1].who == WHO_GROUP && strcmp(P.rules[1].device, "1") == 0);
-    CHECK(P.rules[2].kind == RULE_RESERVE && P.rules[2].who == WHO_JOB);
+    CHECK(!P.rules[2].amount.is_share && P.rules[2].amount.bytes == 512 * MiB);
+    CHECK(P.rules[3].kind == RULE_RESERVE && P.rules[3].who == WHO_JOB);
     CHECK(P.wait && P.wait_ms == 600000 && P.over_margin == 128 * MiB && P.reconcile_ms == 500);
     CHECK(policy_on_device(&P.rules[1], 1, "GPU-0000") && !policy_on_device(&P.rules[1], 0, "GPU-1"));
-    CHECK(policy_on_device(&P.rules[2], 3, "GPU-5a1d0e5a-a000") &&
-          !policy_on_device(&P.rules[2], 3, "GPU-5a1e"));
+    CHECK(policy_on_device(&P.rules[3], 3, "GPU-5a1d0e5a-a000") &&
+          !policy_on_device(&P.rules[3], 3, "GPU-5a1e"));
 
     /* Errors name the file, the line and what is accepted. */
     policy_error("cap user 1001 8GiB\ncap user 1001 lots\n", "test.conf:2: \"lots\"");

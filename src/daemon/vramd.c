@@ -69,7 +69,6 @@ static struct {
     int nconn_slots;
     int listen_fd, ep;
     char socket_path[108], policy_path[512], state_path[512], metrics_path[512];
-    bool policy_explicit;
     uint64_t metrics_ms, last_metrics, last_reconcile, last_state;
     bool state_dirty;
     struct previous *prev;
@@ -873,7 +872,6 @@ int main(int argc, char **argv)
             snprintf(D.socket_path, sizeof D.socket_path, "%s", v);
         } else if (strcmp(a, "--policy") == 0) {
             snprintf(D.policy_path, sizeof D.policy_path, "%s", v);
-            D.policy_explicit = true;
         } else if (strcmp(a, "--state") == 0) {
             snprintf(D.state_path, sizeof D.state_path, "%s", v);
         } else if (strcmp(a, "--metrics-file") == 0) {

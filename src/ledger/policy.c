@@ -28,7 +28,10 @@ void policy_default(struct policy *p)
 static int parse_amount(const char *s, struct amount *a, parse_why *why)
 {
     memset(a, 0, sizeof *a);
-    if (strchr(s, '%') || (s[0] == '0' && s[1] == '.') || strcmp(s, "1") == 0) {
+    /* A share is a percentage or a bare number with a point (0.25, 1.0);
+     * anything with a unit, or a whole number, is a size ("0.5GiB", "4096"). */
+    bool bare = strspn(s, "0123456789.") == strlen(s) && strchr(s, '.');
+    if (strchr(s, '%') || bare) {
         a->is_share = true;
         return parse_fraction(s, &a->share, why);
     }
@@ -168,8 +171,12 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
 int policy_parse(const char *text, size_t len, const char *file, struct policy *out, char *err,
                  size_t errlen)
 {
-    static __thread struct policy p; /* large: not on the stack */
-    policy_default(&p);
+    struct policy *p = malloc(sizeof *p); /* large: not on the stack */
+    if (!p) {
+        snprintf(err, errlen, "%s: out of memory", file);
+        return -1;
+    }
+    policy_default(p);
     struct line_ctx c = {file, 0, err, errlen};
     size_t i = 0;
     while (i < len) {
@@ -180,57 +187,54 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
         size_t n = i - start;
         i++;
         char line[512];
-        if (n >= sizeof line)
-            return bad(&c, "a line longer than %s characters%s", "511", "");
+        if (n >= sizeof line) {
+            bad(&c, "a line longer than %s characters%s", "511", "");
+            goto refused;
+        }
         memcpy(line, text + start, n);
         line[n] = 0;
         for (size_t k = 0; k < n; k++) {
-            if (line[k] == '\0')
-                return bad(&c, "a NUL byte%s%s", "", "");
+            if (line[k] == '\0') {
+                bad(&c, "a NUL byte%s%s", "", "");
+                goto refused;
+            }
             if (line[k] == '#') {
                 line[k] = 0;
                 break;
             }
             if (line[k] == '\t' || line[k] == '\r')
                 line[k] = ' ';
-            else if ((unsigned char)line[k] < 0x20 || (unsigned char)line[k] > 0x7e)
-                return bad(&c, "a byte that is not printable ASCII%s%s", "", "");
+            else if ((unsigned char)line[k] < 0x20 || (unsigned char)line[k] > 0x7e) {
+                bad(&c, "a byte that is not printable ASCII%s%s", "", "");
+                goto refused;
+            }
         }
         char *words[MAX_WORDS + 1];
         int nw = 0;
         char *save = NULL;
         for (char *s = strtok_r(line, " ", &save); s; s = strtok_r(NULL, " ", &save)) {
-            if (nw == MAX_WORDS)
-                return bad(&c, "too many words%s%s", "", "");
+            if (nw == MAX_WORDS) {
+                bad(&c, "too many words%s%s", "", "");
+                goto refused;
+            }
             words[nw++] = s;
         }
-        if (nw && parse_line(&c, words, nw, &p) != 0)
-            return -1;
+        if (nw && parse_line(&c, words, nw, p) != 0)
+            goto refused;
     }
-    memcpy(out, &p, sizeof p);
+    memcpy(out, p, sizeof *p);
+    free(p);
     return 0;
+refused:
+    free(p);
+    return -1;
 }
 
-int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
+/* User and group names to ids: a name that does not exist is an error. */
+static int resolve_names(struct policy *q, const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
-        return -1;
-    }
-    static __thread char text[1 << 16];
-    size_t len = fread(text, 1, sizeof text, f);
-    int toolong = len == sizeof text;
-    fclose(f);
-    if (toolong) {
-        snprintf(err, errlen, "%s: longer than the 64 KiB a policy file may be", path);
-        return -1;
-    }
-    static __thread struct policy q;
-    if (policy_parse(text, len, path, &q, err, errlen) != 0)
-        return -1;
-    for (int i = 0; i < q.nrules; i++) {
-        struct policy_rule *r = &q.rules[i];
+    for (int i = 0; i < q->nrules; i++) {
+        struct policy_rule *r = &q->rules[i];
         if (r->who == WHO_JOB || r->numeric)
             continue;
         if (r->who == WHO_USER) {
@@ -251,8 +255,33 @@ int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
             r->id = gr->gr_gid;
         }
     }
-    memcpy(p, &q, sizeof q);
     return 0;
+}
+
+int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
+        return -1;
+    }
+    enum { MAX_TEXT = 1 << 16 };
+    char *text = malloc(MAX_TEXT);
+    struct policy *q = malloc(sizeof *q);
+    size_t len = text && q ? fread(text, 1, MAX_TEXT, f) : 0;
+    fclose(f);
+    int rc = -1;
+    if (!text || !q)
+        snprintf(err, errlen, "%s: out of memory", path);
+    else if (len == MAX_TEXT)
+        snprintf(err, errlen, "%s: longer than the 64 KiB a policy file may be", path);
+    else if (policy_parse(text, len, path, q, err, errlen) == 0 && resolve_names(q, path, err, errlen) == 0) {
+        memcpy(p, q, sizeof *q);
+        rc = 0;
+    }
+    free(text);
+    free(q);
+    return rc;
 }
 
 bool policy_on_device(const struct policy_rule *r, int index, const char *uuid)
