@@ -55,10 +55,24 @@ wait_for 10 test -S "$S" || { cat "$W/log/vramd.log"; echo "FAIL: vramd"; exit 1
 export VRAM_DAEMON=$S
 
 # --- Slurm: one node, 8 CPUs, 2 fake GPUs with 4 shards each ---------------------
+# Ports of our own, free now, so that this test runs beside a node's real
+# Slurm or another run of itself (Slurm's defaults are 6817 and 6818).
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+  local p
+  for _ in $(seq 100); do
+    p=$((20000 + RANDOM % 20000))
+    port_free $p && port_free $((p + 1)) && { echo $p; return; }
+  done
+  echo "FAIL: no free port pair found" >&2; exit 1
+}
+CTLD_PORT=$(free_port) || exit 1
 mknod "$W/dev/nvidia0" c 195 0 && mknod "$W/dev/nvidia1" c 195 1
 cat >"$W/etc/slurm.conf" <<EOC
 ClusterName=vramtest
 SlurmctldHost=localhost
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$((CTLD_PORT + 1))
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
