@@ -27,18 +27,20 @@ test: test-deps test-plain test-asan test-tsan
 test-deps:
 	@scripts/test-deps.sh
 
+# scripts/ctest.sh runs ctest with a /tmp of the tests' own and fails the run
+# if anything is left there.
 test-plain: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	scripts/ctest.sh $(BUILD) --output-on-failure -j $(JOBS)
 
 test-asan:
 	@cmake -S . -B $(BUILD)-asan $(CMAKE_FLAGS) -DVRAM_SANITIZE=address,undefined >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
-	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS)
+	scripts/ctest.sh $(BUILD)-asan --output-on-failure -j $(JOBS)
 
 test-tsan:
 	@cmake -S . -B $(BUILD)-tsan $(CMAKE_FLAGS) -DVRAM_SANITIZE=thread >/dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS)
-	cd $(BUILD)-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+	scripts/ctest.sh $(BUILD)-tsan --output-on-failure -j $(JOBS) -L threads
 
 TRACES ?= ../shared/traces
 bench: build

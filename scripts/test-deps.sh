@@ -12,18 +12,23 @@ want=()
 have_fuzzer() {
   command -v clang >/dev/null &&
     echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){(void)d;(void)n;return 0;}' |
-      clang -x c -fsanitize=fuzzer - -o /tmp/vram-fuzz-probe.$$ 2>/dev/null
+      clang -x c -fsanitize=fuzzer - -o "$probe" 2>/dev/null
 }
+probe=$(mktemp "${TMPDIR:-/tmp}/vram-fuzz-probe.XXXXXX")
 have_fuzzer || want+=(clang libclang-rt-14-dev)
-rm -f /tmp/vram-fuzz-probe.$$
+rm -f "$probe"
 { [ -f /usr/include/slurm/spank.h ] && command -v slurmctld >/dev/null && command -v munged >/dev/null; } ||
   want+=(slurmctld slurmd slurm-client munge libslurm-dev)
 [ ${#want[@]} = 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing for the tests: ${want[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${want[@]}"; } >/tmp/vram-test-deps.log 2>&1 ||
-    echo "could not install ${want[*]} (see /tmp/vram-test-deps.log); the tests needing them will be skipped"
+  log=$(mktemp "${TMPDIR:-/tmp}/vram-test-deps.XXXXXX.log")
+  if { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${want[@]}"; } >"$log" 2>&1; then
+    rm -f "$log"
+  else
+    echo "could not install ${want[*]} (see $log); the tests needing them will be skipped"
+  fi
 else
   echo "not installed: ${want[*]} (needs root and apt-get); the tests needing them will be skipped"
 fi

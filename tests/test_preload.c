@@ -419,6 +419,7 @@ int main(int argc, char **argv)
         perror("execv");
         return 1;
     }
+    private_gpu_inherited();
     CHECK(cuInit(0) == CUDA_SUCCESS);
     use_device(0);
     sees_the_budget();
