@@ -28,6 +28,28 @@ VRAM_PRELOAD_LIBRARY=/nonexistent/libvram-preload.so "$vram" run --limit 1GiB --
 check "missing interposer refused" test $rc = 2
 check "missing interposer says not started" contains "$tmp/err" "was not started"
 check "nothing ran" test ! -e "$tmp/ran"
+# A number without a unit is bytes: below 1 MiB it is a forgotten unit, and
+# refused with the forms that were meant, from the flag or the environment.
+"$vram" run --limit 4 -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "--limit 4 refused" test $rc = 2
+check "--limit 4 says why and what was meant" contains "$tmp/err" 'without a unit is bytes.*4MiB, 4GiB'
+VRAM_MEMORY_LIMIT=25 "$vram" run -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "VRAM_MEMORY_LIMIT=25 refused" test $rc = 2
+check "VRAM_MEMORY_LIMIT=25 named" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="25".*without a unit is bytes'
+check "nothing ran on a unitless size" test ! -e "$tmp/ran"
+# Kubernetes' 4Gi is 4GiB.
+"$vram" run --limit 4Gi -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
+check "--limit 4Gi is 4 GiB" contains "$tmp/out" "RESULT A 4294967296 4294967296 ok"
+# Durations in bare seconds, as nvidia-smi -l and gpustat -i take them.
+"$vram" top --interval 1 --once --socket "$tmp/no-daemon.sock" 2>"$tmp/err"; rc=$?
+check "top --interval 1 accepted (fails only for want of a daemon)" test $rc = 1
+"$vram" top --interval 0 --socket "$tmp/no-daemon.sock" 2>"$tmp/err"; rc=$?
+check "top --interval 0 refused" test $rc = 2
+check "top --interval 0 points to --once" contains "$tmp/err" 'more than 0 (for one screen, use --once)'
+VRAM_DAEMON=$tmp/no-daemon.sock "$vram" run --limit 1GiB --wait 1 -- sh -c 'echo "wait=$VRAM_WAIT"' >"$tmp/out" 2>&1
+check "--wait 1 is one second" contains "$tmp/out" "wait=1000ms"
+VRAM_DAEMON=$tmp/no-daemon.sock "$vram" run --limit 1GiB --wait=2.5 -- sh -c 'echo "wait=$VRAM_WAIT"' >"$tmp/out" 2>&1
+check "--wait=2.5 is 2.5 seconds" contains "$tmp/out" "wait=2500ms"
 "$vram" run --help >"$tmp/out"
 check "run --help" contains "$tmp/out" "cannot govern"
 

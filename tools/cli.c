@@ -83,9 +83,10 @@ int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *
         if (r > 0) {
             char user[256];
             ledger_default_socket(user, sizeof user);
-            snprintf(err, sizeof err, "no vramd is running (no socket at %s or %s); start one "
+            bool one = strcmp(user, LEDGER_SYSTEM_SOCKET) == 0;
+            snprintf(err, sizeof err, "no vramd is running (no socket at %s%s%s); start one "
                      "with vramd, or name its socket with --socket or VRAM_DAEMON",
-                     LEDGER_SYSTEM_SOCKET, user);
+                     LEDGER_SYSTEM_SOCKET, one ? "" : " or ", one ? "" : user);
         }
         if (r != 0) {
             fprintf(stderr, "vram %s: %s\n", cmd, err);

@@ -44,8 +44,10 @@ static void usage(FILE *out)
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
             "\n"
-            "Sizes: 4096, 4G, 4GiB, 512MiB, 1.5GiB (K/M/G/T are powers of 1024; KB/MB/GB/TB\n"
-            "powers of 1000). Fractions: 0.33 or 33%%.\n");
+            "Sizes: 4G, 4Gi, 4GiB, 512MiB, 1.5GiB (K/M/G/T, Ki/Mi/Gi/Ti and KiB/MiB/GiB/TiB\n"
+            "are powers of 1024; KB/MB/GB/TB powers of 1000); a number without a unit is\n"
+            "bytes, and at least 1 MiB. Fractions: 0.33 or 33%%. Durations: seconds (1, 2.5)\n"
+            "or 500ms, 30s, 10m, 1.5h.\n");
 }
 
 int main(int argc, char **argv)

@@ -118,13 +118,16 @@ int cmd_run(int argc, char **argv)
         return run_fail("--fraction: %s", err);
     if (log && options_set(&scratch, "VRAM_LOG", log, err, sizeof err) != 0)
         return run_fail("--log: %s", err);
+    char wait_ms[32] = "true";
     if (wait && strcmp(wait, "true") != 0) {
         uint64_t ms;
         parse_why why;
         if (parse_duration(wait, &ms, &why) != 0)
-            return run_fail("--wait=%s: %s; accepted: --wait, or --wait=DURATION with a duration "
-                            "such as 30s, 10m, 1.5h",
-                            wait, why.text);
+            return run_fail("--wait=%s: %s; accepted: --wait (as long as the policy allows), or "
+                            "--wait=DURATION, where DURATION is %s; 0 does not wait",
+                            wait, why.text, PARSE_DURATION_FORMS);
+        /* In milliseconds, with the unit: VRAM_WAIT=1 would read as "true". */
+        snprintf(wait_ms, sizeof wait_ms, "%llums", (unsigned long long)ms);
     }
     if (job && !proto_name_ok(job))
         return run_fail("--job \"%s\": a job name is 1 to 63 of the characters "
@@ -157,7 +160,7 @@ int cmd_run(int argc, char **argv)
                         "policy then grants one");
     }
     if (wait)
-        setenv("VRAM_WAIT", wait, 1);
+        setenv("VRAM_WAIT", wait_ms, 1);
     if (job)
         setenv("VRAM_JOB", job, 1);
     /* Whatever came from the environment is checked the same way. */

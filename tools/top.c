@@ -41,12 +41,17 @@ int cmd_top(int argc, char **argv)
         top_usage(stdout);
         return 0;
     }
+    /* --interval 0 is refused rather than read as "as fast as possible"
+     * (a busy loop against the daemon) or "once" (that is --once). */
     uint64_t interval = 1000;
     parse_why why;
-    if (interval_text &&
-        (parse_duration(interval_text, &interval, &why) != 0 || interval == 0))
+    if (interval_text && parse_duration(interval_text, &interval, &why) != 0)
         return cli_usage_error("top", "--interval \"%s\": %s; accepted: %s", interval_text,
-                               interval ? why.text : "must be more than 0", PARSE_DURATION_FORMS);
+                               why.text, PARSE_DURATION_FORMS);
+    if (interval == 0)
+        return cli_usage_error("top", "--interval \"%s\": the refresh period must be more than "
+                               "0 (for one screen, use --once); accepted: %s",
+                               interval_text, PARSE_DURATION_FORMS);
     bool tty = isatty(STDOUT_FILENO);
     for (;;) {
         struct snapshot s;
