@@ -96,11 +96,23 @@ done
 "$vram" devices --brief >"$tmp/occ"
 check "killed mid-allocation: all memory back" contains "$tmp/occ" " 0 B used of 12.00 GiB"
 
-# --growth asks the frameworks to grow instead of grabbing.
-PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 "$vram" run --limit 1GiB --growth -- \
-  sh -c 'echo "$TF_FORCE_GPU_ALLOW_GROWTH $XLA_PYTHON_CLIENT_PREALLOCATE $PYTORCH_CUDA_ALLOC_CONF"' >"$tmp/out"
-check "--growth sets the frameworks' variables" \
-  contains "$tmp/out" "true false max_split_size_mb:128,expandable_segments:True"
+# --growth asks the frameworks to grow instead of grabbing, under their
+# current and their old names, and never touches a setting of the user's.
+show='echo "tf=$TF_FORCE_GPU_ALLOW_GROWTH xla=$XLA_PYTHON_CLIENT_PREALLOCATE vram=$VRAM_ALLOW_GROWTH new=${PYTORCH_ALLOC_CONF-unset} old=${PYTORCH_CUDA_ALLOC_CONF-unset} ."'
+env -u PYTORCH_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u TF_FORCE_GPU_ALLOW_GROWTH -u XLA_PYTHON_CLIENT_PREALLOCATE \
+  "$vram" run --limit 1GiB --growth -- sh -c "$show" >"$tmp/out"
+check "--growth sets the frameworks' variables, current and old names" contains "$tmp/out" \
+  "tf=true xla=false vram=true new=expandable_segments:True old=expandable_segments:True ."
+PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$vram" run --limit 1GiB --growth -- sh -c "$show" >"$tmp/out"
+check "--growth leaves the user's PYTORCH_CUDA_ALLOC_CONF alone, adds no new name over it" \
+  contains "$tmp/out" "new=unset old=backend:cudaMallocAsync ."
+PYTORCH_ALLOC_CONF=max_split_size_mb:128 "$vram" run --limit 1GiB --growth -- sh -c "$show" >"$tmp/out"
+check "--growth leaves the user's PYTORCH_ALLOC_CONF alone" \
+  contains "$tmp/out" "new=max_split_size_mb:128 old=unset ."
+TF_FORCE_GPU_ALLOW_GROWTH=false XLA_PYTHON_CLIENT_PREALLOCATE=true \
+  "$vram" run --limit 1GiB --growth -- sh -c "$show" >"$tmp/out"
+check "--growth leaves the user's TensorFlow and JAX settings alone" \
+  contains "$tmp/out" "tf=false xla=true"
 
 echo "$passed passed, $failures failed"
 [ "$failures" = 0 ]

@@ -83,6 +83,38 @@ static int find_preload(char *out, size_t n)
 
 #define run_fail(...) cli_usage_error("run", __VA_ARGS__)
 
+/* --growth: each framework's own "take memory as it is needed" setting,
+ * under every name the framework reads, but only where the user has set
+ * none of those names. A setting of the user's own is never changed or
+ * added to, and a new name is never set beside an old one the user set:
+ * PyTorch >= 2.9 reads PYTORCH_ALLOC_CONF first and would then ignore the
+ * user's PYTORCH_CUDA_ALLOC_CONF. */
+static const struct {
+    const char *names[2]; /* current name first */
+    const char *value;
+} growth_settings[] = {
+    {{"VRAM_ALLOW_GROWTH"}, "true"},
+    {{"TF_FORCE_GPU_ALLOW_GROWTH"}, "true"},
+    /* JAX's preallocation switch has one name; XLA_CLIENT_MEM_FRACTION
+     * (formerly XLA_PYTHON_CLIENT_MEM_FRACTION) sizes the preallocation,
+     * which this turns off. */
+    {{"XLA_PYTHON_CLIENT_PREALLOCATE"}, "false"},
+    {{"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}, "expandable_segments:True"},
+};
+
+static void ask_for_growth(void)
+{
+    for (size_t i = 0; i < sizeof growth_settings / sizeof *growth_settings; i++) {
+        bool users = false;
+        for (int k = 0; k < 2 && growth_settings[i].names[k]; k++) {
+            const char *v = getenv(growth_settings[i].names[k]);
+            users |= v && *v;
+        }
+        for (int k = 0; k < 2 && growth_settings[i].names[k] && !users; k++)
+            setenv(growth_settings[i].names[k], growth_settings[i].value, 1);
+    }
+}
+
 int cmd_run(int argc, char **argv)
 {
     const char *limit = NULL, *fraction = NULL, *devices = NULL, *log = NULL, *wait = NULL,
@@ -170,19 +202,8 @@ int cmd_run(int argc, char **argv)
     if (devices)
         setenv("CUDA_VISIBLE_DEVICES", devices, 1);
     setenv("VRAM_LOG", log ? log : getenv("VRAM_LOG") ? getenv("VRAM_LOG") : "error", 1);
-    if (growth) {
-        setenv("VRAM_ALLOW_GROWTH", "true", 1);
-        setenv("TF_FORCE_GPU_ALLOW_GROWTH", "true", 1);
-        setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false", 1);
-        const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
-        if (!conf || !*conf) {
-            setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
-        } else if (!strstr(conf, "expandable_segments")) {
-            char joined[1024];
-            snprintf(joined, sizeof joined, "%s,expandable_segments:True", conf);
-            setenv("PYTORCH_CUDA_ALLOC_CONF", joined, 1);
-        }
-    }
+    if (growth)
+        ask_for_growth();
 
     /* Never run the program without its budget: the interposer must exist
      * and load, or nothing starts. */
