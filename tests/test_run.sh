@@ -53,6 +53,32 @@ check "--wait=2.5 is 2.5 seconds" contains "$tmp/out" "wait=2500ms"
 "$vram" run --help >"$tmp/out"
 check "run --help" contains "$tmp/out" "cannot govern"
 
+# A budget for a device the program will not have, a --devices entry that
+# names no GPU, and a fraction that leaves a GPU nothing are errors before
+# the program starts (the machine has one GPU), never "no budget".
+for args in "--limit 5=1GiB" "--limit 2=4GiB" "--limit 0=1GiB,1=1GiB" "--fraction 0=0.5,3=25%" \
+            "--limit 1GiB --devices 5" "--limit 1GiB --devices GPU-ffff" "--limit 1GiB --devices 0,0" \
+            "--limit 1=1GiB --devices 0" "--fraction 0.0000000000000000001" "--fraction 0.00000001"; do
+  rm -f "$tmp/ran"
+  "$vram" run $args -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+  check "$args: refused" test $rc = 2
+  check "$args: not started" test ! -e "$tmp/ran"
+  check "$args: says which GPUs there are" contains "$tmp/err" "GPU-5a1d0e5a-a000-4000-8000-000000000000"
+done
+check "a missing device is named" sh -c "'$vram' run --limit 5=1GiB -- true 2>&1 | grep -q 'names device 5, but the program will see 1 GPU'"
+check "a budget of nothing is named" sh -c "'$vram' run --fraction 0.0000000000000000001 -- true 2>&1 | grep -q 'a budget of 0 B'"
+VRAM_MEMORY_LIMIT=3=1GiB "$vram" run -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "the environment's budget is checked too" test $rc = 2
+check "the environment's budget is named" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="3=1GiB" names device 3'
+# Reached without vram run, the interposer refuses such a configuration
+# loudly rather than running without a budget.
+VRAM_MEMORY_LIMIT=5=1GiB LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
+check "interposer: no budget for a missing device is an error" contains "$tmp/out" "RESULT A 0 0 OOM"
+check "interposer: says so" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="5=1GiB" names device 5'
+VRAM_MEMORY_FRACTION=0.0000000000000000001 LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
+check "interposer: a budget of nothing is an error" contains "$tmp/out" "RESULT A 0 0 OOM"
+check "interposer: says so" contains "$tmp/err" 'a budget of 0 B'
+
 # The budget is the device the program sees, and all it can take.
 "$vram" run --limit 4GiB -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
 check "sees 4 GiB and takes it" contains "$tmp/out" "RESULT A 4294967296 4294967296 ok"

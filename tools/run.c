@@ -4,6 +4,7 @@
 #include "../src/ledger/protocol.h"
 #include "../src/util/parse.h"
 #include "cli.h"
+#include "visible.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -82,6 +83,46 @@ static int find_preload(char *out, size_t n)
 }
 
 #define run_fail(...) cli_usage_error("run", __VA_ARGS__)
+
+/* A budget named for a device the program will not have, and a fraction
+ * that leaves a device next to nothing, are refused before the program
+ * starts: the interposer would otherwise run it with no budget on the
+ * devices it has (or refuse everything, once it runs). The driver is asked
+ * only when a setting depends on the devices. `given` is the flag the
+ * budget came from, or NULL when it came from the environment. */
+static int check_budgets(const struct options *o, const char *devices, const char *given)
+{
+    bool per_device = false;
+    for (int d = 0; d < OPT_MAX_DEVICES; d++)
+        per_device |= o->limit[d].kind != LIMIT_NONE;
+    if (!devices && !per_device && o->limit_all.kind != LIMIT_FRACTION)
+        return 0;
+    static struct visible v; /* large: not on the stack */
+    char err[2048], list[1024];
+    if (visible_gpus(devices, &v, err, sizeof err) != 0)
+        return run_fail("%s; the program was not started", err);
+    visible_describe(&v, list, sizeof list);
+    for (int d = 0; d < OPT_MAX_DEVICES; d++) {
+        const struct limit_setting *l = &o->limit[d];
+        if (l->kind != LIMIT_NONE && d >= v.n)
+            return run_fail("%s names device %d, but the program will see %s%s; the program "
+                            "was not started",
+                            given ? given : l->origin, d, list,
+                            devices ? ", numbered in the order of --devices" : "");
+    }
+    struct options none;
+    options_clear(&none);
+    for (int d = 0; d < v.n; d++) {
+        const struct limit_setting *l = options_limit(&none, o, d);
+        uint64_t budget = (uint64_t)((double)v.gpu[d].total * l->fraction);
+        if (l->kind == LIMIT_FRACTION && budget < PARSE_MEANINGFUL_BYTES)
+            return run_fail("%s gives device %d (%s, %s) a budget of %s, and a budget below "
+                            "1 MiB holds nothing a program can use; the program was not started",
+                            given ? given : l->origin, d, v.gpu[d].uuid,
+                            format_size(v.gpu[d].total).text, format_size(budget).text);
+    }
+    return 0;
+}
 
 /* --growth: each framework's own "take memory as it is needed" setting,
  * under every name the framework reads, but only where the user has set
@@ -172,14 +213,6 @@ int cmd_run(int argc, char **argv)
         return run_fail("%s needs vramd, and no vramd socket was found (start vramd, or set "
                         "VRAM_DAEMON to its socket)",
                         wait ? "--wait" : "--job");
-    if (devices) {
-        char items[OPT_MAX_DEVICES][64];
-        parse_why why;
-        if (parse_split(devices, ',', items, OPT_MAX_DEVICES, &why) < 0)
-            return run_fail("--devices \"%s\": %s; accepted: a comma-separated list of device "
-                            "ordinals or UUIDs, e.g. 0,1 or GPU-5a1d",
-                            devices, why.text);
-    }
     if (limit) {
         setenv("VRAM_MEMORY_LIMIT", limit, 1);
         unsetenv("VRAM_MEMORY_FRACTION");
@@ -199,6 +232,12 @@ int cmd_run(int argc, char **argv)
     options_clear(&scratch);
     if (options_from_environment(&scratch, err, sizeof err) != 0)
         return run_fail("%s", err);
+    char given[256] = "";
+    if (limit || fraction)
+        snprintf(given, sizeof given, "%s %s", limit ? "--limit" : "--fraction",
+                 limit ? limit : fraction);
+    if (check_budgets(&scratch, devices, given[0] ? given : NULL) != 0)
+        return 2;
     if (devices)
         setenv("CUDA_VISIBLE_DEVICES", devices, 1);
     setenv("VRAM_LOG", log ? log : getenv("VRAM_LOG") ? getenv("VRAM_LOG") : "error", 1);

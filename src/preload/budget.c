@@ -96,8 +96,45 @@ static int ask_daemon(int dev, int s)
     return 2;
 }
 
+/* A setting for a device this program does not have, or a fraction that
+ * leaves a device less than 1 MiB, is a mistake to be heard, not "no
+ * budget" (vram run refuses both before the program starts; this is for a
+ * program started with the variables and LD_PRELOAD by hand): it makes the
+ * configuration bad, which refuses every allocation. Judged once the
+ * driver shows a device; false until then, to be tried again. */
+static bool check_configuration(void)
+{
+    int present = 0;
+    for (int d = 0; d < OPT_MAX_DEVICES && d < BUDGET_MAX_DEVICES; d++)
+        present += b.total_of(d) > 0;
+    if (present == 0)
+        return false;
+    struct options none;
+    options_clear(&none);
+    for (int d = 0; d < OPT_MAX_DEVICES && d < BUDGET_MAX_DEVICES && !b.config_bad; d++) {
+        const struct limit_setting *l = options_limit(&none, &b.env, d);
+        uint64_t total = b.total_of(d);
+        if (total == 0 && l == &b.env.limit[d] && l->kind != LIMIT_NONE) {
+            fprintf(stderr, "vram: error: %s names device %d, but this program sees only "
+                            "device%s 0%s%.0d; every GPU allocation will be refused\n",
+                    l->origin, d, present == 1 ? "" : "s", present == 1 ? "" : " to ",
+                    present == 1 ? 0 : present - 1);
+            b.config_bad = true;
+        } else if (total && l->kind == LIMIT_FRACTION &&
+                   (double)total * l->fraction < (double)PARSE_MEANINGFUL_BYTES) {
+            fprintf(stderr, "vram: error: %s gives device %d (%s) a budget of %s, less than "
+                            "1 MiB; every GPU allocation will be refused\n",
+                    l->origin, d, format_size(total).text,
+                    format_size((uint64_t)((double)total * l->fraction)).text);
+            b.config_bad = true;
+        }
+    }
+    return true;
+}
+
 static int resolve(int dev)
 {
+    static bool checked;
     if (dev < 0 || dev >= BUDGET_MAX_DEVICES)
         return 1;
     int s = atomic_load_explicit(&b.state[dev], memory_order_acquire);
@@ -105,6 +142,8 @@ static int resolve(int dev)
         return s;
     pthread_mutex_lock(&b.resolve);
     s = atomic_load(&b.state[dev]);
+    if (!s && !checked && !b.config_bad)
+        checked = check_configuration();
     if (!s) {
         struct options none;
         options_clear(&none);
