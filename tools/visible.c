@@ -33,6 +33,7 @@ static int driver_gpus(struct visible *all, char *err, size_t n)
         size_t total;
         if ((rc = cu.cuDeviceGet(&d, o)) != CUDA_SUCCESS ||
             (rc = cu.cuDeviceGetUuid(&u, d)) != CUDA_SUCCESS ||
+            (rc = cu.cuDeviceGetName(g->name, sizeof g->name, d)) != CUDA_SUCCESS ||
             (rc = cu.cuDeviceTotalMem(&total, d)) != CUDA_SUCCESS)
             break;
         g->ordinal = o;

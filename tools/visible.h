@@ -18,6 +18,7 @@
 struct visible_gpu {
     int ordinal; /* the driver's, without CUDA_VISIBLE_DEVICES */
     char uuid[UUID_TEXT_SIZE];
+    char name[96];
     uint64_t total;
 };
 
