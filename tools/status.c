@@ -10,14 +10,18 @@ static void status_usage(FILE *out)
     fprintf(out,
             "usage: vram status [--json | --prometheus] [--socket PATH]\n"
             "\n"
-            "What vramd's ledger holds, once: each device, each user and each process, as\n"
-            "vram top shows them. Root sees every process; others see their own processes\n"
-            "and other users' totals.\n"
+            "Who holds how much GPU memory on this node, as vramd's ledger says, printed\n"
+            "once: each GPU (total, reserved, granted, used, used outside any grant), each\n"
+            "user and each process (budget, used, peak, what NVML sees, waiting or over\n"
+            "budget): the vram top screen, or the same for programs. Root sees every\n"
+            "process; others see their own processes and other users' totals. It needs a\n"
+            "running vramd (vram devices shows the GPUs without one).\n"
             "\n"
-            "  --json              the ledger as one JSON object\n"
-            "  --prometheus        the ledger in Prometheus text format\n"
-            "  --socket PATH       vramd's socket (default: VRAM_DAEMON, " LEDGER_SYSTEM_SOCKET ",\n"
-            "                      then the user's own daemon's)\n");
+            "  --json          the same as one JSON object, for scripts\n"
+            "  --prometheus    the same in Prometheus text format (as vramd --metrics-file\n"
+            "                  writes it)\n"
+            "  --socket PATH   vramd's socket (default: VRAM_DAEMON,\n"
+            "                  " LEDGER_SYSTEM_SOCKET ", then the user's own daemon's)\n");
 }
 
 int cmd_status(int argc, char **argv)

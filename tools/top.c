@@ -15,16 +15,17 @@ static void top_usage(FILE *out)
     fprintf(out,
             "usage: vram top [--once] [--interval DURATION] [--socket PATH]\n"
             "\n"
-            "What vramd's ledger holds, refreshed in place: each device (total, reserved for\n"
-            "named users or jobs and not yet theirs, granted as budgets, used, used outside any\n"
-            "grant), each user (budget, used, peak, waiting) and each process (budget, used,\n"
-            "peak, what NVML sees, state). Root sees every process; others see their own\n"
-            "processes and other users' totals.\n"
+            "What vramd's ledger holds, refreshed in place: each device (total, reserved\n"
+            "for named users or jobs and not yet theirs, granted as budgets, used, used\n"
+            "outside any grant), each user (budget, used, peak, waiting) and each process\n"
+            "(budget, used, peak, what NVML sees, state). Root sees every process; others\n"
+            "see their own processes and other users' totals.\n"
             "\n"
-            "  --once              print one screen and exit\n"
-            "  --interval DURATION refresh period (default 1s)\n"
-            "  --socket PATH       vramd's socket (default: VRAM_DAEMON, " LEDGER_SYSTEM_SOCKET ",\n"
-            "                      then the user's own daemon's)\n");
+            "  --once               print one screen and exit\n"
+            "  --interval DURATION  refresh period: seconds (1, 0.5) or 500ms, 2s (default\n"
+            "                       1s); 0 is refused: for one screen, --once\n"
+            "  --socket PATH        vramd's socket (default: VRAM_DAEMON,\n"
+            "                       " LEDGER_SYSTEM_SOCKET ", then the user's own daemon's)\n");
 }
 
 int cmd_top(int argc, char **argv)
