@@ -7,6 +7,14 @@
 #   slurm-wlm, munge, libslurm-dev
 #                              a real single-node Slurm and spank.h, for the
 #                              SPANK plugin and its integration test
+#   pkgconf                    pkg-config, to build the README's example
+#                              against an install (test_install)
+#   systemd                    systemd-analyze verify, for vramd's unit
+#                              (test_install_unit)
+#   man-db, groff-base         man -l and groff -ww, for the manual pages
+#                              (test_man)
+#   bash-completion            the loader that finds vram's completion
+#                              (test_completion)
 set -u
 want=()
 have_fuzzer() {
@@ -19,6 +27,10 @@ have_fuzzer || want+=(clang libclang-rt-14-dev)
 rm -f "$probe"
 { [ -f /usr/include/slurm/spank.h ] && command -v slurmctld >/dev/null && command -v munged >/dev/null; } ||
   want+=(slurmctld slurmd slurm-client munge libslurm-dev)
+command -v pkg-config >/dev/null || want+=(pkgconf)
+command -v systemd-analyze >/dev/null || want+=(systemd)
+{ command -v man >/dev/null && command -v groff >/dev/null; } || want+=(man-db groff-base)
+[ -f /usr/share/bash-completion/bash_completion ] || want+=(bash-completion)
 [ ${#want[@]} = 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing for the tests: ${want[*]}"

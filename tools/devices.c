@@ -229,7 +229,8 @@ static void devices_usage(FILE *out)
             "             {\"gpus\": [{\"index\", \"name\", \"uuid\", \"total\", \"used\", \"free\",\n"
             "             \"processes\": [{\"pid\", \"uid\", \"user\", \"command\", \"used\",\n"
             "             \"budget\"}]}], \"nvml_error\", \"vramd\"}; sizes in bytes, null\n"
-            "             where unknown\n");
+            "             where unknown\n"
+            "  --help     this text\n");
 }
 
 int cmd_devices(int argc, char **argv)

@@ -41,6 +41,7 @@ static void usage(FILE *out)
             "                        true (as long as the policy allows) or a duration (10m)\n"
             "  VRAM_JOB              with vramd: the job this process belongs to\n"
             "  VRAM_CUDA_LIBRARY     the driver to load (default libcuda.so.1)\n"
+            "  VRAM_PRELOAD_LIBRARY  vram run: the interposer (default: the installed one)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
             "\n"

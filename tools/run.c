@@ -17,6 +17,9 @@
 #ifndef VRAM_INSTALL_LIBDIR
 #define VRAM_INSTALL_LIBDIR "/usr/local/lib"
 #endif
+#ifndef VRAM_LIBDIR_FROM_BINDIR
+#define VRAM_LIBDIR_FROM_BINDIR "../lib"
+#endif
 
 static void run_usage(FILE *out)
 {
@@ -63,7 +66,8 @@ static void run_usage(FILE *out)
             "talks to the kernel driver directly. Sizes and durations: vram --help.\n");
 }
 
-/* The interposer beside this program (build tree), or where it is installed. */
+/* The interposer beside this program (build tree), or where it is installed
+ * relative to it (any prefix), or where the build was configured to go. */
 static int find_preload(char *out, size_t n)
 {
     const char *env = getenv("VRAM_PRELOAD_LIBRARY");
@@ -81,7 +85,7 @@ static int find_preload(char *out, size_t n)
             snprintf(out, n, "%s/libvram-preload.so", self);
             if (access(out, R_OK) == 0)
                 return 0;
-            snprintf(out, n, "%s/../lib/libvram-preload.so", self);
+            snprintf(out, n, "%s/" VRAM_LIBDIR_FROM_BINDIR "/libvram-preload.so", self);
             if (access(out, R_OK) == 0)
                 return 0;
         }

@@ -21,7 +21,8 @@ static void status_usage(FILE *out)
             "  --prometheus    the same in Prometheus text format (as vramd --metrics-file\n"
             "                  writes it)\n"
             "  --socket PATH   vramd's socket (default: VRAM_DAEMON,\n"
-            "                  " LEDGER_SYSTEM_SOCKET ", then the user's own daemon's)\n");
+            "                  " LEDGER_SYSTEM_SOCKET ", then the user's own daemon's)\n"
+            "  --help          this text\n");
 }
 
 int cmd_status(int argc, char **argv)

@@ -25,7 +25,8 @@ static void top_usage(FILE *out)
             "  --interval DURATION  refresh period: seconds (1, 0.5) or 500ms, 2s (default\n"
             "                       1s); 0 is refused: for one screen, --once\n"
             "  --socket PATH        vramd's socket (default: VRAM_DAEMON,\n"
-            "                       " LEDGER_SYSTEM_SOCKET ", then the user's own daemon's)\n");
+            "                       " LEDGER_SYSTEM_SOCKET ", then the user's own daemon's)\n"
+            "  --help               this text\n");
 }
 
 int cmd_top(int argc, char **argv)
