@@ -50,6 +50,18 @@ VRAM_DAEMON=$tmp/no-daemon.sock "$vram" run --limit 1GiB --wait 1 -- sh -c 'echo
 check "--wait 1 is one second" contains "$tmp/out" "wait=1000ms"
 VRAM_DAEMON=$tmp/no-daemon.sock "$vram" run --limit 1GiB --wait=2.5 -- sh -c 'echo "wait=$VRAM_WAIT"' >"$tmp/out" 2>&1
 check "--wait=2.5 is 2.5 seconds" contains "$tmp/out" "wait=2500ms"
+# Every option is --opt value or --opt=value; an option that needs a value
+# never takes "--" for one.
+"$vram" run --limit=4GiB -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
+check "--limit=4GiB is --limit 4GiB" contains "$tmp/out" "RESULT A 4294967296 4294967296 ok"
+"$vram" run --limit 1GiB --job -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "--job -- is refused" sh -c "[ $rc = 2 ] && grep -q -- '--job needs a value' '$tmp/err' && [ ! -e '$tmp/ran' ]"
+VRAM_DAEMON=$tmp/no-daemon.sock "$vram" run --limit 1GiB --wait 10m -- sh -c 'echo "wait=$VRAM_WAIT"' >"$tmp/out" 2>&1
+check "--wait 10m waits 10 minutes (10m is not the program)" contains "$tmp/out" "wait=600000ms"
+"$vram" devices --brief=yes 2>"$tmp/err"; rc=$?
+check "a flag takes no value" sh -c "[ $rc = 2 ] && grep -q -- '--brief takes no value' '$tmp/err'"
+"$vram" top --once --interval=2 --socket="$tmp/no-daemon.sock" 2>"$tmp/err"; rc=$?
+check "top --interval=2 --socket=PATH" sh -c "[ $rc = 1 ] && grep -q 'no-daemon.sock' '$tmp/err'"
 "$vram" run --help >"$tmp/out"
 check "run --help" contains "$tmp/out" "cannot govern"
 
