@@ -21,8 +21,12 @@ else
     sh -c "! grep -q 'vram has not yet run on a real GPU' '$src/README.md'"
 fi
 
+no_nobody() { # grep: 1 is "not found"; 0 (found) and 2 (trouble) fail
+  grep -rnw -i nobody "$@"
+  [ $? = 1 ]
+}
 check "no \"nobody\" for \"no one\" in the README, manual pages, tools or unit" \
-  sh -c "! grep -rnw -i nobody '$src/README.md' '$src/man' '$src/tools' '$src/completion' '$src/dist/vramd.service.in'"
+  no_nobody "$src/README.md" "$src/man" "$src/tools" "$src/completion" "$src/dist/vramd.service.in"
 
 if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
   ignored=$(git -C "$src" ls-files -ci --exclude-standard)
