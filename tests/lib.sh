@@ -13,3 +13,13 @@ wait_for() {
     sleep 0.1
   done
 }
+# private_install BUILD: vram installed (cmake --install) under a prefix
+# of the test's own, $P, in a folder $tmp removed when the test exits; on
+# failure the log is shown and the test ends.
+private_install() {
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  P=$tmp/prefix
+  cmake --install "$1" --prefix "$P" >"$tmp/install.log" 2>&1 ||
+    { cat "$tmp/install.log"; echo "FAIL: cmake --install --prefix $P"; exit 1; }
+}

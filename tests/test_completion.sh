@@ -11,12 +11,8 @@ if [ ! -f "$bc" ]; then
   echo "SKIP: bash-completion is not installed (scripts/test-deps.sh installs it)"
   exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
-P=$tmp/prefix
-cmake --install "$build" --prefix "$P" >"$tmp/install.log" 2>&1 ||
-  { cat "$tmp/install.log"; echo "FAIL: cmake --install"; exit 1; }
+private_install "$build"
 check "installed where bash-completion looks" test -f "$P/share/bash-completion/completions/vram"
 
 offers() { # LINE: what TAB offers at the end of LINE, one a line, sorted

@@ -12,12 +12,8 @@ set -u
 build=$(cd "${1:?usage: test_install.sh BUILD_DIR [unit]}" && pwd)
 mode=${2:-library}
 src=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 . "$src/tests/lib.sh"
-P=$tmp/prefix
-cmake --install "$build" --prefix "$P" >"$tmp/install.log" 2>&1 ||
-  { cat "$tmp/install.log"; echo "FAIL: cmake --install --prefix"; exit 1; }
+private_install "$build"
 
 if [ "$mode" = unit ]; then
   unit=$P/lib/systemd/system/vramd.service

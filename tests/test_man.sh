@@ -12,12 +12,8 @@ if ! command -v man >/dev/null || ! command -v groff >/dev/null; then
   echo "SKIP: man or groff is not installed (scripts/test-deps.sh installs man-db and groff-base)"
   exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
-P=$tmp/prefix
-cmake --install "$build" --prefix "$P" >"$tmp/install.log" 2>&1 ||
-  { cat "$tmp/install.log"; echo "FAIL: cmake --install"; exit 1; }
+private_install "$build"
 export MANPATH=$P/share/man MANWIDTH=80 LANG=C.UTF-8 MAN_DISABLE_SECCOMP=1
 
 declare -A section=([vram]=1 [vram-run]=1 [vramd]=8 [vram-policy]=5)

@@ -4,6 +4,7 @@
 #include "../src/cuda/nvml_abi.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,34 +99,30 @@ int processes_memory(const char *uuid, struct gpu_memory *m, char *err, size_t n
     return 0;
 }
 
-/* One call to whichever list NVML has (_v3 first), into a buffer of *count
+/* One call to whichever list NVML has (_v3 first), into room for *count
  * entries; NVML's convention: too small a buffer gives
- * NVML_ERROR_INSUFFICIENT_SIZE and the count needed. */
+ * NVML_ERROR_INSUFFICIENT_SIZE and the count needed. The older entry is
+ * the start of the newer one, so one loop reads both. */
+_Static_assert(offsetof(nvmlProcessInfo_t, pid) == offsetof(nvmlProcessInfo_v1_t, pid) &&
+                   offsetof(nvmlProcessInfo_t, usedGpuMemory) ==
+                       offsetof(nvmlProcessInfo_v1_t, usedGpuMemory),
+               "NVML's process entries share their start");
+
 static nvmlReturn_t list(nvmlDevice_t d, unsigned *count, struct gpu_process *out)
 {
-    unsigned cap = *count;
-    nvmlReturn_t rc;
-    if (nv.processes_v3) {
-        nvmlProcessInfo_t *info = cap ? calloc(cap, sizeof *info) : NULL;
-        if (cap && !info)
-            return NVML_ERROR_UNKNOWN;
-        rc = nv.processes_v3(d, count, info);
-        for (unsigned i = 0; rc == NVML_SUCCESS && i < *count; i++)
-            out[i] = (struct gpu_process){info[i].pid,
-                                          info[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE,
-                                          info[i].usedGpuMemory};
-        free(info);
-    } else {
-        nvmlProcessInfo_v1_t *info = cap ? calloc(cap, sizeof *info) : NULL;
-        if (cap && !info)
-            return NVML_ERROR_UNKNOWN;
-        rc = nv.processes_v1(d, count, info);
-        for (unsigned i = 0; rc == NVML_SUCCESS && i < *count; i++)
-            out[i] = (struct gpu_process){info[i].pid,
-                                          info[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE,
-                                          info[i].usedGpuMemory};
-        free(info);
+    size_t stride = nv.processes_v3 ? sizeof(nvmlProcessInfo_t) : sizeof(nvmlProcessInfo_v1_t);
+    unsigned char *buf = calloc(*count, stride);
+    if (!buf)
+        return NVML_ERROR_UNKNOWN;
+    nvmlReturn_t rc = nv.processes_v3 ? nv.processes_v3(d, count, (nvmlProcessInfo_t *)buf)
+                                      : nv.processes_v1(d, count, (nvmlProcessInfo_v1_t *)buf);
+    for (unsigned i = 0; rc == NVML_SUCCESS && i < *count; i++) {
+        nvmlProcessInfo_v1_t p;
+        memcpy(&p, buf + i * stride, sizeof p);
+        out[i] = (struct gpu_process){p.pid, p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE,
+                                      p.usedGpuMemory};
     }
+    free(buf);
     return rc;
 }
 
