@@ -7,6 +7,10 @@
 #   slurm-wlm, munge, libslurm-dev
 #                              a real single-node Slurm and spank.h, for the
 #                              SPANK plugin and its integration test
+#   chromium, chromium-driver  a real browser, driven headless, to check what
+#                              vram plot's page shows (tests/record/test_plot.sh)
+#   python3                    Debian's, to drive it and to read the JSON and
+#                              CSV that vram record writes
 set -u
 want=()
 have_fuzzer() {
@@ -18,6 +22,9 @@ have_fuzzer || want+=(clang libclang-rt-14-dev)
 rm -f /tmp/vram-fuzz-probe.$$
 { [ -f /usr/include/slurm/spank.h ] && command -v slurmctld >/dev/null && command -v munged >/dev/null; } ||
   want+=(slurmctld slurmd slurm-client munge libslurm-dev)
+{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } ||
+  want+=(chromium chromium-driver)
+[ -x /usr/bin/python3 ] || want+=(python3)
 [ ${#want[@]} = 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing for the tests: ${want[*]}"

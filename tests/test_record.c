@@ -5,6 +5,7 @@
  * block ends what is read and is reported; a forked child records into a
  * file of its own; memory stays bounded; bad directories are refused with
  * their name. Each case runs in a child process: a process records once. */
+#include "../src/record/formats.h"
 #include "../src/record/reader.h"
 #include "../src/record/recorder.h"
 #include "check.h"
@@ -503,6 +504,71 @@ static void cut_and_damaged(void)
     CHECK_CONTAINS(err, "not a vram recording");
 }
 
+static char prepared[256];
+
+static void record_into_prepared(void)
+{
+    char err[512];
+    if (recorder_start(prepared, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    struct worker w = {0, 1000};
+    record_n(&w);
+}
+
+/* What the supervisor of `vram run --record OUT` does: a private
+ * directory beside OUT for the command's processes, and at the end OUT in
+ * its format and the directory gone. */
+static void finish_a_run(void)
+{
+    char out[128], err[1024], notes[1024];
+    snprintf(out, sizeof out, "%s/run.csv", dir);
+    CHECK(recording_prepare(out, prepared, sizeof prepared, err, sizeof err) == 0);
+    CHECK(strncmp(prepared, out, strlen(out)) == 0);
+    struct stat st;
+    CHECK(stat(prepared, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+    in_child(record_into_prepared);
+    in_child(record_into_prepared);
+    CHECK(recording_finish(prepared, out, FORMAT_CSV, notes, sizeof notes, err, sizeof err) == 0);
+    CHECK(stat(prepared, &st) != 0 && errno == ENOENT);
+    FILE *f = fopen(out, "r");
+    CHECK(f);
+    char line[256];
+    int lines = 0;
+    while (fgets(line, sizeof line, f))
+        lines++;
+    fclose(f);
+    CHECK(lines == 1 + 2 * 1000);
+    unlink(out);
+
+    /* A command that touched no GPU: a recording without events. */
+    snprintf(out, sizeof out, "%s/none.vrec", dir);
+    CHECK(recording_prepare(out, prepared, sizeof prepared, err, sizeof err) == 0);
+    CHECK(recording_finish(prepared, out, FORMAT_VREC, notes, sizeof notes, err, sizeof err) == 0);
+    struct recording r;
+    CHECK(recording_load(out, &r, err, sizeof err) == 0 && r.nevents == 0);
+    recording_free(&r);
+    unlink(out);
+
+    /* OUT cannot be written: the events stay, and the message says where. */
+    snprintf(out, sizeof out, "%s/gone/run.json", dir);
+    char outside[128];
+    snprintf(outside, sizeof outside, "%s/kept", dir);
+    CHECK(mkdir(outside, 0700) == 0);
+    snprintf(prepared, sizeof prepared, "%s", outside);
+    in_child(record_into_prepared);
+    CHECK(recording_finish(prepared, out, FORMAT_TRACE, notes, sizeof notes, err,
+                           sizeof err) == -1);
+    CHECK_CONTAINS(err, "gone/run.json");
+    CHECK_CONTAINS(err, "the events are kept in");
+    CHECK_CONTAINS(err, "vram record convert");
+    CHECK(stat(prepared, &st) == 0);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", prepared);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     static const struct {
@@ -517,6 +583,7 @@ int main(void)
         {"idle then killed", idle_then_killed},
         {"killed while recording", killed_while_recording},
         {"cut and damaged", cut_and_damaged},
+        {"finish a run", finish_a_run},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fresh_dir();

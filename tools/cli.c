@@ -98,3 +98,29 @@ int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *
     }
     return 0;
 }
+
+int cli_parse_operands(const char *cmd, const struct cli_option *table, int argc, char **argv,
+                       int first, char **operands, int max)
+{
+    int count = 0;
+    bool dashes = false; /* after "--" every word is an operand */
+    for (int i = first; i < argc;) {
+        int next = i;
+        if (!dashes) {
+            next = cli_parse(cmd, table, argc, argv, i, true);
+            if (next < 0)
+                return -1;
+            dashes = next > i && strcmp(argv[next - 1], "--") == 0;
+        }
+        if (next >= argc)
+            break;
+        if (count == max) {
+            cli_usage_error(cmd, "unexpected argument \"%s\"; vram %s --help says what it takes",
+                            argv[next], cmd);
+            return -1;
+        }
+        operands[count++] = argv[next];
+        i = next + 1;
+    }
+    return count;
+}

@@ -23,6 +23,11 @@ static void usage(FILE *out)
             "  top              live view of vramd's ledger: devices, users, processes;\n"
             "                   vram top --help says more\n"
             "  status           the ledger once: --json for scripts, --prometheus for metrics\n"
+            "  plot FILE -o OUT draw a recording's memory over time: OUT.html (a page) or\n"
+            "                   OUT.svg; vram plot --help says more\n"
+            "  record convert IN OUT | record info FILE\n"
+            "                   a recording as RMM's CSV, Perfetto's JSON or vram's own;\n"
+            "                   its peak, budget and refusals; vram record --help says more\n"
             "  --help           this text\n"
             "  --version        the version of vram\n"
             "\n"
@@ -40,6 +45,8 @@ static void usage(FILE *out)
             "  VRAM_WAIT             with vramd: wait for memory when the GPU is full:\n"
             "                        true (as long as the policy allows) or a duration (10m)\n"
             "  VRAM_JOB              with vramd: the job this process belongs to\n"
+            "  VRAM_RECORD           record GPU memory events into this directory, one\n"
+            "                        file per process (vram record --help says more)\n"
             "  VRAM_CUDA_LIBRARY     the driver to load (default libcuda.so.1)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
@@ -68,6 +75,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } commands[] = {
         {"run", cmd_run}, {"devices", cmd_devices}, {"top", cmd_top}, {"status", cmd_status},
+        {"record", cmd_record}, {"plot", cmd_plot},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(cmd, commands[i].name) == 0)
