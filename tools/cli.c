@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "../src/ledger/client.h"
+#include "../src/util/parse.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -123,4 +124,19 @@ int cli_parse_operands(const char *cmd, const struct cli_option *table, int argc
         i = next + 1;
     }
     return count;
+}
+
+int cli_parse_device(const char *cmd, const char *value, int *device)
+{
+    uint64_t v;
+    parse_why why;
+    if (!value)
+        return 0;
+    if (parse_uint(value, 254, &v, &why) != 0) {
+        cli_usage_error(cmd, "--device \"%s\": %s; expected a GPU ordinal from 0 to 254", value,
+                        why.text);
+        return -1;
+    }
+    *device = (int)v;
+    return 0;
 }

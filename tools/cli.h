@@ -44,6 +44,10 @@ int cli_parse(const char *cmd, const struct cli_option *table, int argc, char **
 int cli_parse_operands(const char *cmd, const struct cli_option *table, int argc, char **argv,
                        int first, char **operands, int max);
 
+/* --device N: a GPU ordinal into *device (left as it is when value is
+ * NULL). 0, or -1 after a message naming the value. */
+int cli_parse_device(const char *cmd, const char *value, int *device);
+
 /* "vram CMD: MESSAGE" on stderr; returns 2, the exit status of bad usage. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -45,8 +45,6 @@ static void usage(FILE *out)
             "  VRAM_WAIT             with vramd: wait for memory when the GPU is full:\n"
             "                        true (as long as the policy allows) or a duration (10m)\n"
             "  VRAM_JOB              with vramd: the job this process belongs to\n"
-            "  VRAM_RECORD           record GPU memory events into this directory, one\n"
-            "                        file per process (vram record --help says more)\n"
             "  VRAM_CUDA_LIBRARY     the driver to load (default libcuda.so.1)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"

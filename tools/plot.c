@@ -71,14 +71,14 @@ int cmd_plot(int argc, char **argv)
         return cli_usage_error("plot", "-o \"%s\": the extension does not say the format; name it "
                                ".html (a page) or .svg (a picture), or give --format", output);
     }
-    uint64_t width = 1000, device = 0;
+    uint64_t width = 1000;
+    int device = -1;
     parse_why why;
     if (width_s && (parse_uint(width_s, 8000, &width, &why) != 0 || width < 200))
         return cli_usage_error("plot", "--width \"%s\": %s; expected a number of pixels from 200 "
                                "to 8000", width_s, width < 200 ? "too narrow" : why.text);
-    if (device_s && parse_uint(device_s, 254, &device, &why) != 0)
-        return cli_usage_error("plot", "--device \"%s\": %s; expected a GPU ordinal from 0 to 254",
-                               device_s, why.text);
+    if (cli_parse_device("plot", device_s, &device) != 0)
+        return 2;
 
     struct recording r;
     char err[1024];
@@ -86,14 +86,14 @@ int cmd_plot(int argc, char **argv)
         fprintf(stderr, "vram plot: %s\n", err);
         return 1;
     }
-    if (device_s && (int)device >= r.ndevices) {
-        fprintf(stderr, "vram plot: --device %s: %s has no events of GPU %s\n", device_s,
-                input[0], device_s);
+    if (device >= r.ndevices) {
+        fprintf(stderr, "vram plot: --device %d: %s has no events of GPU %d\n", device,
+                input[0], device);
         recording_free(&r);
         return 1;
     }
     struct timeline t;
-    if (timeline_build(&r, (int)width, device_s ? (int)device : -1, &t) != 0) {
+    if (timeline_build(&r, (int)width, device, &t) != 0) {
         fprintf(stderr, "vram plot: %s: out of memory\n", input[0]);
         recording_free(&r);
         return 1;

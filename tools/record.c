@@ -2,7 +2,6 @@
  * `vram run --record FILE`): convert it to another form, or summarize it. */
 #include "../src/record/formats.h"
 #include "../src/record/summary.h"
-#include "../src/util/parse.h"
 #include "cli.h"
 
 #include <stdio.h>
@@ -36,21 +35,6 @@ static void record_usage(FILE *out)
             "  --json           info as one JSON object, for scripts\n");
 }
 
-static int parse_device(const char *value, int *device)
-{
-    uint64_t v;
-    parse_why why;
-    if (!value)
-        return 0;
-    if (parse_uint(value, 254, &v, &why) != 0) {
-        cli_usage_error("record", "--device \"%s\": %s; expected a GPU ordinal from 0 to 254",
-                        value, why.text);
-        return -1;
-    }
-    *device = (int)v;
-    return 0;
-}
-
 static int convert(int argc, char **argv)
 {
     const char *format = NULL, *device_s = NULL, *help = NULL;
@@ -71,7 +55,7 @@ static int convert(int argc, char **argv)
         return cli_usage_error("record", "convert takes IN and OUT (given %d of them); vram "
                                "record --help says more", n);
     int device = -1;
-    if (parse_device(device_s, &device) != 0)
+    if (cli_parse_device("record", device_s, &device) != 0)
         return 2;
     if (strcmp(ops[1], "-") == 0 && !format)
         return cli_usage_error("record", "OUT \"-\" (standard output) has no extension: give "

@@ -219,6 +219,26 @@ static void recycle(struct pending *p, size_t n)
     }
 }
 
+/* Writes what is pending, then `last` (if any) while the file is still
+ * held. Called and returns with R.mu held; the file (io) is taken before
+ * mu is let go, so that recorder_stop(), which takes mu then io, cannot
+ * slip in between and finish the file before this round. */
+static void write_round(void (*last)(void))
+{
+    size_t n;
+    struct pending *p = collect(&n);
+    pthread_mutex_lock(&R.io);
+    pthread_mutex_unlock(&R.mu);
+    write_pending(p, n);
+    if (last)
+        last();
+    pthread_mutex_unlock(&R.io);
+    pthread_mutex_lock(&R.mu);
+    recycle(p, n);
+    free(p);
+    pthread_cond_broadcast(&R.room);
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
@@ -236,18 +256,7 @@ static void *writer_main(void *arg)
             if (R.closing)
                 break;
         }
-        size_t n;
-        struct pending *p = collect(&n);
-        /* io before mu is let go: recorder_stop(), which takes mu then io,
-         * cannot slip in between and finish the file before this batch. */
-        pthread_mutex_lock(&R.io);
-        pthread_mutex_unlock(&R.mu);
-        write_pending(p, n);
-        pthread_mutex_unlock(&R.io);
-        pthread_mutex_lock(&R.mu);
-        recycle(p, n);
-        free(p);
-        pthread_cond_broadcast(&R.room);
+        write_round(NULL);
     }
     pthread_mutex_unlock(&R.mu);
     return NULL;
@@ -503,17 +512,22 @@ void recorder_flush(void)
         pthread_mutex_unlock(&R.mu);
         return;
     }
-    size_t n;
-    struct pending *p = collect(&n);
-    pthread_mutex_lock(&R.io);
+    write_round(NULL);
     pthread_mutex_unlock(&R.mu);
-    write_pending(p, n);
-    pthread_mutex_unlock(&R.io);
-    pthread_mutex_lock(&R.mu);
-    recycle(p, n);
-    free(p);
-    pthread_cond_broadcast(&R.room);
-    pthread_mutex_unlock(&R.mu);
+}
+
+/* The last record of a process image; under R.io. */
+static void write_exit_record(void)
+{
+    struct record_event exit_event = {.time = now_ns(CLOCK_MONOTONIC),
+                                      .thread = (uint32_t)gettid(),
+                                      .device = RECORD_NO_DEVICE,
+                                      .action = RECORD_EXIT};
+    if (R.fd >= 0 && record_write_block(R.fd, RECORD_BLOCK_EVENTS, (uint32_t)getpid(), R.image,
+                                        &exit_event, sizeof exit_event) == 0) {
+        R.written++;
+        R.blocks++;
+    }
 }
 
 void recorder_stop(void)
@@ -528,25 +542,8 @@ void recorder_stop(void)
     R.closing = true;
     pthread_cond_broadcast(&R.work);
     pthread_cond_broadcast(&R.room);
-    size_t n;
-    struct pending *p = collect(&n);
-    pthread_mutex_lock(&R.io);
+    write_round(write_exit_record);
     pthread_mutex_unlock(&R.mu);
-    write_pending(p, n);
-    struct record_event exit_event = {.time = now_ns(CLOCK_MONOTONIC),
-                                      .thread = (uint32_t)gettid(),
-                                      .device = RECORD_NO_DEVICE,
-                                      .action = RECORD_EXIT};
-    if (R.fd >= 0 && record_write_block(R.fd, RECORD_BLOCK_EVENTS, (uint32_t)getpid(), R.image,
-                                        &exit_event, sizeof exit_event) == 0) {
-        R.written++;
-        R.blocks++;
-    }
-    pthread_mutex_unlock(&R.io);
-    pthread_mutex_lock(&R.mu);
-    recycle(p, n);
-    pthread_mutex_unlock(&R.mu);
-    free(p);
     /* The writer finishes the batch it may have taken, and ends. */
     if (R.writer_running && !pthread_equal(pthread_self(), R.writer)) {
         pthread_join(R.writer, NULL);
