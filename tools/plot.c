@@ -1,14 +1,11 @@
 /* vram plot: a recording's GPU memory over time, as a page or an SVG. */
 #include "plot.h"
 
+#include "../src/record/formats.h"
 #include "../src/util/parse.h"
 #include "cli.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static void plot_usage(FILE *out)
 {
@@ -25,12 +22,26 @@ static void plot_usage(FILE *out)
             "highest level each stacked series reached in it (and the lowest and last total),\n"
             "so no peak is lost between columns.\n"
             "\n"
-            "  -o, --output OUT   the file to write (.html or .svg)\n"
+            "  -o, --output OUT   the file to write (.html or .svg; \"-\": standard output,\n"
+            "                     with --format)\n"
             "  --format FORMAT    html or svg, whatever OUT is called\n"
             "  --width PIXELS     columns of a chart, %d to %d (default 1000)\n"
             "  --device N         only GPU N\n"
             "  --title TEXT       what the page calls the recording (default: FILE)\n",
             200, 8000);
+}
+
+struct page {
+    const struct recording *r;
+    const struct timeline *t;
+    const struct plot_options *o;
+    bool svg;
+};
+
+static int write_page(FILE *out, void *arg)
+{
+    const struct page *p = arg;
+    return p->svg ? plot_write_svg(out, p->r, p->t, p->o) : plot_write_html(out, p->r, p->t, p->o);
 }
 
 int cmd_plot(int argc, char **argv)
@@ -100,38 +111,12 @@ int cmd_plot(int argc, char **argv)
     }
     struct plot_options o = {.title = title ? title : input[0], .width = (int)width};
 
-    /* Whole or not at all: a temporary file beside OUT, renamed over it. */
-    char *tmp = NULL;
-    int rc = 1, fd = -1;
-    FILE *fp = NULL;
-    if (asprintf(&tmp, "%s.XXXXXX", output) >= 0 && (fd = mkstemp(tmp)) >= 0)
-        fp = fdopen(fd, "w");
-    if (!fp) {
-        fprintf(stderr, "vram plot: %s: cannot create it: %s\n", output, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-    } else {
-        mode_t mask = umask(0);
-        umask(mask);
-        fchmod(fd, 0644 & ~mask);
-        int w = svg ? plot_write_svg(fp, &r, &t, &o) : plot_write_html(fp, &r, &t, &o);
-        int saved = errno;
-        if (fclose(fp) != 0 && w == 0) {
-            w = -1;
-            saved = errno;
-        }
-        if (w == 0 && rename(tmp, output) != 0) {
-            w = -1;
-            saved = errno;
-        }
-        if (w != 0)
-            fprintf(stderr, "vram plot: %s: %s\n", output, strerror(saved));
-        else
-            rc = 0;
+    struct page page = {&r, &t, &o, svg};
+    int rc = 0;
+    if (write_whole(output, write_page, &page, err, sizeof err) != 0) {
+        fprintf(stderr, "vram plot: %s\n", err);
+        rc = 1;
     }
-    if (rc != 0 && fd >= 0)
-        unlink(tmp);
-    free(tmp);
     if (r.notes[0])
         fprintf(stderr, "vram plot: note: %s\n", r.notes);
     timeline_free(&t);

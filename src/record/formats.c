@@ -120,6 +120,68 @@ int recording_write(const struct recording *r, enum recording_format f, int devi
     return rc;
 }
 
+int write_whole(const char *path, write_fn *fn, void *arg, char *err, size_t n)
+{
+    if (strcmp(path, "-") == 0) {
+        int rc = fn(stdout, arg);
+        if (fflush(stdout) != 0 || ferror(stdout))
+            rc = -1;
+        if (rc != 0)
+            snprintf(err, n, "standard output: %s", errno ? strerror(errno) : "write failed");
+        return rc;
+    }
+    char *tmp = NULL;
+    int fd = -1;
+    FILE *fp = NULL;
+    if (asprintf(&tmp, "%s.XXXXXX", path) >= 0 && (fd = mkstemp(tmp)) >= 0)
+        fp = fdopen(fd, "w");
+    if (!fp) {
+        snprintf(err, n, "%s: cannot create it: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        free(tmp);
+        return -1;
+    }
+    /* mkstemp made it 0600; the file is an ordinary one of its user's. */
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    errno = 0;
+    int rc = fn(fp, arg);
+    if (fflush(fp) != 0 || ferror(fp))
+        rc = -1;
+    int saved = errno;
+    if (fclose(fp) != 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc != 0) {
+        snprintf(err, n, "%s: %s", path, saved ? strerror(saved) : "write failed");
+        unlink(tmp);
+    }
+    free(tmp);
+    return rc;
+}
+
+struct conversion {
+    const struct recording *r;
+    enum recording_format f;
+    int device;
+};
+
+static int write_conversion(FILE *out, void *arg)
+{
+    const struct conversion *c = arg;
+    char why[256];
+    return recording_write(c->r, c->f, c->device, out, why, sizeof why);
+}
+
 int recording_convert(const char *in, const char *out, enum recording_format f, int device,
                       char *notes, size_t notes_len, char *err, size_t n)
 {
@@ -128,54 +190,14 @@ int recording_convert(const char *in, const char *out, enum recording_format f, 
         return -1;
     if (notes)
         snprintf(notes, notes_len, "%s", r.notes);
+    int rc = -1;
     if (device >= r.ndevices && r.ndevices) {
         snprintf(err, n, "--device %d: %s has events of devices 0 to %d only", device, in,
                  r.ndevices - 1);
-        recording_free(&r);
-        return -1;
-    }
-    if (strcmp(out, "-") == 0) {
-        char why[256];
-        int rc = recording_write(&r, f, device, stdout, why, sizeof why);
-        if (rc != 0)
-            snprintf(err, n, "standard output: %s", why);
-        recording_free(&r);
-        return rc;
-    }
-    /* Whole or not at all: a temporary file beside OUT, renamed over it. */
-    char *tmp = NULL;
-    if (asprintf(&tmp, "%s.XXXXXX", out) < 0) {
-        recording_free(&r);
-        snprintf(err, n, "out of memory");
-        return -1;
-    }
-    int fd = mkstemp(tmp);
-    FILE *fp = fd >= 0 ? fdopen(fd, "w") : NULL;
-    int rc = -1;
-    if (!fp) {
-        snprintf(err, n, "%s: cannot create it: %s", out, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
     } else {
-        char why[256];
-        fchmod(fd, 0644 & ~umask(umask(0)));
-        rc = recording_write(&r, f, device, fp, why, sizeof why);
-        if (fclose(fp) != 0 && rc == 0) {
-            rc = -1;
-            snprintf(why, sizeof why, "%s", strerror(errno));
-        }
-        if (rc == 0 && rename(tmp, out) != 0) {
-            rc = -1;
-            snprintf(why, sizeof why, "%s", strerror(errno));
-        }
-        if (rc != 0) {
-            snprintf(err, n, "%s: %s", out, why);
-            unlink(tmp);
-        }
+        struct conversion c = {&r, f, device};
+        rc = write_whole(out, write_conversion, &c, err, n);
     }
-    free(tmp);
     recording_free(&r);
     return rc;
 }

@@ -60,6 +60,12 @@ int recording_prepare(const char *out, char *dir, size_t dir_len, char *err, siz
 int recording_finish(const char *dir, const char *out, enum recording_format f, char *notes,
                      size_t notes_len, char *err, size_t n);
 
+/* Writes the file `path` whole or not at all: fn writes into a temporary
+ * file beside it, renamed over it once complete; "-" is standard output.
+ * fn returns 0 or -1. 0, or -1 with a message naming the file. */
+typedef int write_fn(FILE *out, void *arg);
+int write_whole(const char *path, write_fn *fn, void *arg, char *err, size_t n);
+
 /* A JSON string literal of s (quotes included; control characters and
  * < > & escaped, so it is also safe inside an HTML page; bytes outside
  * ASCII replaced by '?', as they may not be UTF-8), for every JSON vram

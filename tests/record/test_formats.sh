@@ -123,6 +123,8 @@ check "plot names its forms" sh -c "[ $rc = 2 ] && grep -q '.html (a page) or .s
 check "plot width bounded" sh -c "[ $rc = 2 ] && grep -q 'from 200 to 8000' '$tmp/err'"
 "$vram" plot "$tmp/rec.vrec" -o "$tmp/x.html" --device 5 2>"$tmp/err"; rc=$?
 check "plot: a device without events" sh -c "[ $rc = 1 ] && grep -q 'no events of GPU 5' '$tmp/err'"
+"$vram" plot "$tmp/rec.vrec" -o - --format svg 2>/dev/null | head -c 5 >"$tmp/out"
+check "plot to stdout" test "$(cat "$tmp/out")" = "<?xml"
 "$vram" record --help >"$tmp/out"
 check "record --help" contains "$tmp/out" "REPLAY_BENCHMARK"
 "$vram" plot --help >"$tmp/out"
