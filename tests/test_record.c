@@ -390,6 +390,20 @@ static void idle_then_killed(void)
     close(p[1]);
 }
 
+static char *only_file(void)
+{
+    static char path[512];
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    path[0] = 0;
+    while (d && (de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.')
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (d)
+        closedir(d);
+    return path;
+}
+
 static void *forever(void *arg)
 {
     int k = (int)(intptr_t)arg;
@@ -420,11 +434,22 @@ static void killed_while_recording(void)
             pthread_create(&t, NULL, forever, (void *)(intptr_t)1);
             forever((void *)(intptr_t)0);
         }
-        usleep(100000 + (useconds_t)round * 37000);
+        /* In the middle of it: once a few blocks are in the file, however
+         * slow the build (sanitizers) or the machine, and then a little
+         * later each round. */
+        off_t blocks = 4 * (off_t)(RECORDER_BUFFER_EVENTS * sizeof(struct record_event));
+        struct stat st;
+        for (int tries = 0; tries < 1000; tries++) {
+            const char *f = only_file();
+            if (f[0] && stat(f, &st) == 0 && st.st_size >= blocks)
+                break;
+            usleep(10000);
+        }
+        usleep((useconds_t)round * 37000);
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         struct recording r = load();
-        CHECK(r.nevents > RECORDER_BUFFER_EVENTS);
+        CHECK(r.nevents > 3 * RECORDER_BUFFER_EVENTS);
         CHECK(r.nimages == 1 && !r.images[0].exited);
         uint32_t next[2] = {0, 0};
         for (size_t i = 0; i < r.nevents; i++) {
@@ -437,20 +462,6 @@ static void killed_while_recording(void)
         }
         recording_free(&r);
     }
-}
-
-static char *only_file(void)
-{
-    static char path[512];
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    path[0] = 0;
-    while (d && (de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.')
-            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    if (d)
-        closedir(d);
-    return path;
 }
 
 static void one_thread_stopped(void)
