@@ -376,9 +376,9 @@ int recording_load(const char *path, struct recording *r, char *err, size_t n)
             unexited++;
     if (unexited)
         note(r, "%zu process%s left no exit record (killed, or still running): what %s held is "
-             "shown held to the end, and %s last 100 ms of events may be missing", unexited,
-             unexited == 1 ? "" : "es", unexited == 1 ? "it" : "they",
-             unexited == 1 ? "its" : "their");
+             "shown held to the end, and the events %s recorded last, not yet written then, may "
+             "be missing", unexited, unexited == 1 ? "" : "es", unexited == 1 ? "it" : "they",
+             unexited == 1 ? "it" : "they");
     return 0;
 }
 

@@ -9,9 +9,10 @@
  * 100 ms also writes what the threads have buffered so far. So memory is
  * bounded (one buffer per recording thread, at most RECORDER_QUEUE full ones
  * waiting; a thread that fills one more waits for the writer), and a
- * process killed at any instruction loses at most what it recorded in the
- * last 100 ms, never what is already in the file: blocks are only ever
- * appended, each with its checksum.
+ * process killed at any instruction loses only what the writer had not
+ * yet written (its last 100 ms of events, more only while a slow disk
+ * keeps full buffers waiting), never what is already in the file: blocks
+ * are only ever appended, each with its checksum.
  *
  * Each process image writes a file of its own, DIR/PID-IMAGE.vrec, created
  * on its first event (a process that never touches a GPU leaves none), so
