@@ -31,11 +31,12 @@
 #endif
 #endif
 
-static char dir[64];
+static char dir[512];
 
 static void fresh_dir(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/vram-test-record.XXXXXX");
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/vram-test-record.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     CHECK(mkdtemp(dir));
 }
 
@@ -44,7 +45,7 @@ static void clear_dir(void)
     DIR *d = opendir(dir);
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
-        char path[512];
+        char path[1024];
         if (de->d_name[0] == '.')
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
@@ -401,7 +402,7 @@ static void idle_then_killed(void)
 
 static char *only_file(void)
 {
-    static char path[512];
+    static char path[1024];
     DIR *d = opendir(dir);
     struct dirent *de;
     path[0] = 0;
@@ -524,7 +525,7 @@ static void cut_and_damaged(void)
     CHECK_CONTAINS(err, "not a vram recording");
 }
 
-static char prepared[256];
+static char prepared[1024];
 
 static void record_into_prepared(void)
 {
@@ -542,7 +543,7 @@ static void record_into_prepared(void)
  * its format and the directory gone. */
 static void finish_a_run(void)
 {
-    char out[128], err[1024], notes[1024];
+    char out[768], err[1024], notes[1024];
     snprintf(out, sizeof out, "%s/run.csv", dir);
     CHECK(recording_prepare(out, prepared, sizeof prepared, err, sizeof err) == 0);
     CHECK(strncmp(prepared, out, strlen(out)) == 0);
@@ -573,7 +574,7 @@ static void finish_a_run(void)
 
     /* OUT cannot be written: the events stay, and the message says where. */
     snprintf(out, sizeof out, "%s/gone/run.json", dir);
-    char outside[128];
+    char outside[768];
     snprintf(outside, sizeof outside, "%s/kept", dir);
     CHECK(mkdir(outside, 0700) == 0);
     snprintf(prepared, sizeof prepared, "%s", outside);
