@@ -194,10 +194,11 @@ static void usage(FILE *out)
             "\n"
             "Writes a made-up recording, always the same for the same arguments: P processes\n"
             "(default 4) on D GPUs (default 2) with about N events in all (default 1000000),\n"
-            "each process held to --budget on each GPU (default 4GiB; 0: none), or all of them\n"
-            "together to --command-budget (each refused past its share). The last K processes\n"
-            "(default 1) end without their exit record, as if killed. OUT is a .vrec file, or\n"
-            "an existing directory that gets one file per process, as a run records.\n");
+            "each process held to --budget on each GPU (default 4GiB; 0: none), or all of\n"
+            "them together to --command-budget (each refused past its share). The last K\n"
+            "processes (default 1) end without their exit record, as if killed. OUT is a\n"
+            ".vrec file, or an existing directory that gets one file per process, as a run\n"
+            "records.\n");
 }
 
 int main(int argc, char **argv)

@@ -21,11 +21,11 @@ static void record_usage(FILE *out)
             "\n"
             "  convert IN OUT   writes the recording IN (a .vrec file, or the directory a run\n"
             "                   records into) as OUT, in the form OUT's extension names:\n"
-            "                     .vrec  vram's own (what vram plot reads fastest)\n"
-            "                     .csv   RMM's allocation log (Thread,Time,Action,Pointer,Size,\n"
-            "                            Stream), for vram-replay and RMM's REPLAY_BENCHMARK\n"
-            "                     .json  Chrome/Perfetto trace events: bytes in use per device\n"
-            "                            and family, per process, the budget, refusals\n"
+            "                   .vrec  vram's own (what vram plot reads fastest)\n"
+            "                   .csv   RMM's allocation log (Thread,Time,Action,Pointer,Size,\n"
+            "                          Stream), for vram-replay and RMM's REPLAY_BENCHMARK\n"
+            "                   .json  Chrome/Perfetto trace events: bytes in use per device\n"
+            "                          and family, per process, the budget, refusals\n"
             "                   (OUT \"-\": standard output; give --format)\n"
             "  info FILE        the recording's figures: processes, and per GPU the peak and\n"
             "                   when, the budget, each family's peak, refusals\n"
@@ -126,6 +126,9 @@ int cmd_record(int argc, char **argv)
         return convert(argc, argv);
     if (strcmp(sub, "info") == 0)
         return info(argc, argv);
+    if (sub[0] == '-')
+        return cli_usage_error("record", "unknown option \"%s\"; vram record --help lists the "
+                               "options", sub);
     return cli_usage_error("record", "unknown command \"%s\"; expected convert or info (vram "
                            "record --help says more)", sub);
 }

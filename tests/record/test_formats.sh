@@ -127,8 +127,13 @@ check "plot: a device without events" sh -c "[ $rc = 1 ] && grep -q 'no events o
 check "plot to stdout" test "$(cat "$tmp/out")" = "<?xml"
 "$vram" record --help >"$tmp/out"
 check "record --help" contains "$tmp/out" "REPLAY_BENCHMARK"
+check "record --help fits 80 columns" awk 'length($0) > 80 { bad = 1 } END { exit bad }' "$tmp/out"
+"$vram" record --bogus 2>"$tmp/err"; rc=$?
+check "record: an unknown option points to --help" \
+  sh -c "[ $rc = 2 ] && grep -q 'vram record --help lists the options' '$tmp/err'"
 "$vram" plot --help >"$tmp/out"
 check "plot --help" contains "$tmp/out" "no peak is lost"
+check "plot --help fits 80 columns" awk 'length($0) > 80 { bad = 1 } END { exit bad }' "$tmp/out"
 "$vram" --help >"$tmp/out"
 check "vram --help lists plot and record" sh -c "grep -q '  plot FILE' '$tmp/out' && grep -q '  record convert' '$tmp/out'"
 
