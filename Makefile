@@ -52,6 +52,8 @@ bench: build
 	  taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
 	@echo "vramd with 1000 clients (simulated NVML):"
 	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
+	@echo "recording GPU memory events, and reading a million of them:"
+	@bench/record.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD)

@@ -15,6 +15,10 @@
 #                              (test_man)
 #   bash-completion            the loader that finds vram's completion
 #                              (test_completion)
+#   chromium, chromium-driver  a real browser, driven headless, to check what
+#                              vram plot's page shows (tests/record/test_plot.sh)
+#   python3                    Debian's, to drive it and to read the JSON and
+#                              CSV that vram record writes
 set -u
 want=()
 have_fuzzer() {
@@ -31,6 +35,9 @@ command -v pkg-config >/dev/null || want+=(pkgconf)
 command -v systemd-analyze >/dev/null || want+=(systemd)
 { command -v man >/dev/null && command -v groff >/dev/null; } || want+=(man-db groff-base)
 [ -f /usr/share/bash-completion/bash_completion ] || want+=(bash-completion)
+{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } ||
+  want+=(chromium chromium-driver)
+[ -x /usr/bin/python3 ] || want+=(python3)
 [ ${#want[@]} = 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing for the tests: ${want[*]}"

@@ -39,7 +39,7 @@ is() { # LINE EXPECTED...: TAB offers exactly these
 has() { offers "$1" | grep -qx -- "$2"; }
 lacks() { ! has "$@"; }
 
-check "vram <TAB>: the commands" is "vram " run devices top status --help --version
+check "vram <TAB>: the commands" is "vram " run devices top status plot record --help --version
 check "vram d<TAB>" is "vram d" devices
 check "vram run --l<TAB>" is "vram run --l" --limit --log
 check "vram run --w<TAB>: --wait takes =DURATION" is "vram run --w" --wait=

@@ -15,7 +15,7 @@ fits() { # FILE: no line over 80 columns, no tab
        END { exit bad }' "$1"
 }
 
-for cmd in "" run devices top status; do
+for cmd in "" run devices top status plot record; do
   name="vram${cmd:+ $cmd} --help"
   "$vram" $cmd --help >"$tmp/out" 2>"$tmp/err"; rc=$?
   check "$name: status 0" test $rc = 0
@@ -45,7 +45,7 @@ check "status --help: who holds how much, from vramd" \
   sh -c "grep -q 'Who holds how much GPU memory' '$tmp/out' && grep -q 'running vramd' '$tmp/out'"
 "$vram" --help >"$tmp/out"
 check "vram --help lists every command" \
-  sh -c "for c in run devices top status; do grep -q \"^  \$c \" '$tmp/out' || exit 1; done"
+  sh -c "for c in run devices top status plot record; do grep -q \"^  \$c \" '$tmp/out' || exit 1; done"
 
 echo "$passed passed, $failures failed"
 [ "$failures" = 0 ]

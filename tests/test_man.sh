@@ -53,7 +53,7 @@ same() { # NAME A B: the same lines, or the difference shown
 }
 help_options "$vram" run >"$tmp/h"; page_options vram-run OPTIONS >"$tmp/m"
 check "vram-run(1) describes exactly the options of vram run --help" same "vram run" "$tmp/h" "$tmp/m"
-for cmd in devices top status; do # (vram(1) describes their --help once, for all)
+for cmd in devices top status plot record; do # (vram(1) describes their --help once, for all)
   help_options "$vram" $cmd | grep -vx -- --help >"$tmp/h"; page_options vram COMMANDS $cmd >"$tmp/m"
   check "vram(1) describes exactly the options of vram $cmd --help" same "vram $cmd" "$tmp/h" "$tmp/m"
 done
@@ -63,7 +63,7 @@ check "vramd(8) describes exactly the options of vramd --help" same vramd "$tmp/
 awk '/^[A-Z]/ { in_sect = ($0 == "ENVIRONMENT"); next } in_sect && /^       VRAM_/ { print $1 }' \
   "$tmp/vram.txt" | sort -u >"$tmp/m"
 check "vram(1) describes exactly the variables of vram --help" same "variables" "$tmp/h" "$tmp/m"
-for cmd in run devices top status; do
+for cmd in run devices top status plot record; do
   check "vram(1) names the command $cmd" grep -q "^       $cmd" "$tmp/vram.txt"
 done
 

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "../src/ledger/client.h"
+#include "../src/util/parse.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -97,5 +98,46 @@ int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *
         fprintf(stderr, "vram %s: %s\n", cmd, err);
         return 1;
     }
+    return 0;
+}
+
+int cli_parse_operands(const char *cmd, const struct cli_option *table, int argc, char **argv,
+                       int first, char **operands, int max)
+{
+    int count = 0;
+    bool dashes = false; /* after "--" every word is an operand */
+    for (int i = first; i < argc;) {
+        int next = i;
+        if (!dashes) {
+            next = cli_parse(cmd, table, argc, argv, i, true);
+            if (next < 0)
+                return -1;
+            dashes = next > i && strcmp(argv[next - 1], "--") == 0;
+        }
+        if (next >= argc)
+            break;
+        if (count == max) {
+            cli_usage_error(cmd, "unexpected argument \"%s\"; vram %s --help says what it takes",
+                            argv[next], cmd);
+            return -1;
+        }
+        operands[count++] = argv[next];
+        i = next + 1;
+    }
+    return count;
+}
+
+int cli_parse_device(const char *cmd, const char *value, int *device)
+{
+    uint64_t v;
+    parse_why why;
+    if (!value)
+        return 0;
+    if (parse_uint(value, 254, &v, &why) != 0) {
+        cli_usage_error(cmd, "--device \"%s\": %s; expected a GPU ordinal from 0 to 254", value,
+                        why.text);
+        return -1;
+    }
+    *device = (int)v;
     return 0;
 }

@@ -37,6 +37,17 @@ struct cli_option {
 int cli_parse(const char *cmd, const struct cli_option *table, int argc, char **argv, int first,
               bool operands);
 
+/* Reads options and up to `max` operands in any order from argv[first]
+ * (`plot FILE -o OUT` and `plot -o OUT FILE` read the same; after "--"
+ * every word is an operand). Returns the number of operands, or -1 after
+ * a message. */
+int cli_parse_operands(const char *cmd, const struct cli_option *table, int argc, char **argv,
+                       int first, char **operands, int max);
+
+/* --device N: a GPU ordinal into *device (left as it is when value is
+ * NULL). 0, or -1 after a message naming the value. */
+int cli_parse_device(const char *cmd, const char *value, int *device);
+
 /* "vram CMD: MESSAGE" on stderr; returns 2, the exit status of bad usage. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -50,5 +61,7 @@ int cmd_run(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #endif

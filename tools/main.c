@@ -23,6 +23,11 @@ static void usage(FILE *out)
             "  top              live view of vramd's ledger: devices, users, processes;\n"
             "                   vram top --help says more\n"
             "  status           the ledger once: --json for scripts, --prometheus for metrics\n"
+            "  plot FILE -o OUT draw a recording's memory over time: OUT.html (a page) or\n"
+            "                   OUT.svg; vram plot --help says more\n"
+            "  record convert IN OUT | record info FILE\n"
+            "                   a recording as RMM's CSV, Perfetto's JSON or vram's own;\n"
+            "                   its peak, budget and refusals; vram record --help says more\n"
             "  --help           this text\n"
             "  --version        the version of vram\n"
             "\n"
@@ -71,6 +76,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } commands[] = {
         {"run", cmd_run}, {"devices", cmd_devices}, {"top", cmd_top}, {"status", cmd_status},
+        {"record", cmd_record}, {"plot", cmd_plot},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(cmd, commands[i].name) == 0)
