@@ -36,6 +36,7 @@ static const struct {
     {"VRAM_JOB", OPT_OTHER, "with vramd: the job this process belongs to"},
     {"VRAM_SIM_DEVICES", OPT_OTHER, "simulated driver: device sizes"},
     {"VRAM_SIM_DIR", OPT_OTHER, "simulated driver: state directory"},
+    {"VRAM_SIM_CONTEXT_SIZE", OPT_OTHER, "simulated driver: device memory each CUDA context takes"},
     {"VRAM_ISOLATE_CHILD", OPT_OTHER, "internal: set by vram_run_isolated in its child"},
 };
 
