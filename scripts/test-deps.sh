@@ -7,6 +7,10 @@
 #   slurm-wlm, munge, libslurm-dev
 #                              a real single-node Slurm and spank.h, for the
 #                              SPANK plugin and its integration test
+#   python3-numba, ffmpeg, hashcat
+#                              real programs that use the CUDA driver, run on
+#                              the simulated GPU alone and under vram run
+#                              (tests/clients)
 set -u
 want=()
 have_fuzzer() {
@@ -18,6 +22,9 @@ have_fuzzer || want+=(clang libclang-rt-14-dev)
 rm -f /tmp/vram-fuzz-probe.$$
 { [ -f /usr/include/slurm/spank.h ] && command -v slurmctld >/dev/null && command -v munged >/dev/null; } ||
   want+=(slurmctld slurmd slurm-client munge libslurm-dev)
+/usr/bin/python3 -c 'import numba' 2>/dev/null || want+=(python3-numba)
+command -v ffmpeg >/dev/null || want+=(ffmpeg)
+command -v hashcat >/dev/null || want+=(hashcat)
 [ ${#want[@]} = 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing for the tests: ${want[*]}"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Numba, a program nobody here wrote, on the simulated GPU: alone (the whole
+# device less its CUDA context) and under `vram run --limit 2GiB` (a 2 GiB
+# device, all of it and not a byte more). Debian's numba runs with Debian's
+# python3 (/usr/bin/python3), the one the package installs into.
+set -u
+build=$(cd "${1:?usage: test_numba.sh BUILD_DIR}" && pwd)
+py=/usr/bin/python3
+if ! "$py" -c 'import numba.cuda' 2>/dev/null; then
+  echo "SKIP: Debian's python3-numba is not installed (scripts/test-deps.sh installs it as root)"
+  exit 77
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$here/../lib.sh"
+export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DIR="$tmp/sim" NUMBA_CACHE_DIR="$tmp/cache" VRAM_DAEMON=off
+unset VRAM_SIM_DEVICES VRAM_SIM_CONTEXT_SIZE CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION
+MiB=$((1 << 20))
+total=$((81559 * MiB)) context=$((392 * MiB))   # the H100 profile and its context (sim/config.h)
+
+"$py" "$here/numba_client.py" $total $((total - context)) >"$tmp/direct" 2>&1
+check "numba alone: the whole device less the context" test $? = 0
+"$build/vram" run --limit 2GiB -- "$py" "$here/numba_client.py" $((2048 * MiB)) $((2048 * MiB)) >"$tmp/budget" 2>&1
+check "numba under vram run --limit 2GiB: a 2 GiB device, all of it, no more" test $? = 0
+check "the refusal names the budget" contains "$tmp/budget" "budget 2.00 GiB"
+for f in direct budget; do echo "--- $f"; cat "$tmp/$f"; done
+echo "$passed passed, $failures failed"
+[ $failures = 0 ]
