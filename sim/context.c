@@ -14,7 +14,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "config.h"
 #include "occupancy.h"
 #include "sim.h"
 
@@ -39,7 +38,6 @@ struct CUctx_st {
 
 static struct {
     pthread_mutex_t mu;
-    uint64_t size; /* device memory per context */
     struct CUctx_st primary[SIM_MAX_DEVICES];
     struct CUctx_st *created;
     unsigned long long next_id;
@@ -51,17 +49,7 @@ static _Thread_local int ctx_depth; /* ctx_stack[ctx_depth-1] is current */
 
 static const size_t default_limits[LIMITS] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0};
 
-CUresult sim_contexts_init(void)
-{
-    if (sim_config_context_size(&ctxs.size) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (int i = 0; i < SIM_MAX_DEVICES; i++)
-        if (!ctxs.primary[i].active)
-            ctxs.primary[i] = (struct CUctx_st){.dev = i, .primary = true};
-    return CUDA_SUCCESS;
-}
-
-uint64_t sim_context_size(void) { return ctxs.size; }
+static bool primary_handle(CUcontext c) { return c >= ctxs.primary && c < ctxs.primary + SIM_MAX_DEVICES; }
 
 static void setup(struct CUctx_st *c, int dev, unsigned flags)
 {
@@ -78,7 +66,7 @@ static bool live_locked(CUcontext c)
 {
     if (!c)
         return false;
-    if (c >= ctxs.primary && c < ctxs.primary + SIM_MAX_DEVICES)
+    if (primary_handle(c))
         return c->active;
     for (struct CUctx_st *x = ctxs.created; x; x = x->next)
         if (x == c)
@@ -119,8 +107,7 @@ CUresult sim_current_device(int *dev)
     return rc;
 }
 
-/* A handle argument: NULL means the current context. */
-static CUresult context_arg(CUcontext *c)
+CUresult sim_context_arg(CUcontext *c)
 {
     CUresult rc = sim_check_init();
     if (rc != CUDA_SUCCESS)
@@ -142,11 +129,11 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     pthread_mutex_lock(&ctxs.mu);
     struct CUctx_st *c = &ctxs.primary[dev];
     if (!c->active) {
-        rc = sim_charge(dev, ctxs.size);
+        rc = sim_charge(dev, sim_context_size());
         if (rc == CUDA_SUCCESS) {
             unsigned flags = c->flags; /* set by cuDevicePrimaryCtxSetFlags while inactive */
             setup(c, dev, flags);
-            c->active = true;
+            c->primary = c->active = true;
         }
     }
     if (rc == CUDA_SUCCESS) {
@@ -160,7 +147,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 /* Caller holds ctxs.mu. */
 static void primary_end(struct CUctx_st *c)
 {
-    sim_uncharge(c->dev, ctxs.size);
+    sim_uncharge(c->dev, sim_context_size());
     c->active = false;
     c->refs = 0;
 }
@@ -242,7 +229,7 @@ static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     CUcontext c = calloc(1, sizeof *c);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if ((rc = sim_charge(dev, ctxs.size)) != CUDA_SUCCESS) {
+    if ((rc = sim_charge(dev, sim_context_size())) != CUDA_SUCCESS) {
         free(c);
         return rc;
     }
@@ -305,7 +292,7 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
             ctx_depth--;
             i--;
         }
-    sim_uncharge(ctx->dev, ctxs.size);
+    sim_uncharge(ctx->dev, sim_context_size());
     free(ctx);
     return CUDA_SUCCESS;
 }
@@ -382,26 +369,13 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 
 EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
-    CUresult rc = context_arg(&ctx);
+    CUresult rc = sim_context_arg(&ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     *device = ctx->dev;
     return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuCtxSynchronize(void)
-{
-    CUcontext c;
-    CUresult rc = sim_current_context(&c);
-    return rc == CUDA_SUCCESS ? sim_streams_sync_all() : rc;
-}
-
-EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    CUresult rc = context_arg(&ctx);
-    return rc == CUDA_SUCCESS ? sim_streams_sync_all() : rc;
 }
 
 /* ------------------------------------------------------------ settings */
@@ -435,7 +409,7 @@ EXPORT CUresult cuCtxSetFlags(unsigned int flags)
 
 EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 {
-    CUresult rc = context_arg(&ctx);
+    CUresult rc = sim_context_arg(&ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!ctxId)
@@ -446,7 +420,7 @@ EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
 
 EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
-    CUresult rc = context_arg(&ctx);
+    CUresult rc = sim_context_arg(&ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!version)
@@ -551,8 +525,6 @@ SAME_TYPE(cuCtxPopCurrent);
 SAME_TYPE(cuCtxPopCurrent_v2);
 SAME_TYPE(cuCtxGetDevice);
 SAME_TYPE(cuCtxGetDevice_v2);
-SAME_TYPE(cuCtxSynchronize);
-SAME_TYPE(cuCtxSynchronize_v2);
 SAME_TYPE(cuCtxGetFlags);
 SAME_TYPE(cuCtxSetFlags);
 SAME_TYPE(cuCtxGetId);

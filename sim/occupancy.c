@@ -21,9 +21,8 @@ static const char MAGIC[8] = OCC_RECORD_MAGIC;
 /* An unlocked record younger than this may be one being set up by a system
  * without O_TMPFILE (see open_record): it is left alone until then. */
 #define GRACE_SECONDS 2
-/* How often a charge that did not fit is tried again while other
- * processes' charges are still changing. */
-#define CHARGE_TRIES 8
+/* The longest a charge waits for charges announced before it to be decided. */
+#define WAIT_AHEAD_NS 200000000u
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* threads of this process */
 static char dir[512];
@@ -241,37 +240,83 @@ static bool write_own(int dev)
                   (off_t)offsetof(struct occ_record, used[dev])) == sizeof(uint64_t);
 }
 
+static bool write_pending(void)
+{
+    off_t at = (off_t)offsetof(struct occ_record, pending_dev);
+    size_t n = sizeof own - (size_t)at;
+    return pwrite(own_fd, (const char *)&own + at, n, at) == (ssize_t)n;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct decision {
+    int dev;
+    uint64_t held;  /* by others, decided */
+    uint64_t ahead; /* announced by others before us (or being announced), undecided */
+};
+
+static void weigh(const struct occ_record *r, void *arg)
+{
+    struct decision *d = arg;
+    d->held = add_saturating(d->held, r->used[d->dev]);
+    /* A ticket of 0 is being taken: it may come before ours. */
+    if (r->pending_bytes && r->pending_dev == d->dev &&
+        (r->ticket == 0 || r->ticket < own.ticket || (r->ticket == own.ticket && r->pid < own.pid)))
+        d->ahead = add_saturating(d->ahead, r->pending_bytes);
+}
+
+/* Lamport's bakery with the clock as the ticket: announce the charge, take
+ * a ticket, then decide against what others hold and what was announced
+ * before; wait (bounded) while those may still fail and leave room. */
+static int decide(int dev, uint64_t bytes, uint64_t total)
+{
+    own.pending_dev = dev;
+    own.pending_bytes = bytes;
+    own.ticket = 0;
+    if (!write_pending())
+        return -2;
+    own.ticket = now_ns();
+    if (!write_pending())
+        return -2;
+    uint64_t deadline = own.ticket + WAIT_AHEAD_NS;
+    uint64_t room = total - own.used[dev];
+    for (;;) {
+        struct decision d = {dev, 0, 0};
+        each_live(weigh, &d);
+        if (d.held > room || bytes > room - d.held)
+            return -1; /* it does not fit, whatever those ahead decide */
+        if (d.ahead <= room - d.held - bytes)
+            break; /* it fits, even if all ahead are served */
+        if (now_ns() >= deadline)
+            return -1; /* those ahead are taken to be served */
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    /* Held first, then no longer announced: a reader in between counts it twice, never not at all. */
+    own.used[dev] += bytes;
+    if (!write_own(dev)) {
+        own.used[dev] -= bytes;
+        return -2;
+    }
+    return 0;
+}
+
 int occ_charge(int dev, uint64_t bytes, uint64_t total)
 {
     if (occ_open() != 0)
         return -2;
     pthread_mutex_lock(&lock);
     int rc = -1;
-    uint64_t before = UINT64_MAX;
-    for (int tries = 0; tries < CHARGE_TRIES && rc == -1; tries++) {
-        if (own.used[dev] > total || bytes > total - own.used[dev])
-            break;
-        /* Charge first, then look: a racing process sees this charge. */
-        own.used[dev] += bytes;
-        if (!write_own(dev)) {
-            own.used[dev] -= bytes;
-            rc = -2;
-            break;
-        }
-        uint64_t others[SIM_MAX_DEVICES] = {0};
-        each_live(add_usage, others);
-        if (others[dev] <= total - own.used[dev]) {
-            rc = 0;
-            break;
-        }
-        own.used[dev] -= bytes;
-        write_own(dev);
-        if (others[dev] == before)
-            break; /* nobody else is moving: it does not fit */
-        before = others[dev];
-        struct timespec pause = {0, (long)(100000 + (getpid() % 7) * 50000) * (tries + 1)};
-        if (tries)
-            nanosleep(&pause, NULL);
+    if (own.used[dev] <= total && bytes <= total - own.used[dev]) {
+        rc = decide(dev, bytes, total);
+        own.pending_bytes = 0;
+        own.ticket = 0;
+        write_pending();
     }
     pthread_mutex_unlock(&lock);
     return rc;

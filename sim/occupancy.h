@@ -17,13 +17,15 @@
  *                       file whose owner is the user running the process it
  *                       names.
  *
- * There is no lock shared between processes: a process adds its charge to
- * its own record first and then sums everyone's; if the sum is over the
- * device, it takes the charge back. Two processes racing for the last bytes
- * each see the other's charge (each writes before it reads), so the device
- * is never over-committed; the loser retries a bounded number of times
- * while others' charges are still moving. Nothing another user does can
- * make a process wait.
+ * There is no lock shared between processes. A charge is first announced in
+ * the process's own record with a ticket (a time), then decided against
+ * what everyone holds plus the charges announced before it; a charge with
+ * earlier announcements still undecided waits for them (a bakery, as in
+ * Lamport's algorithm), at most a fraction of a second, after which it
+ * counts them as taken. Two processes racing for the last bytes never both
+ * pass (each announces before it reads), and the first to ask is served
+ * first. Nothing another user does can make a process wait longer than that
+ * bound.
  */
 #ifndef VRAM_SIM_OCCUPANCY_H
 #define VRAM_SIM_OCCUPANCY_H
@@ -38,6 +40,10 @@ struct occ_record {
     char magic[8];
     int64_t pid;
     uint64_t used[SIM_MAX_DEVICES];
+    /* A charge being decided: its device, size and ticket (when it was
+     * asked for, on CLOCK_MONOTONIC, which all processes share). */
+    int64_t pending_dev;
+    uint64_t pending_bytes, ticket;
 };
 
 /* Opens (creating if needed) the state directory. 0, or -1 with a message

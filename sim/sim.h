@@ -1,20 +1,21 @@
 /* What the simulated driver's parts share. Everything here is internal to
  * libcuda.so.1 (hidden); only EXPORT functions are the driver's API.
  *
- * The parts, each with one job:
- *   entry_points.c  every exported symbol (generated list), NOT_SUPPORTED for
- *                   what is not modelled, cuGetProcAddress, error names
+ * The parts, each with one job; each uses only parts listed before it:
  *   device.c        initialisation, CUDA_VISIBLE_DEVICES, fork, the device
  *                   profile and its queries, each device's share of occupancy
  *   context.c       primary and created contexts, the current context, their
  *                   memory, cache/limit settings
  *   ranges.c        every address range the driver handed out, by kind: what
  *                   copies, pointer attributes and address ranges look up
+ *   stream.c        streams, events, host functions, synchronisation
  *   memory.c        device, managed and host allocations, IPC handles
  *   copy.c          copies and memsets, synchronous and stream-ordered
- *   stream.c        streams, events, host functions
  *   pools.c, vmm.c, graphs.c   stream-ordered pools; VMM and arrays; graph memory
  *   module.c        modules, libraries, the linker, functions, launches
+ *   entry_points.c, entry_stubs.c   every exported symbol (generated list),
+ *                   NOT_SUPPORTED for what is not modelled, cuGetProcAddress,
+ *                   error names
  */
 #ifndef VRAM_SIM_H
 #define VRAM_SIM_H
@@ -46,6 +47,8 @@ uint64_t sim_device_total(int dev);
 CUresult sim_charge(int dev, uint64_t bytes);
 void sim_uncharge(int dev, uint64_t bytes);
 uint64_t sim_used(int dev);
+/* Device memory a context takes (VRAM_SIM_CONTEXT_SIZE, read by cuInit). */
+uint64_t sim_context_size(void);
 
 /* One line on stderr when VRAM_LOG asks for `level` (1 error .. 4 debug). */
 void sim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -58,9 +61,8 @@ CUresult sim_current_context(CUcontext *ctx);
 /* ctx names a live context (checked without dereferencing it). */
 bool sim_context_live(CUcontext ctx);
 int sim_context_device(CUcontext ctx);
-/* Device memory a context takes (VRAM_SIM_CONTEXT_SIZE). */
-uint64_t sim_context_size(void);
-CUresult sim_contexts_init(void);
+/* A context argument: a live context, or NULL for the current one. */
+CUresult sim_context_arg(CUcontext *ctx);
 
 /* ------------------------------------------------------------ ranges.c */
 
@@ -97,12 +99,6 @@ bool sim_range_find(uint64_t p, uint64_t n, unsigned kinds, struct sim_range *ou
 #define RANGES_HOST ((1u << RANGE_HOST) | (1u << RANGE_REGISTERED))
 #define RANGES_ALL (RANGES_DEVICE | RANGES_HOST)
 
-/* ------------------------------------------------------------ memory.c */
-
-/* Host address space standing in for device memory (pages exist once written). */
-void *sim_map(size_t bytes);
-void sim_unmap(void *p, size_t bytes);
-
 /* ------------------------------------------------------------ stream.c */
 
 /* The stream a handle names (NULL and the special handles: the default
@@ -110,6 +106,11 @@ void sim_unmap(void *p, size_t bytes);
 struct CUstream_st *sim_stream(CUstream h);
 /* Waits until everything queued on the stream so far has run. */
 void sim_stream_drain(struct CUstream_st *s);
-CUresult sim_streams_sync_all(void);
+
+/* ------------------------------------------------------------ memory.c */
+
+/* Host address space standing in for device memory (pages exist once written). */
+void *sim_map(size_t bytes);
+void sim_unmap(void *p, size_t bytes);
 
 #endif

@@ -112,7 +112,7 @@ void sim_stream_drain(struct CUstream_st *s)
     stream_wait(s, seq);
 }
 
-CUresult sim_streams_sync_all(void)
+static CUresult sync_all(void)
 {
     sim_stream_drain(&default_stream);
     for (;;) {
@@ -187,6 +187,21 @@ static CUresult enqueue(struct CUstream_st *s, void (*fn)(void *), void *arg)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return CUDA_SUCCESS;
+}
+
+/* A context's work is its streams' (every stream of the process: the
+ * simulator's contexts share one device's worth of queues). */
+EXPORT CUresult cuCtxSynchronize(void)
+{
+    CUcontext c;
+    CUresult rc = sim_current_context(&c);
+    return rc == CUDA_SUCCESS ? sync_all() : rc;
+}
+
+EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    CUresult rc = sim_context_arg(&ctx);
+    return rc == CUDA_SUCCESS ? sync_all() : rc;
 }
 
 /* --------------------------------------------------------------- streams */
@@ -560,6 +575,8 @@ EXPORT CUresult cuEventDestroy_v2(CUevent e)
 
 EXPORT CUresult cuEventDestroy(CUevent e) { return cuEventDestroy_v2(e); }
 
+SAME_TYPE(cuCtxSynchronize);
+SAME_TYPE(cuCtxSynchronize_v2);
 SAME_TYPE(cuStreamCreate);
 SAME_TYPE(cuStreamCreateWithPriority);
 SAME_TYPE(cuStreamSynchronize);
