@@ -22,25 +22,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct CUfunc_st {
+    struct CUmod_st *mod;
+    struct CUfunc_st *next; /* the module's functions */
+    char name[];
+};
+
 struct CUmod_st {
     int dev;
     uint64_t charge;
     size_t size;
     unsigned char *image; /* our copy, to find names in */
+    pthread_mutex_t mu;
+    struct CUfunc_st *functions; /* handed out; valid until the module is unloaded */
 };
 
-struct CUfunc_st {
-    CUmodule mod;
-    char name[];
+struct CUkern_st {
+    struct CUlib_st *lib;
+    CUfunction fn;
+    struct CUkern_st *next;
 };
 
 struct CUlib_st {
     CUmodule mod;
-};
-
-struct CUkern_st {
-    CUlibrary lib;
-    CUfunction fn;
+    struct CUkern_st *kernels;
 };
 
 struct CUlinkState_st {
@@ -111,6 +116,7 @@ static CUresult load(CUmodule *out, const void *image, size_t size_hint)
         return rc;
     }
     *m = (struct CUmod_st){dev, charge, size, copy};
+    pthread_mutex_init(&m->mu, NULL);
     *out = m;
     return CUDA_SUCCESS;
 }
@@ -178,6 +184,11 @@ EXPORT CUresult cuModuleUnload(CUmodule hmod)
     if (!hmod)
         return CUDA_ERROR_INVALID_HANDLE;
     sim_uncharge(hmod->dev, hmod->charge);
+    for (struct CUfunc_st *f = hmod->functions, *next; f; f = next) {
+        next = f->next;
+        free(f);
+    }
+    pthread_mutex_destroy(&hmod->mu);
     free(hmod->image);
     free(hmod);
     return CUDA_SUCCESS;
@@ -211,12 +222,21 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char
         return CUDA_ERROR_INVALID_VALUE;
     if (!holds(hmod, name))
         return CUDA_ERROR_NOT_FOUND;
-    CUfunction f = malloc(sizeof *f + strlen(name) + 1);
+    /* One handle per name, as the driver gives. */
+    pthread_mutex_lock(&hmod->mu);
+    CUfunction f = hmod->functions;
+    while (f && strcmp(f->name, name) != 0)
+        f = f->next;
+    if (!f && (f = malloc(sizeof *f + strlen(name) + 1))) {
+        f->mod = hmod;
+        strcpy(f->name, name);
+        f->next = hmod->functions;
+        hmod->functions = f;
+    }
+    pthread_mutex_unlock(&hmod->mu);
     if (!f)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    f->mod = hmod;
-    strcpy(f->name, name);
-    *hfunc = f; /* lives as long as the process, as handles may be kept */
+    *hfunc = f;
     return CUDA_SUCCESS;
 }
 
@@ -266,19 +286,16 @@ EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 
 /* -------------------------------------------------------------- libraries */
 
-EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
-                                  void **jitOptionsValues, unsigned int numJitOptions,
-                                  CUlibraryOption *libraryOptions, void **libraryOptionValues,
-                                  unsigned int numLibraryOptions)
+/* A library is a module, loaded by `loader` from `from`. */
+static CUresult library(CUlibrary *library, const void *from,
+                        CUresult (*loader)(CUmodule *, const void *))
 {
-    (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
-    (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
     if (!library)
         return sim_ready() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-    CUlibrary l = malloc(sizeof *l);
+    CUlibrary l = calloc(1, sizeof *l);
     if (!l)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc = load(&l->mod, code, 0);
+    CUresult rc = loader(&l->mod, from);
     if (rc != CUDA_SUCCESS) {
         free(l);
         return rc;
@@ -287,25 +304,26 @@ EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_op
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+static CUresult load_file(CUmodule *m, const void *path) { return cuModuleLoad(m, path); }
+
+EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jitOptions,
+                                  void **jitOptionsValues, unsigned int numJitOptions,
+                                  CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                  unsigned int numLibraryOptions)
+{
+    (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
+    (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+    return library(lib, code, cuModuleLoadData);
+}
+
+EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *fileName, CUjit_option *jitOptions,
                                       void **jitOptionsValues, unsigned int numJitOptions,
                                       CUlibraryOption *libraryOptions, void **libraryOptionValues,
                                       unsigned int numLibraryOptions)
 {
     (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
     (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
-    if (!library)
-        return sim_ready() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
-    CUlibrary l = malloc(sizeof *l);
-    if (!l)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult rc = cuModuleLoad(&l->mod, fileName);
-    if (rc != CUDA_SUCCESS) {
-        free(l);
-        return rc;
-    }
-    *library = l;
-    return CUDA_SUCCESS;
+    return library(lib, fileName, load_file);
 }
 
 EXPORT CUresult cuLibraryUnload(CUlibrary library)
@@ -313,8 +331,13 @@ EXPORT CUresult cuLibraryUnload(CUlibrary library)
     if (!library)
         return sim_ready() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_NOT_INITIALIZED;
     CUresult rc = cuModuleUnload(library->mod);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
+        for (struct CUkern_st *k = library->kernels, *next; k; k = next) {
+            next = k->next;
+            free(k);
+        }
         free(library);
+    }
     return rc;
 }
 
@@ -334,10 +357,17 @@ EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const c
     CUresult rc = cuModuleGetFunction(&f, library->mod, name);
     if (rc != CUDA_SUCCESS)
         return rc;
-    CUkernel k = malloc(sizeof *k);
+    pthread_mutex_lock(&library->mod->mu);
+    CUkernel k = library->kernels;
+    while (k && k->fn != f)
+        k = k->next;
+    if (!k && (k = malloc(sizeof *k))) {
+        *k = (struct CUkern_st){library, f, library->kernels};
+        library->kernels = k;
+    }
+    pthread_mutex_unlock(&library->mod->mu);
     if (!k)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *k = (struct CUkern_st){library, f};
     *pKernel = k;
     return CUDA_SUCCESS;
 }

@@ -221,6 +221,27 @@ EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v)
 
 EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) { return nvmlSystemGetCudaDriverVersion(v); }
 
+/* An unsigned figure of the idle profile. */
+static nvmlReturn_t figure(nvmlDevice_t d, unsigned int *out, unsigned int value)
+{
+    nvmlReturn_t rc = check(d);
+    if (rc == NVML_SUCCESS && !out)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS)
+        *out = value;
+    return rc;
+}
+
+static nvmlReturn_t figure64(nvmlDevice_t d, unsigned long long *out, unsigned long long value)
+{
+    nvmlReturn_t rc = check(d);
+    if (rc == NVML_SUCCESS && !out)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS)
+        *out = value;
+    return rc;
+}
+
 /* ------------------------------------------------------------------- PCI */
 
 /* The first 36 bytes, common to every layout. */
@@ -267,22 +288,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_v1_t *p)
 
 EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen)
 {
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && !gen)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS)
-        *gen = 5;
-    return rc;
+    return figure(d, gen, 5);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned int *width)
 {
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && !width)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS)
-        *width = 16;
-    return rc;
+    return figure(d, width, 16);
 }
 
 static uint64_t used_on(int dev)
@@ -378,15 +389,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsi
 }
 
 /* No process draws on the simulated GPU. */
-static nvmlReturn_t no_processes(nvmlDevice_t d, unsigned int *count)
-{
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && !count)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS)
-        *count = 0;
-    return rc;
-}
+static nvmlReturn_t no_processes(nvmlDevice_t d, unsigned int *count) { return figure(d, count, 0); }
 
 EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *count,
                                                           nvmlProcessInfo_v1_t *infos)
@@ -428,17 +431,6 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilizatio
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc == NVML_SUCCESS)
         *u = (nvmlUtilization_t){0, 0}; /* no kernel ever runs */
-    return rc;
-}
-
-/* An unsigned figure of the idle profile. */
-static nvmlReturn_t figure(nvmlDevice_t d, unsigned int *out, unsigned int value)
-{
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && !out)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS)
-        *out = value;
     return rc;
 }
 
@@ -484,23 +476,13 @@ EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, nvmlClockType_t ty
 EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
                                                               unsigned long long *reasons)
 {
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && !reasons)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS)
-        *reasons = 0x1; /* idle */
-    return rc;
+    return figure64(d, reasons, 0x1); /* idle */
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t d,
                                                                 unsigned long long *reasons)
 {
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && !reasons)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS)
-        *reasons = 0x1ff;
-    return rc;
+    return figure64(d, reasons, 0x1ff);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)

@@ -10,12 +10,7 @@ if ! command -v ffmpeg >/dev/null; then
   echo "SKIP: ffmpeg is not installed (scripts/test-deps.sh installs it as root)"
   exit 77
 fi
-here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-. "$here/../lib.sh"
-export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DIR="$tmp/sim" VRAM_DAEMON=off
-unset VRAM_SIM_DEVICES VRAM_SIM_CONTEXT_SIZE CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION
+. "$(dirname "$0")/setup.sh"
 
 # clip SIZE: 10 frames of a generated pattern.
 clip() { echo "-f lavfi -i testsrc2=size=$1:rate=10:duration=1"; }

@@ -15,13 +15,8 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so'; then
   echo "SKIP: hashcat's CUDA backend needs libnvrtc (a CUDA toolkit's), which is not installed"
   exit 77
 fi
-here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-. "$here/../lib.sh"
-export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DIR="$tmp/sim" VRAM_DAEMON=off
+. "$(dirname "$0")/setup.sh"
 export HOME="$tmp" XDG_DATA_HOME="$tmp" XDG_CACHE_HOME="$tmp" XDG_CONFIG_HOME="$tmp"
-unset VRAM_SIM_DEVICES VRAM_SIM_CONTEXT_SIZE CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION
 
 (cd "$tmp" && hashcat -I --backend-ignore-opencl) >"$tmp/alone" 2>&1
 check "hashcat -I runs" test $? = 0

@@ -10,12 +10,8 @@ if ! "$py" -c 'import numba.cuda' 2>/dev/null; then
   echo "SKIP: Debian's python3-numba is not installed (scripts/test-deps.sh installs it as root)"
   exit 77
 fi
-here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-. "$here/../lib.sh"
-export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DIR="$tmp/sim" NUMBA_CACHE_DIR="$tmp/cache" VRAM_DAEMON=off
-unset VRAM_SIM_DEVICES VRAM_SIM_CONTEXT_SIZE CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION
+. "$(dirname "$0")/setup.sh"
+export NUMBA_CACHE_DIR="$tmp/cache"
 MiB=$((1 << 20))
 total=$((81559 * MiB)) context=$((392 * MiB))   # the H100 profile and its context (sim/config.h)
 
