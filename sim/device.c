@@ -200,6 +200,8 @@ CUresult sim_check_device(CUdevice dev)
 
 CUresult sim_charge(int dev, uint64_t bytes)
 {
+    if (!bytes)
+        return CUDA_SUCCESS;
     int rc = occ_charge(sim.phys[dev], bytes, sim.total[dev]);
     return rc == 0 ? CUDA_SUCCESS : rc == -1 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
 }
