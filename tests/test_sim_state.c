@@ -104,11 +104,12 @@ static int child_nvml_empty(void)
 
 /* ------------------------------------------------------- in the parent */
 
-static char dir[64];
+static char dir[1024];
 
 static void fresh_dir(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/vram-test.XXXXXX");
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/vram-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     CHECK(mkdtemp(dir));
     CHECK(chmod(dir, 01777) == 0);
     setenv("VRAM_SIM_DIR", dir, 1);
@@ -145,7 +146,7 @@ static bool ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
 static void lock_held_by_another(void)
 {
     fresh_dir();
-    char path[128];
+    char path[1200];
     snprintf(path, sizeof path, "%s/devices.lock", dir);
     int fd = open(path, O_RDONLY | O_CREAT, 0644);
     CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
@@ -157,7 +158,7 @@ static void lock_held_by_another(void)
 static void fifos_where_files_were(void)
 {
     fresh_dir();
-    char path[128];
+    char path[1200];
     snprintf(path, sizeof path, "%s/devices.lock", dir);
     CHECK(mkfifo(path, 0666) == 0);
     snprintf(path, sizeof path, "%s/proc-1-fifo", dir);
@@ -207,7 +208,7 @@ static void forged_record(void)
         if (setgid(NOBODY) != 0 || setuid(NOBODY) != 0)
             _exit(2);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with the test, whatever happens */
-        char path[128];
+        char path[1200];
         snprintf(path, sizeof path, "%s/proc-%d-f0e", dir, (int)victim);
         int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
         struct occ_record r = {.magic = OCC_RECORD_MAGIC, .pid = victim};
