@@ -55,7 +55,7 @@ static void usage(FILE *out)
             "  VRAM_CUDA_LIBRARY     the driver to load (default libcuda.so.1)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
-            "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory per CUDA context (default 392MiB)\n"
+            "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (392MiB)\n"
             "\n"
             "Sizes: 4096, 4G, 4GiB, 512MiB, 1.5GiB (K/M/G/T are powers of 1024; KB/MB/GB/TB\n"
             "powers of 1000). Fractions: 0.33 or 33%%.\n");
