@@ -19,6 +19,10 @@
 #                              vram plot's page shows (tests/record/test_plot.sh)
 #   python3                    Debian's, to drive it and to read the JSON and
 #                              CSV that vram record writes
+#   python3-numba, ffmpeg, hashcat
+#                              real programs that use the CUDA driver, run on
+#                              the simulated GPU alone and under vram run
+#                              (tests/clients)
 set -u
 want=()
 have_fuzzer() {
@@ -38,6 +42,9 @@ command -v systemd-analyze >/dev/null || want+=(systemd)
 { command -v chromium >/dev/null && command -v chromedriver >/dev/null; } ||
   want+=(chromium chromium-driver)
 [ -x /usr/bin/python3 ] || want+=(python3)
+/usr/bin/python3 -c 'import numba' 2>/dev/null || want+=(python3-numba)
+command -v ffmpeg >/dev/null || want+=(ffmpeg)
+command -v hashcat >/dev/null || want+=(hashcat)
 [ ${#want[@]} = 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing for the tests: ${want[*]}"

@@ -3,7 +3,8 @@
  * allocation family is held to the budget, the program sees the budget as
  * the device (through CUDA and NVML alike), resolution through
  * cuGetProcAddress and dlsym is governed, threads racing at the edge never
- * pass it, and a forked child is its own process. The test re-executes
+ * pass it, a forked child cannot use CUDA (as with the real driver) and an
+ * executed one is a process with its own budget. The test re-executes
  * itself with LD_PRELOAD set. */
 #include "../src/cuda/cuda_abi.h"
 #include "../src/cuda/nvml_abi.h"
@@ -15,6 +16,7 @@
 #include <sys/wait.h>
 
 CUresult cuInit(unsigned int);
+CUresult cuDeviceGetCount(int *);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
 CUresult cuCtxPushCurrent_v2(CUcontext);
 CUresult cuCtxPopCurrent_v2(CUcontext *);
@@ -386,25 +388,41 @@ static void threads_at_the_edge(void)
     CHECK(free_now() == BUDGET);
 }
 
-static void forked_child(void)
+/* A child forked after the parent initialised CUDA cannot use it, as with
+ * the real driver: cuInit and every call after it return
+ * CUDA_ERROR_NOT_INITIALIZED, so it takes nothing under the parent's budget.
+ * A child that executes a program is a new process with a budget of its own. */
+static void forked_child(char **argv)
 {
     CUdeviceptr held;
     CHECK(cuMemAlloc_v2(&held, 768 * MiB) == CUDA_SUCCESS);
     pid_t pid = fork();
     if (pid == 0) {
-        /* A new process: its own budget, nothing of the parent's counted. */
-        CHECK(cuInit(0) == CUDA_SUCCESS);
-        use_device(0);
         CUdeviceptr p;
-        CHECK(cuMemAlloc_v2(&p, 1000 * MiB) == CUDA_SUCCESS);
-        CHECK(cuMemAlloc_v2(&p, 100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
-        _exit(0);
+        int n;
+        CHECK(cuInit(0) == CUDA_ERROR_NOT_INITIALIZED);
+        CHECK(cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED);
+        CHECK(cuMemAlloc_v2(&p, 1 * MiB) == CUDA_ERROR_NOT_INITIALIZED);
+        setenv("VRAM_TEST_EXECUTED_CHILD", "1", 1);
+        execv("/proc/self/exe", argv);
+        _exit(127);
     }
     int status;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     CHECK(free_now() == 256 * MiB);
     CHECK(cuMemFree_v2(held) == CUDA_SUCCESS);
+}
+
+/* The executed child: its own budget, nothing of the parent's counted. */
+static int executed_child(void)
+{
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    use_device(0);
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, 1000 * MiB) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&p, 100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -419,6 +437,8 @@ int main(int argc, char **argv)
         perror("execv");
         return 1;
     }
+    if (getenv("VRAM_TEST_EXECUTED_CHILD"))
+        return executed_child();
     private_gpu_inherited();
     CHECK(cuInit(0) == CUDA_SUCCESS);
     use_device(0);
@@ -431,6 +451,6 @@ int main(int argc, char **argv)
     nvml();
     graphs();
     threads_at_the_edge();
-    forked_child();
+    forked_child(argv);
     return 0;
 }

@@ -104,13 +104,14 @@ check "quiet when asked" sh -c "! grep -q 'vram:' '$tmp/err'"
 check "nothing on stdout but the program's" sh -c "[ \"\$(cat '$tmp/out')\" = 'RESULT C 4294967296 4294967296 ok' ]"
 
 # Two budgeted processes side by side on one device; a third does not fit.
-# (D is killed below; E holds for 8 s, long enough for F on a loaded machine.)
-"$vram" run --limit 5GiB -- "$grab" D 600 >"$tmp/d" 2>&1 &
+# (They hold their memory for 15 s, and the check waits for both to have
+# taken it: on a loaded machine, sanitized processes take seconds to start.)
+"$vram" run --limit 5GiB -- "$grab" D 150 >"$tmp/d" 2>&1 &
 d=$!
-"$vram" run --limit 5GiB -- "$grab" E 80 >"$tmp/e" 2>&1 &
+"$vram" run --limit 5GiB -- "$grab" E 150 >"$tmp/e" 2>&1 &
 e=$!
-held() { "$vram" devices --brief | grep -q "10.00 GiB used of 12.00 GiB"; }
-check "two budgets held at once" wait_for 10 held
+held_both() { "$vram" devices --brief >"$tmp/occ"; contains "$tmp/occ" "10.00 GiB used of 12.00 GiB"; }
+check "two budgets held at once" wait_for 30 held_both
 "$vram" run --limit 5GiB -- "$grab" F 1 >"$tmp/f" 2>&1
 check "third sees only what is left" contains "$tmp/f" "RESULT F 5368709120 0 OOM"
 # Killed mid-run: its memory comes back at once.

@@ -49,6 +49,7 @@ static void usage(FILE *out)
             "  VRAM_PRELOAD_LIBRARY  vram run: the interposer (default: the installed one)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
+            "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (392MiB)\n"
             "\n"
             "Sizes: 4G, 4Gi, 4GiB, 512MiB, 1.5GiB (K/M/G/T, Ki/Mi/Gi/Ti and KiB/MiB/GiB/TiB\n"
             "are powers of 1024; KB/MB/GB/TB powers of 1000); a number without a unit is\n"

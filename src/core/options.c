@@ -37,6 +37,7 @@ static const struct {
     {"VRAM_RECORD", OPT_OTHER, "the directory to record GPU memory events into"},
     {"VRAM_SIM_DEVICES", OPT_OTHER, "simulated driver: device sizes"},
     {"VRAM_SIM_DIR", OPT_OTHER, "simulated driver: state directory"},
+    {"VRAM_SIM_CONTEXT_SIZE", OPT_OTHER, "simulated driver: device memory each CUDA context takes"},
     {"VRAM_ISOLATE_CHILD", OPT_OTHER, "internal: set by vram_run_isolated in its child"},
 };
 
