@@ -38,7 +38,7 @@ int heap_init(struct heap *h, uint64_t limit, bool growth, const struct heap_bac
     memset(h, 0, sizeof *h);
     if (arena_init(&h->arena) != 0)
         return HEAP_NO_HOST_MEMORY;
-    vram_lock_init(&h->lock);
+    heap_lock_init(&h->lock);
     h->backend = *backend;
     h->growth = growth;
     h->next_region = HEAP_INITIAL_REGION;
@@ -48,12 +48,15 @@ int heap_init(struct heap *h, uint64_t limit, bool growth, const struct heap_bac
 
 /* ------------------------------------------------------------- regions */
 
-/* What the heap holds from the driver changes only here. */
+/* What the heap holds from the driver changes only here, under the lock;
+ * a copy can be read without it (heap_reserved). */
 static void set_reserved(struct heap *h, uint64_t bytes)
 {
     h->st.bytes_reserved = bytes;
     if (bytes > h->st.peak_bytes_reserved)
         h->st.peak_bytes_reserved = bytes;
+    atomic_store_explicit(&h->reserved, bytes, memory_order_relaxed);
+    atomic_store_explicit(&h->peak_reserved, h->st.peak_bytes_reserved, memory_order_relaxed);
 }
 
 static bool add_region(struct heap *h, uint64_t base, uint64_t size)
@@ -307,14 +310,14 @@ int heap_alloc(struct heap *h, uint64_t size, void *stream, uint64_t *addr, stru
      * after heap_init) round up within it; 0 wraps around. */
     bool valid = size - 1 < h->st.bytes_limit;
     uint64_t rounded = round_up(size, ARENA_GRANULE);
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     arena_block b = ARENA_NONE;
     if (likely(valid && !h->npending))
         b = arena_alloc_fast(&h->arena, rounded);
     if (unlikely(b == ARENA_NONE) &&
         (!valid || (b = alloc_slow(h, rounded, stream, oom)) == ARENA_NONE)) {
         int rc = refuse(h, size, valid, oom);
-        vram_lock_release(&h->lock);
+        heap_lock_release(&h->lock, owner);
         return rc;
     }
     uint64_t got = arena_size(&h->arena, b);
@@ -326,7 +329,7 @@ int heap_alloc(struct heap *h, uint64_t size, void *stream, uint64_t *addr, stru
     if (got > h->st.largest_alloc_size)
         h->st.largest_alloc_size = got;
     h->st.num_allocs++;
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
     return HEAP_OK;
 }
 
@@ -357,7 +360,7 @@ SLOW_PATH static int free_on_stream(struct heap *h, uint64_t addr, void *stream)
 
 int heap_free(struct heap *h, uint64_t addr, void *stream)
 {
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     int rc;
     if (unlikely(stream != NULL) && h->backend.event_record) {
         rc = free_on_stream(h, addr, stream);
@@ -366,51 +369,57 @@ int heap_free(struct heap *h, uint64_t addr, void *stream)
         h->st.bytes_in_use -= size; /* 0 when the address is not ours */
         rc = size ? HEAP_OK : HEAP_UNKNOWN_POINTER;
     }
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
     return rc;
 }
 
 uint64_t heap_size_of(struct heap *h, uint64_t addr)
 {
     uint64_t size = 0;
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     arena_block b = arena_find(&h->arena, addr);
     if (b != ARENA_NONE)
         size = arena_size(&h->arena, b);
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
     return size;
 }
 
 void heap_stats(struct heap *h, struct heap_stats *out)
 {
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     fill_stats(h, out);
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
+}
+
+void heap_reserved(struct heap *h, uint64_t *reserved, uint64_t *peak)
+{
+    *reserved = atomic_load_explicit(&h->reserved, memory_order_relaxed);
+    *peak = atomic_load_explicit(&h->peak_reserved, memory_order_relaxed);
 }
 
 void heap_reset_peaks(struct heap *h)
 {
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     h->st.peak_bytes_in_use = h->st.bytes_in_use;
     h->st.peak_bytes_reserved = 0;
     set_reserved(h, h->st.bytes_reserved);
     h->st.largest_alloc_size = 0;
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
 }
 
 uint64_t heap_trim(struct heap *h)
 {
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     if (h->npending)
         drain(h, true);
     uint64_t released = release_free_regions(h);
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
     return released;
 }
 
 void heap_destroy(struct heap *h)
 {
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     if (h->npending)
         drain(h, true);
     for (uint32_t i = 0; i < h->nregions; i++)
@@ -420,5 +429,5 @@ void heap_destroy(struct heap *h)
     free(h->streams);
     free(h->regions);
     arena_destroy(&h->arena);
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
 }
