@@ -6,12 +6,23 @@
 #define INDEX_INITIAL 256 /* buckets */
 #define NODES_INITIAL 256
 
+/* Nodes on cache-line boundaries, two to a line: a node that straddled two
+ * lines (malloc aligns to 16) would cost two misses where one does. */
+static struct arena_node *nodes_alloc(uint32_t n)
+{
+    size_t bytes = sizeof(struct arena_node) * n;
+    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (p)
+        memset(p, 0, bytes);
+    return p;
+}
+
 int arena_init(struct arena *a)
 {
     memset(a, 0, sizeof *a); /* every bin empty: ARENA_NONE is 0 */
     a->node_cap = NODES_INITIAL;
     a->node_used = 1; /* node 0 is the nil node */
-    a->nodes = calloc(NODES_INITIAL, sizeof *a->nodes);
+    a->nodes = nodes_alloc(NODES_INITIAL);
     a->free = calloc(NODES_INITIAL, 1);
     a->live = (struct arena_index){calloc(INDEX_INITIAL, sizeof *a->live.buckets),
                                    INDEX_INITIAL - 1, 0,
@@ -33,7 +44,7 @@ void arena_destroy(struct arena *a)
     a->live.buckets = NULL;
 }
 
-/* Doubles the buckets once there are more live blocks than buckets. When
+/* Doubles the buckets once the live blocks are more than half as many. When
  * host memory is short the chains just get longer. */
 __attribute__((noinline, cold)) void arena_index_grow(struct arena *a)
 {
@@ -63,9 +74,11 @@ __attribute__((noinline)) arena_block arena_node_grow(struct arena *a)
         if (a->node_cap >= UINT32_MAX / 2)
             return ARENA_NONE;
         uint32_t cap = a->node_cap * 2;
-        struct arena_node *n = realloc(a->nodes, sizeof *n * cap);
+        struct arena_node *n = nodes_alloc(cap);
         if (!n)
             return ARENA_NONE;
+        memcpy(n, a->nodes, sizeof *n * a->node_cap);
+        free(a->nodes);
         a->nodes = n;
         uint8_t *f = realloc(a->free, cap);
         if (!f)

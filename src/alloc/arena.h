@@ -64,8 +64,8 @@ struct arena_node {
 /* The live blocks by offset, so that a caller holding only an address can
  * free it: a chained hash table whose chains run through the nodes
  * themselves. A free reads the block's node anyway, so a lookup usually
- * costs one bucket (4 bytes, in a table a quarter the size of the nodes)
- * and nothing else; there is no probing and no deletion loop. */
+ * costs one bucket (4 bytes, at least two per live block) and nothing
+ * else; there is no probing and no deletion loop. */
 struct arena_index {
     arena_block *buckets;
     uint32_t mask, count;

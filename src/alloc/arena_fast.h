@@ -53,7 +53,9 @@ ARENA_HOT void arena_index_put(struct arena *a, arena_block b, uint64_t off)
     arena_block *head = &x->buckets[arena_bucket_of(x, off)];
     a->nodes[b].next_live = *head;
     *head = b;
-    if (__builtin_expect(++x->count > x->mask, 0))
+    /* At most one live block per two buckets: a chain rarely has a second
+     * node to load, and the loop's exit is predictable. */
+    if (__builtin_expect(++x->count > x->mask / 2, 0))
         arena_index_grow(a);
 }
 
