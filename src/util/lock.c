@@ -49,10 +49,11 @@ void vram_lock_slow(vram_lock *l)
         cpu_relax();
     }
     atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
+    /* From the fence on, an unlocker either has made its store visible
+     * (the futex check sees 0 and returns at once) or sees us: once is
+     * enough for as long as we stay counted. */
+    bool fenced = vram_heavy_fence();
     for (;;) {
-        /* After the fence, an unlocker either has made its store visible
-         * (the futex check sees 0 and returns at once) or will see us. */
-        bool fenced = vram_heavy_fence();
         int expected = 0;
         if (atomic_compare_exchange_strong_explicit(&l->state, &expected, 1, memory_order_acquire,
                                                     memory_order_relaxed))
