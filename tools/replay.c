@@ -264,27 +264,38 @@ static double timed(const struct trace *t, uint64_t *addr, uint64_t device_size,
 struct lane {
     const struct trace *t;
     struct heap *h;
+    struct fake_device *dev; /* set up the heap in the thread itself, or NULL */
+    uint64_t device_size;
+    bool growth;
     uint64_t *addr;
     pthread_barrier_t *start;
+    double began, ended;
 };
 
 static void *lane_run(void *arg)
 {
     struct lane *l = arg;
     const struct op *ops = l->t->ops;
+    /* A heap of its own is set up (and so first locked) by the thread that
+     * uses it, as a program's would be. */
+    if (l->dev)
+        setup(l->h, l->dev, l->device_size, l->growth);
     pthread_barrier_wait(l->start);
+    l->began = now_ns();
     for (size_t i = 0; i < l->t->nops; i++) {
         if (ops[i].alloc)
             heap_alloc(l->h, ops[i].size, NULL, &l->addr[ops[i].id], NULL);
         else
             heap_free(l->h, l->addr[ops[i].id], NULL);
     }
+    l->ended = now_ns();
     return NULL;
 }
 
 /* `threads` threads replay the trace at once, on one heap (`shared`) or a
- * heap each. Returns the wall time over the ops one thread made, in ns: the
- * single-thread figure if they did not slow each other down at all. */
+ * heap each. Returns the wall time from the first thread's start to the
+ * last one's end over the ops one thread made, in ns: the single-thread
+ * figure if they did not slow each other down at all. */
 static double timed_threads(const struct trace *t, int threads, bool shared, uint64_t device_size,
                             bool growth)
 {
@@ -294,20 +305,29 @@ static double timed_threads(const struct trace *t, int threads, bool shared, uin
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
-    int nheaps = shared ? 1 : threads;
-    for (int i = 0; i < nheaps; i++)
-        setup(&heaps[i], &devs[i], shared ? device_size * (uint64_t)threads : device_size, growth);
+    if (shared)
+        setup(&heaps[0], &devs[0], device_size * (uint64_t)threads, growth);
     for (int i = 0; i < threads; i++) {
-        lanes[i] = (struct lane){t, &heaps[shared ? 0 : i], calloc(t->nslots + 1, sizeof(uint64_t)),
+        lanes[i] = (struct lane){t,
+                                 &heaps[shared ? 0 : i],
+                                 shared ? NULL : &devs[i],
+                                 device_size,
+                                 growth,
+                                 calloc(t->nslots + 1, sizeof(uint64_t)),
                                  &start};
         pthread_create(&tids[i], NULL, lane_run, &lanes[i]);
     }
     pthread_barrier_wait(&start);
-    double begin = now_ns();
-    for (int i = 0; i < threads; i++)
+    double began = 0, ended = 0;
+    for (int i = 0; i < threads; i++) {
         pthread_join(tids[i], NULL);
-    double ns = (now_ns() - begin) / (double)t->nops;
-    for (int i = 0; i < nheaps; i++)
+        if (i == 0 || lanes[i].began < began)
+            began = lanes[i].began;
+        if (lanes[i].ended > ended)
+            ended = lanes[i].ended;
+    }
+    double ns = (ended - began) / (double)t->nops;
+    for (int i = 0; i < (shared ? 1 : threads); i++)
         heap_destroy(&heaps[i]);
     for (int i = 0; i < threads; i++)
         free(lanes[i].addr);

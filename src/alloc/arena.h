@@ -16,9 +16,9 @@
  * A block that is split or merged keeps the node of its free part: an
  * allocation carved from the start of a free block gets a new node, and the
  * rest stays where it was, in its bin when its size stays within the bin's
- * steps. A stack-like program (a training step) then touches no bin list at
- * all: the large free block it carves from and merges back into never
- * moves. Bin lists end up in exactly the order that removing and
+ * step. A stack-like program (a training step) then seldom touches a bin
+ * list: the large free block it carves from and merges back into mostly
+ * stays put. Bin lists end up in exactly the order that removing and
  * reinserting each changed block would give, so placement is that of plain
  * two-level segregated fit.
  *

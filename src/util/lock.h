@@ -11,12 +11,12 @@
  *
  * How a plain store can wake a sleeper: the unlocker stores 0 and then
  * reads `sleepers`; a waiter adds itself to `sleepers` and then, before it
- * sleeps, runs vram_heavy_fence(), which makes every other running thread
- * of the process execute a full barrier. Either the unlocker's store is
- * visible to the waiter's futex check (it does not sleep), or the unlocker
- * sees the waiter (it wakes it): the pair is a Dekker handshake whose cost
- * lies entirely on the waiter's side. Where the kernel offers no such
- * fence, a waiter sleeps at most a millisecond at a time.
+ * first sleeps, runs vram_heavy_fence(), which makes every other running
+ * thread of the process execute a full barrier. Either the unlocker's store
+ * is visible to the waiter's futex check (it does not sleep), or the
+ * unlocker sees the waiter (it wakes it): the pair is a Dekker handshake
+ * whose cost lies entirely on the waiter's side. Where the kernel offers no
+ * such fence, a waiter sleeps at most a millisecond at a time.
  */
 #ifndef VRAM_LOCK_H
 #define VRAM_LOCK_H
