@@ -42,10 +42,13 @@ test-tsan:
 	@cmake --build $(BUILD)-tsan -j $(JOBS)
 	scripts/ctest.sh $(BUILD)-tsan --output-on-failure -j $(JOBS) -L threads
 
+# make bench: the allocator on the W1 and W2 traces (those in TRACES when
+# they are there, else written by vram-tracegen), the interposer's overhead,
+# and vramd with 1,000 clients.
 TRACES ?= ../shared/traces
 bench: build
 	@echo "machine: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$(nproc) cores"
-	taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-replay $(TRACES)/w1.csv.gz $(TRACES)/w2.csv.gz
+	@bench/allocator.sh $(BUILD) $(TRACES)
 	@echo "interposer overhead (null driver: the difference is what vram adds per call):"
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_MEMORY_LIMIT=1TiB LD_PRELOAD=$(CURDIR)/$(BUILD)/libvram-preload.so \
