@@ -37,6 +37,7 @@ static const struct {
     {"VRAM_SIM_DEVICES", OPT_OTHER, "simulated driver: device sizes"},
     {"VRAM_SIM_DIR", OPT_OTHER, "simulated driver: state directory"},
     {"VRAM_ISOLATE_CHILD", OPT_OTHER, "internal: set by vram_run_isolated in its child"},
+    {"VRAM_COMMAND", OPT_OTHER, "set by vram run: the command whose GPU budget this process shares"},
 };
 
 bool options_known(const char *name)
