@@ -13,3 +13,6 @@ wait_for() {
     sleep 0.1
   done
 }
+# The command a `vram run` started in the background runs as its child.
+child_of() { local c=; read -r c _ <"/proc/$1/task/$1/children" 2>/dev/null; [ -n "$c" ] && echo "$c"; }
+command_of() { wait_for 5 child_of "$1" >/dev/null && child_of "$1"; }
