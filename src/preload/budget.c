@@ -199,10 +199,7 @@ int budget_reserve(int dev, uint64_t bytes)
     int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
     if (c < 0)
         return -1; /* limited but not accounted: a budget that could not be set up */
-    if (command_reserve(c, b.limit[dev], bytes) == 0)
-        return 0;
-    command_count_refusal(c);
-    return -1;
+    return command_reserve(c, b.limit[dev], bytes);
 }
 
 void budget_release(int dev, uint64_t bytes)

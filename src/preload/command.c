@@ -321,7 +321,7 @@ static int sweep_here(void)
 
 /* This process's slot, claimed at its first reservation (processes that
  * never allocate — shells, launchers — take none). */
-static int claim(void)
+__attribute__((noinline, cold)) static int claim(void)
 {
     pthread_mutex_lock(&me.mu);
     int own = atomic_load(&me.own);
@@ -508,28 +508,38 @@ static inline uint64_t sum_until(_Atomic uint64_t *row, uint32_t n, uint64_t lim
     return sum;
 }
 
-int command_reserve(int d, uint64_t limit, uint64_t bytes)
+/* A budget per process: a compare-and-swap on this process's counter. */
+static int reserve_own(struct command_shared *s, int d, int own, uint64_t limit, uint64_t bytes)
 {
-    int own = atomic_load_explicit(&me.own, memory_order_acquire);
-    if (own < 0 && (own = claim()) < 0)
-        return -1;
-    if (bytes > limit)
-        return -1;
-    struct command_shared *s = me.s;
+    _Atomic uint64_t *mine = &s->used[d][own];
+    uint64_t cur = atomic_load_explicit(mine, memory_order_relaxed);
+    do {
+        if (cur > limit - bytes)
+            return -1;
+    } while (!atomic_compare_exchange_weak_explicit(mine, &cur, cur + bytes, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    raise_to(&s->peak[d][own], cur + bytes);
+    raise_to(&s->device[d].peak, cur + bytes);
+    return 0;
+}
+
+/* The first try did not fit: take it back, then try again while what the
+ * others hold (reservations in flight elsewhere come and go) leaves room;
+ * before refusing, reclaim the dead and try once more. */
+__attribute__((noinline, cold)) static int reserve_contended(struct command_shared *s, int d,
+                                                             int own, uint64_t limit,
+                                                             uint64_t bytes)
+{
     _Atomic uint64_t *row = s->used[d];
-    if (me.mode == COMMAND_PER_PROCESS) {
-        uint64_t cur = atomic_load_explicit(&row[own], memory_order_relaxed);
-        do {
-            if (cur > limit - bytes)
-                return -1;
-        } while (!atomic_compare_exchange_weak_explicit(&row[own], &cur, cur + bytes,
-                                                        memory_order_relaxed, memory_order_relaxed));
-        raise_to(&s->peak[d][own], cur + bytes);
-        raise_to(&s->device[d].peak, cur + bytes);
-        return 0;
-    }
+    atomic_fetch_sub(&row[own], bytes);
     bool swept = false;
     for (int tries = 0;; tries++) {
+        if (tries >= 16 || sum_until(row, atomic_load(&s->slots), limit) > limit - bytes) {
+            if (swept)
+                return -1;
+            swept = true;
+            sweep_here();
+        }
         uint64_t mine = atomic_fetch_add(&row[own], bytes) + bytes;
         uint64_t sum = sum_until(row, atomic_load(&s->slots), limit);
         if (sum <= limit) {
@@ -538,15 +548,37 @@ int command_reserve(int d, uint64_t limit, uint64_t bytes)
             return 0;
         }
         atomic_fetch_sub(&row[own], bytes);
-        /* In the way: reservations in flight elsewhere (retry while the sum
-         * without ours leaves room), or the dead (reclaim them, once). */
-        if (tries < 16 && sum_until(row, atomic_load(&s->slots), limit) <= limit - bytes)
-            continue;
-        if (swept)
-            return -1;
-        swept = true;
-        sweep_here();
     }
+}
+
+/* The command's budget: add to this process's counter, then sum them all. */
+static inline int reserve_shared(struct command_shared *s, int d, int own, uint64_t limit,
+                                 uint64_t bytes)
+{
+    _Atomic uint64_t *row = s->used[d];
+    uint64_t mine = atomic_fetch_add(&row[own], bytes) + bytes;
+    uint64_t sum = sum_until(row, atomic_load(&s->slots), limit);
+    if (sum > limit)
+        return reserve_contended(s, d, own, limit, bytes);
+    raise_to(&s->peak[d][own], mine);
+    raise_to(&s->device[d].peak, sum);
+    return 0;
+}
+
+__attribute__((noinline, cold)) static int refused(int d)
+{
+    atomic_fetch_add_explicit(&me.s->device[d].refused, 1, memory_order_relaxed);
+    return -1;
+}
+
+int command_reserve(int d, uint64_t limit, uint64_t bytes)
+{
+    int own = atomic_load_explicit(&me.own, memory_order_acquire);
+    if ((own < 0 && (own = claim()) < 0) || bytes > limit)
+        return refused(d);
+    int rc = me.mode == COMMAND_PER_PROCESS ? reserve_own(me.s, d, own, limit, bytes)
+                                            : reserve_shared(me.s, d, own, limit, bytes);
+    return rc == 0 ? 0 : refused(d);
 }
 
 void command_release(int d, uint64_t bytes)
@@ -557,8 +589,6 @@ void command_release(int d, uint64_t bytes)
 }
 
 const char *command_claim_error(void) { return me.claim_error[0] ? me.claim_error : NULL; }
-
-void command_count_refusal(int d) { atomic_fetch_add_explicit(&me.s->device[d].refused, 1, memory_order_relaxed); }
 
 uint64_t command_used(int d)
 {

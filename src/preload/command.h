@@ -100,10 +100,10 @@ int command_device(const char *uuid, int ordinal, bool register_budget, uint64_t
 
 /* Reserve-before-allocate on device index d against `limit`: 0 if `bytes`
  * are charged, -1 if they do not fit (dead processes' shares are reclaimed
- * before that answer). No system call unless the answer would be -1. */
+ * before that answer; the refusal is counted for the summary). No system
+ * call unless the answer would be -1. */
 int command_reserve(int d, uint64_t limit, uint64_t bytes);
 void command_release(int d, uint64_t bytes);
-void command_count_refusal(int d);
 
 /* What the command holds on d (after reclaiming the dead), and what this
  * process holds and held at most. */
