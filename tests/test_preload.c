@@ -4,7 +4,8 @@
  * the device (through CUDA and NVML alike), resolution through
  * cuGetProcAddress and dlsym is governed, threads racing at the edge never
  * pass it, and a forked child is its own process. The test re-executes
- * itself with LD_PRELOAD set. */
+ * itself twice: with LD_PRELOAD set (a budget of its own), and under
+ * `vram run` (one budget for the command, which a forked child shares). */
 #include "../src/cuda/cuda_abi.h"
 #include "../src/cuda/nvml_abi.h"
 #include "check.h"
@@ -12,6 +13,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/wait.h>
 
 CUresult cuInit(unsigned int);
@@ -386,18 +388,24 @@ static void threads_at_the_edge(void)
     CHECK(free_now() == BUDGET);
 }
 
-static void forked_child(void)
+static void forked_child(bool command)
 {
     CUdeviceptr held;
     CHECK(cuMemAlloc_v2(&held, 768 * MiB) == CUDA_SUCCESS);
     pid_t pid = fork();
     if (pid == 0) {
-        /* A new process: its own budget, nothing of the parent's counted. */
         CHECK(cuInit(0) == CUDA_SUCCESS);
         use_device(0);
         CUdeviceptr p;
-        CHECK(cuMemAlloc_v2(&p, 1000 * MiB) == CUDA_SUCCESS);
-        CHECK(cuMemAlloc_v2(&p, 100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+        if (command) {
+            /* A process of the same command: what the parent holds counts. */
+            CHECK(cuMemAlloc_v2(&p, 300 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+            CHECK(cuMemAlloc_v2(&p, 256 * MiB) == CUDA_SUCCESS);
+        } else {
+            /* A new process: its own budget, nothing of the parent's counted. */
+            CHECK(cuMemAlloc_v2(&p, 1000 * MiB) == CUDA_SUCCESS);
+            CHECK(cuMemAlloc_v2(&p, 100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+        }
         _exit(0);
     }
     int status;
@@ -407,17 +415,48 @@ static void forked_child(void)
     CHECK(cuMemFree_v2(held) == CUDA_SUCCESS);
 }
 
+/* Runs this test again, under the interposer: "process" (LD_PRELOAD) or
+ * "command" (vram run). */
+static int again(const char *how, char **argv)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TEST_PRELOAD_UNDER", how, 1);
+        if (!strcmp(how, "process")) {
+            setenv("LD_PRELOAD", argv[1], 1);
+            setenv("VRAM_MEMORY_LIMIT", "0=1GiB", 1);
+            execv("/proc/self/exe", argv);
+        } else {
+            char self[4096];
+            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+            self[n > 0 ? n : 0] = 0;
+            execl(argv[2], argv[2], "run", "--limit", "0=1GiB", "--log", "off", "--", self,
+                  (char *)NULL);
+        }
+        perror("exec");
+        _exit(1);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fprintf(stderr, "test_preload: the run under a budget per %s failed\n", how);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 int main(int argc, char **argv)
 {
-    if (!getenv("VRAM_TEST_UNDER_PRELOAD")) {
-        CHECK(argc == 2); /* the interposer's path */
+    const char *how = getenv("TEST_PRELOAD_UNDER");
+    if (!how) {
+        CHECK(argc == 3); /* the interposer's path, the vram command's */
         private_gpu("4GiB,2GiB");
-        setenv("LD_PRELOAD", argv[1], 1);
-        setenv("VRAM_MEMORY_LIMIT", "0=1GiB", 1);
-        setenv("VRAM_TEST_UNDER_PRELOAD", "1", 1);
-        execv("/proc/self/exe", argv);
-        perror("execv");
-        return 1;
+        int rc = again("process", argv);
+        rc = again("command", argv) || rc;
+        /* The simulated machine's lock file is all that is left of it. */
+        char lock[256];
+        snprintf(lock, sizeof lock, "%s/devices.lock", getenv("VRAM_SIM_DIR"));
+        unlink(lock);
+        rmdir(getenv("VRAM_SIM_DIR"));
+        return rc;
     }
     CHECK(cuInit(0) == CUDA_SUCCESS);
     use_device(0);
@@ -430,6 +469,6 @@ int main(int argc, char **argv)
     nvml();
     graphs();
     threads_at_the_edge();
-    forked_child();
+    forked_child(!strcmp(how, "command"));
     return 0;
 }
