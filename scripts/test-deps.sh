@@ -7,6 +7,9 @@
 #   slurm-wlm, munge, libslurm-dev
 #                              a real single-node Slurm and spank.h, for the
 #                              SPANK plugin and its integration test
+#   python3                    Python's subprocess as a real launcher of a
+#                              command's processes (test_command), and its
+#                              JSON parser for vram run --summary
 set -u
 want=()
 have_fuzzer() {
@@ -18,6 +21,7 @@ have_fuzzer || want+=(clang libclang-rt-14-dev)
 rm -f /tmp/vram-fuzz-probe.$$
 { [ -f /usr/include/slurm/spank.h ] && command -v slurmctld >/dev/null && command -v munged >/dev/null; } ||
   want+=(slurmctld slurmd slurm-client munge libslurm-dev)
+[ -x /usr/bin/python3 ] || want+=(python3)
 [ ${#want[@]} = 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing for the tests: ${want[*]}"

@@ -200,8 +200,8 @@ check "peak: JSON per process" sh -c "grep -q '\"peak\": $((GiB + 2 * MiB))}' '$
   grep -q '\"peak\": $((512 * MiB))}' '$tmp/s.json'"
 check "peak: JSON exit and command" sh -c "grep -q '\"exit\": {\"code\": 3}' '$tmp/s.json' &&
   grep -q '\"command\": \[\"bash\", \"-c\"' '$tmp/s.json' && grep -q '\"budget_for\": \"command\"' '$tmp/s.json'"
-if command -v python3 >/dev/null; then
-  check "peak: the summary is JSON" python3 -m json.tool "$tmp/s.json" >/dev/null
+if [ -x /usr/bin/python3 ]; then
+  check "peak: the summary is JSON" /usr/bin/python3 -m json.tool "$tmp/s.json" >/dev/null
 fi
 "$vram" run --limit 4GiB --log off -- "$member" hold $GiB 0 >/dev/null 2>"$tmp/err"
 check "peak: nothing with --log off" test ! -s "$tmp/err"
@@ -213,6 +213,9 @@ rc=$?
 check "killed: status 128+9" test $rc = 137
 check "killed: said" contains "$tmp/err" "^vram: the command was killed by SIGKILL\$"
 check "killed: in the JSON" contains "$tmp/k.json" '"exit": {"signal": 9, "name": "SIGKILL"}'
+if [ -x /usr/bin/python3 ]; then
+  check "killed: the summary is JSON" /usr/bin/python3 -m json.tool "$tmp/k.json" >/dev/null
+fi
 "$vram" run --limit 1GiB -- "$member" hold $GiB 60 >"$tmp/a" 2>"$tmp/err" &
 v=$!
 held "$tmp/a"
