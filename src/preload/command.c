@@ -296,7 +296,6 @@ int command_join(char *why, size_t n)
 }
 
 enum command_mode command_mode(void) { return me.mode; }
-bool command_is_shared_state(void) { return me.shared; }
 
 bool command_budget_setting(char *var, size_t varlen, char *value, size_t valuelen)
 {
@@ -339,14 +338,17 @@ __attribute__((noinline, cold)) static int claim(void)
     long page = sysconf(_SC_PAGESIZE);
     void *pin = i < COMMAND_MAX_SLOTS ? mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, f, 0)
                                       : MAP_FAILED;
+    int err = errno;
     if (pin != MAP_FAILED)
         madvise(pin, (size_t)page, MADV_DONTFORK);
     close(f); /* from here only the pin holds the lock */
     if (pin == MAP_FAILED) {
-        snprintf(me.claim_error, sizeof me.claim_error,
-                 i < COMMAND_MAX_SLOTS ? "cannot map the command's shared state"
-                                       : "the command already has %d processes holding GPU memory",
-                 COMMAND_MAX_SLOTS);
+        if (i < COMMAND_MAX_SLOTS)
+            snprintf(me.claim_error, sizeof me.claim_error,
+                     "cannot map the command's shared state: %s", strerror(err));
+        else
+            snprintf(me.claim_error, sizeof me.claim_error,
+                     "the command already has %d processes holding GPU memory", COMMAND_MAX_SLOTS);
         goto out;
     }
     if (atomic_load(&me.s->pid[i]) != 0 || !command_slot_clean(me.s, i))

@@ -86,7 +86,6 @@ void command_open_from_environment(void);
  * command whose budget it cannot join, and must not allocate. */
 int command_join(char *why, size_t whylen);
 enum command_mode command_mode(void);
-bool command_is_shared_state(void);
 /* The budget as vram run gave it ("VRAM_MEMORY_LIMIT", "4GiB"); false when
  * not under vram run or when it gave none. */
 bool command_budget_setting(char *var, size_t varlen, char *value, size_t valuelen);
