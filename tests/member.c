@@ -17,7 +17,6 @@
  *                                    instant, each allocate BYTES once: at most
  *                                    MEMBER_BUDGET / BYTES may succeed in any round. Prints
  *                                    DUEL ok wins=W or DUEL OVER
- *   member churn                     allocate and free without end (to be killed)
  *   member view                      prints the view: CUDA free/total, NVML free/total
  *   member spawn N ARGS...           a launcher (torchrun-like): fork N workers that exec ARGS
  *   member closefds ARGS...          a launcher that closes every inherited descriptor, as
@@ -26,8 +25,9 @@
  *                                    parent has not touched CUDA, as a real driver requires)
  *   member daemon BYTES SECONDS FILE double-fork, setsid, close every descriptor, allocate;
  *                                    writes HELD n|REFUSED to FILE
- *   member killer ITERS BUDGET HOLD  inside a command of budget BUDGET: hold HOLD, then ITERS
- *                                    times start churners and SIGKILL them at random moments;
+ *   member killer ITERS BUDGET HOLD CHURN  inside a command of budget BUDGET: hold HOLD, then
+ *                                    ITERS times start CHURN (tests/churn: allocates and frees
+ *                                    without end) and SIGKILL them at random moments;
  *                                    after each round the command's view, an allocation of
  *                                    all the rest, and the simulator's occupancy must be
  *                                    exact. Prints KILLER ok|FAIL why
@@ -277,30 +277,6 @@ static int duel(int n, int rounds, uint64_t bytes)
     return passed ? 3 : 0;
 }
 
-/* ------------------------------------------------------------ churn */
-
-static int churn(void)
-{
-    cuda_up();
-    CUdeviceptr live[16] = {0};
-    uint64_t seed = 88172645463325252ull ^ (uint64_t)getpid();
-    for (volatile int forever = 1; forever;) {
-        CUdeviceptr *slot = &live[rng(&seed) % 16];
-        size_t size = (size_t)(seed >> 40) % (96 * MiB) + 1;
-        int async = (int)(slot - live) & 1;
-        if (*slot) {
-            if (async)
-                cuMemFreeAsync(*slot, NULL);
-            else
-                cuMemFree_v2(*slot);
-            *slot = 0;
-        } else if ((async ? cuMemAllocAsync(slot, size, NULL) : cuMemAlloc_v2(slot, size)) != 0) {
-            *slot = 0;
-        }
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------- view */
 
 static uint64_t nvml_occupancy(void)
@@ -332,12 +308,16 @@ static int view(void)
 
 /* ---------------------------------------------------------- launchers */
 
-static pid_t start(char **args, int close_fds)
+enum { KEEP_FDS = 0, CLOSE_FDS = 1, QUIET = 2 };
+
+static pid_t start(char **args, int how)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        if (close_fds)
+        if (how & CLOSE_FDS)
             close_range(3, ~0u, 0);
+        if (how & QUIET)
+            dup2(open("/dev/null", O_WRONLY), 1);
         execv(args[0], args);
         _exit(127);
     }
@@ -386,9 +366,7 @@ static int daemonize(uint64_t bytes, double seconds, const char *file)
 
 /* ----------------------------------------------------------- killer */
 
-static char *self;
-
-static int killer(int iters, uint64_t budget, uint64_t held)
+static int killer(int iters, uint64_t budget, uint64_t held, char *churn)
 {
     cuda_up();
     if (nvmlInit_v2() != NVML_SUCCESS)
@@ -399,7 +377,7 @@ static int killer(int iters, uint64_t budget, uint64_t held)
         return 1;
     }
     uint64_t seed = 0x2545F4914F6CDD1Dull ^ (uint64_t)getpid();
-    char *args[] = {self, "churn", NULL};
+    char *args[] = {churn, NULL};
     for (int it = 0; it < iters; it++) {
         /* Two or three churners at once, killed at random moments: before
          * they reach the driver, while they claim a slot, mid-allocation,
@@ -407,7 +385,7 @@ static int killer(int iters, uint64_t budget, uint64_t held)
         int n = 2 + (int)(rng(&seed) % 2);
         pid_t c[3];
         for (int i = 0; i < n; i++)
-            c[i] = start(args, 0);
+            c[i] = start(args, QUIET);
         for (int i = 0; i < n; i++) {
             sleep_ms((double)(rng(&seed) % 8000) / 1000.0);
             kill(c[i], SIGKILL);
@@ -453,7 +431,6 @@ static int killer(int iters, uint64_t budget, uint64_t held)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    self = argv[0];
     const char *m = argc > 1 ? argv[1] : "";
     if (!strcmp(m, "hold") && (argc == 4 || argc == 5))
         return hold(strtoull(argv[2], NULL, 0), atof(argv[3]), stdout, argc == 5 ? argv[4] : NULL);
@@ -463,8 +440,6 @@ int main(int argc, char **argv)
         return race(atof(argv[2]), atoi(argv[3]));
     if (!strcmp(m, "duel") && argc == 5)
         return duel(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 0));
-    if (!strcmp(m, "churn"))
-        return churn();
     if (!strcmp(m, "view"))
         return view();
     if (!strcmp(m, "occupancy")) {
@@ -476,11 +451,11 @@ int main(int argc, char **argv)
     if (!strcmp(m, "spawn") && argc > 3) {
         int n = atoi(argv[2]);
         for (int i = 0; i < n; i++)
-            start(&argv[3], 0);
+            start(&argv[3], KEEP_FDS);
         return wait_all(n);
     }
     if (!strcmp(m, "closefds") && argc > 2) {
-        start(&argv[2], 1);
+        start(&argv[2], CLOSE_FDS);
         return wait_all(1);
     }
     if (!strcmp(m, "forks") && (argc == 5 || argc == 6))
@@ -488,8 +463,9 @@ int main(int argc, char **argv)
                      argc == 6 ? argv[5] : NULL);
     if (!strcmp(m, "daemon") && argc == 5)
         return daemonize(strtoull(argv[2], NULL, 0), atof(argv[3]), argv[4]);
-    if (!strcmp(m, "killer") && argc == 5)
-        return killer(atoi(argv[2]), strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0));
+    if (!strcmp(m, "killer") && argc == 6)
+        return killer(atoi(argv[2]), strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0),
+                      argv[5]);
     fprintf(stderr, "usage: see the comment at the top of tests/member.c\n");
     return 2;
 }

@@ -10,8 +10,9 @@
 # cannot join its command's budget is refused, saying why; nothing is left
 # in /tmp or /dev/shm, also when vram run itself is SIGKILLed.
 set -u
-build=${1:?usage: test_command.sh BUILD_DIR MEMBER}
-member=${2:?usage: test_command.sh BUILD_DIR MEMBER}
+build=${1:?usage: test_command.sh BUILD_DIR MEMBER CHURN}
+member=${2:?usage: test_command.sh BUILD_DIR MEMBER CHURN}
+churn=${3:?usage: test_command.sh BUILD_DIR MEMBER CHURN}
 vram=$build/vram
 GiB=1073741824 MiB=1048576
 export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=16GiB VRAM_SIM_DIR=$(mktemp -d)
@@ -174,7 +175,7 @@ check "racing alloc/free, --per-process: over (the check can fail)" contains "$t
 fresh
 # -- SIGKILL of members at random moments, 200 rounds: their share back at
 # once and exactly, nothing left in the command's accounting or the simulator.
-"$vram" run --limit 1GiB --summary "$tmp/kill.json" -- "$member" killer 200 $GiB $((256 * MiB)) >"$tmp/killer" 2>"$tmp/err"
+"$vram" run --limit 1GiB --summary "$tmp/kill.json" -- "$member" killer 200 $GiB $((256 * MiB)) "$churn" >"$tmp/killer" 2>"$tmp/err"
 check "SIGKILL x200: every round exact ($(tail -c 200 "$tmp/killer"))" contains "$tmp/killer" "^KILLER ok 200 rounds"
 check "SIGKILL x200: the peak never passed the budget" \
   contains "$tmp/kill.json" "\"budget\": $GiB, \"peak\": $GiB,"
