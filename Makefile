@@ -53,6 +53,10 @@ bench: build
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_MEMORY_LIMIT=1TiB LD_PRELOAD=$(CURDIR)/$(BUILD)/libvram-preload.so \
 	  taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
+	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
+	  $(BUILD)/vram run --limit 1TiB --log off -- $(BUILD)/vram-bench-overhead
+	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
+	  $(BUILD)/vram run --limit 1TiB --log off -- $(BUILD)/vram-bench-overhead --members 7
 	@echo "vramd with 1000 clients (simulated NVML):"
 	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
 	@echo "recording GPU memory events, and reading a million of them:"

@@ -18,7 +18,10 @@
 #   chromium, chromium-driver  a real browser, driven headless, to check what
 #                              vram plot's page shows (tests/record/test_plot.sh)
 #   python3                    Debian's, to drive it and to read the JSON and
-#                              CSV that vram record writes
+#                              CSV that vram record writes; Python's
+#                              subprocess as a real launcher of a command's
+#                              processes (test_command), and its JSON parser
+#                              for vram run --summary
 #   python3-numba, ffmpeg, hashcat
 #                              real programs that use the CUDA driver, run on
 #                              the simulated GPU alone and under vram run

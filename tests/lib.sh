@@ -23,3 +23,6 @@ private_install() {
   cmake --install "$1" --prefix "$P" >"$tmp/install.log" 2>&1 ||
     { cat "$tmp/install.log"; echo "FAIL: cmake --install --prefix $P"; exit 1; }
 }
+# The command a `vram run` started in the background runs as its child.
+child_of() { local c=; read -r c _ <"/proc/$1/task/$1/children" 2>/dev/null; [ -n "$c" ] && echo "$c"; }
+command_of() { wait_for 5 child_of "$1" >/dev/null && child_of "$1"; }

@@ -114,9 +114,11 @@ held_both() { "$vram" devices --brief >"$tmp/occ"; contains "$tmp/occ" "10.00 Gi
 check "two budgets held at once" wait_for 30 held_both
 "$vram" run --limit 5GiB -- "$grab" F 1 >"$tmp/f" 2>&1
 check "third sees only what is left" contains "$tmp/f" "RESULT F 5368709120 0 OOM"
-# Killed mid-run: its memory comes back at once.
-kill -9 $d
+# Killed mid-run: its memory comes back at once. (vram run stays beside its
+# command; the program is its child.)
+kill -9 "$(command_of $d)"
 wait $d 2>/dev/null
+check "vram run exits as the shell does for a killed command" test $? = 137
 "$vram" devices --brief >"$tmp/occ"
 check "killed process's memory is back" contains "$tmp/occ" " 5.00 GiB used of 12.00 GiB"
 wait $e
@@ -129,7 +131,7 @@ for delay in 0.05 0.13 0.21 0.08 0.17; do
   c=$!
   for _ in $(seq 500); do grep -q churning "$tmp/churn" 2>/dev/null && break; sleep 0.01; done
   sleep $delay
-  kill -9 $c
+  kill -9 "$(command_of $c)"
   wait $c 2>/dev/null
 done
 "$vram" devices --brief >"$tmp/occ"

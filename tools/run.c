@@ -3,11 +3,14 @@
 #include "../src/ledger/client.h"
 #include "../src/ledger/protocol.h"
 #include "../src/util/parse.h"
+#include "../src/util/report.h"
 #include "cli.h"
 #include "visible.h"
+#include "supervise.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +57,19 @@ static void run_usage(FILE *out)
             "                      not wait), or as long as the policy allows\n"
             "  --job NAME          with vramd: the job the program belongs to (for memory\n"
             "                      reserved for a job, and in vram top)\n"
+            "  --per-process       a budget for each process of the command, instead of\n"
+            "                      one that all its processes share\n"
+            "  --summary FILE      when the command ends, write what it used to FILE as\n"
+            "                      JSON: budget and peak per GPU and per process\n"
             "  --help              this text\n"
+            "\n"
+            "The budget is the whole command's: COMMAND and every process it starts\n"
+            "(children, workers, daemons) share it on each GPU and never hold more\n"
+            "together. vram run stays beside the command, passes on the signals sent to\n"
+            "it, and when the command ends prints its peak per GPU (unless --log off):\n"
+            "  vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget\n"
+            "and exits with its status (128+N if it was killed by signal N). With vramd,\n"
+            "each process still asks its own grant for now.\n"
             "\n"
             "A budget is required (--limit, --fraction, or VRAM_MEMORY_LIMIT or\n"
             "VRAM_MEMORY_FRACTION in the environment) unless vramd runs: then the program\n"
@@ -171,13 +186,14 @@ static void ask_for_growth(void)
 int cmd_run(int argc, char **argv)
 {
     const char *limit = NULL, *fraction = NULL, *devices = NULL, *log = NULL, *wait = NULL,
-               *job = NULL, *growth = NULL, *help = NULL;
+               *job = NULL, *growth = NULL, *help = NULL, *per_process = NULL, *summary = NULL;
     const struct cli_option table[] = {
         {"--limit", CLI_VALUE, &limit},     {"--fraction", CLI_VALUE, &fraction},
         {"--devices", CLI_VALUE, &devices}, {"--log", CLI_VALUE, &log},
         {"--job", CLI_VALUE, &job},         {"--wait", CLI_OPTIONAL, &wait},
         {"--growth", CLI_FLAG, &growth},    {"--help", CLI_FLAG, &help},
-        {"-h", CLI_FLAG, &help},            {NULL, 0, NULL},
+        {"-h", CLI_FLAG, &help},            {"--per-process", CLI_FLAG, &per_process},
+        {"--summary", CLI_VALUE, &summary}, {NULL, 0, NULL},
     };
     int i = cli_parse("run", table, argc, argv, 2, true);
     if (i < 0)
@@ -256,6 +272,14 @@ int cmd_run(int argc, char **argv)
     if (growth)
         ask_for_growth();
 
+    /* One budget per command: a vram run inside another would give its
+     * processes a budget of their own, outside the outer one. */
+    if (command_inside_live())
+        return run_fail("already inside a vram run command (%s is set): its budget covers every "
+                        "process it starts; run the program without vram run to share it",
+                        COMMAND_ENV);
+    unsetenv(COMMAND_ENV); /* a stale one, from a command that has ended */
+
     /* Never run the program without its budget: the interposer must exist
      * and load, or nothing starts. */
     char preload[PATH_MAX];
@@ -275,7 +299,21 @@ int cmd_run(int argc, char **argv)
     char joined[PATH_MAX * 2];
     snprintf(joined, sizeof joined, "%s%s%s", preload, old && *old ? ":" : "", old ? old : "");
     setenv("LD_PRELOAD", joined, 1);
-    execvp(argv[i], &argv[i]);
-    fprintf(stderr, "vram run: cannot run %s: %s\n", argv[i], strerror(errno));
-    return 127;
+
+    /* Asked now, not after a long run: the file can be written. */
+    struct supervise_options so = {.summary_fd = -1, .summary_path = summary};
+    if (summary && (so.summary_fd = open(summary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+        return run_fail("--summary %s: cannot create it: %s; the program was not started", summary,
+                        strerror(errno));
+    /* With vramd, each process asks its own grant (one grant per command
+     * needs the daemon's side: see ARCHITECTURE.md). */
+    so.mode = per_process || daemon == 0 ? COMMAND_PER_PROCESS : COMMAND_SHARED;
+    so.limit_var = getenv("VRAM_MEMORY_LIMIT") ? "VRAM_MEMORY_LIMIT"
+                   : getenv("VRAM_MEMORY_FRACTION") ? "VRAM_MEMORY_FRACTION"
+                                                    : NULL;
+    so.limit_value = so.limit_var ? getenv(so.limit_var) : NULL;
+    options_clear(&scratch);
+    so.report = options_set(&scratch, "VRAM_LOG", getenv("VRAM_LOG"), err, sizeof err) == 0 &&
+                scratch.log_level != LOG_OFF;
+    return supervise(&argv[i], &so);
 }

@@ -141,9 +141,7 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_once(&budget_once, setup_budgets);
-    uint64_t f, t;
-    budget_view(dev, 0, *bytes, &f, &t);
-    *bytes = t;
+    *bytes = budget_total(dev, *bytes);
     return rc;
 }
 
