@@ -24,8 +24,9 @@ check "no rows of the listing's own (logical devices, in use 0 B)" sh -c "! grep
 
 # Two programs under vram run, one on each GPU's budget.
 "$vram" run --limit 5GiB -- "$grab" D 40 >/dev/null 2>&1 &
-d=$!
+run_d=$!
 wait_for 10 sh -c "'$vram' devices --brief | grep -q 'GPU 0 .* 5.00 GiB used'"
+d=$(command_of $run_d) # vram run stays beside its command; the holder is its child
 cmdline() { tr '\0' ' ' </proc/$1/cmdline | sed 's/ $//'; }
 "$vram" devices >"$tmp/out" 2>"$tmp/err"
 check "a holder: its GPU, pid, user, used" grep -Eq "^0 +$d +$me +5.00 GiB +- +" "$tmp/out"
@@ -52,7 +53,7 @@ EOF
 else
   check "--json: the holder" grep -q "\"pid\":$d,.*\"used\":5368709120" "$tmp/json"
 fi
-kill $d; wait $d 2>/dev/null
+kill $run_d; wait $run_d 2>/dev/null
 
 # With vramd, the budget it granted is in the table.
 S=$tmp/vramd.sock
@@ -61,13 +62,14 @@ printf 'default-budget 4GiB\nreconcile-every 100ms\n' >"$tmp/policy"
 daemon=$!
 wait_for 10 test -S "$S"
 VRAM_DAEMON=$S "$vram" run -- "$grab" E 40 >/dev/null 2>&1 &
-e=$!
+run_e=$!
 wait_for 10 sh -c "'$vram' devices --brief | grep -q 'GPU 0 .* 4.00 GiB used'"
+e=$(command_of $run_e)
 VRAM_DAEMON=$S "$vram" devices >"$tmp/out" 2>"$tmp/err"
 check "with vramd: the budget it granted" grep -Eq "^0 +$e +$me +4.00 GiB +4.00 GiB +" "$tmp/out"
 VRAM_DAEMON=$S "$vram" devices --json >"$tmp/json"
 check "with vramd: the budget in JSON" grep -q "\"pid\":$e,.*\"budget\":4294967296" "$tmp/json"
-kill $e; wait $e 2>/dev/null
+kill $run_e; wait $run_e 2>/dev/null
 
 # Without NVML the GPUs are still listed, and what is unknown says why.
 mkdir "$tmp/no-nvml"
