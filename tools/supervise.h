@@ -24,6 +24,8 @@ struct supervise_options {
     bool report;                         /* the peak lines on stderr (not with --log off) */
     int summary_fd;                      /* --summary FILE, opened; -1 if not asked */
     const char *summary_path;
+    const struct command_context_size *context_sizes; /* measured before the command starts */
+    int ncontext_sizes;
 };
 
 /* Runs argv[0] with argv under the shared budget. Returns vram run's exit

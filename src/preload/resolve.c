@@ -85,6 +85,12 @@ static const struct governed {
     G(cuMipmappedArrayCreate), G(cuMipmappedArrayDestroy),
     G(cuGraphAddMemAllocNode), G(cuGraphInstantiateWithFlags), G(cuGraphLaunch),
     G(cuGraphLaunch_ptsz), G(cuGraphUpload), G(cuGraphUpload_ptsz), G(cuDeviceGraphMemTrim),
+    G(cuCtxCreate),       G(cuCtxCreate_v2),    G(cuCtxCreate_v3),     G(cuCtxCreate_v4),
+    G(cuCtxDestroy),      G(cuCtxDestroy_v2),   G(cuDevicePrimaryCtxRetain),
+    G(cuDevicePrimaryCtxRelease), G(cuDevicePrimaryCtxRelease_v2), G(cuDevicePrimaryCtxReset),
+    G(cuDevicePrimaryCtxReset_v2), G(cuModuleLoad), G(cuModuleLoadData), G(cuModuleLoadDataEx),
+    G(cuModuleLoadFatBinary), G(cuModuleUnload), G(cuLibraryLoadData), G(cuLibraryLoadFromFile),
+    G(cuLibraryUnload),
     N(nvmlDeviceGetMemoryInfo), N(nvmlDeviceGetMemoryInfo_v2),
 #undef G
 #undef N
@@ -113,6 +119,10 @@ static void load_real(void)
     real.cuDeviceGetCount = (PFN_cuDeviceGetCount)sym(real_lib, "cuDeviceGetCount");
     real.cuDeviceGetUuid = (PFN_cuDeviceGetUuid)sym(real_lib, "cuDeviceGetUuid");
     real.cuCtxGetDevice = (PFN_cuCtxGetDevice)sym(real_lib, "cuCtxGetDevice");
+    real.cuCtxGetCurrent = (PFN_cuCtxGetCurrent)sym(real_lib, "cuCtxGetCurrent");
+    real.cuCtxPushCurrent_v2 = (PFN_cuCtxPushCurrent_v2)sym(real_lib, "cuCtxPushCurrent_v2");
+    real.cuCtxPopCurrent_v2 = (PFN_cuCtxPopCurrent_v2)sym(real_lib, "cuCtxPopCurrent_v2");
+    real.cuDeviceGetName = (PFN_cuDeviceGetName)sym(real_lib, "cuDeviceGetName");
     real.cuDeviceGetMemPool = (PFN_cuDeviceGetMemPool)sym(real_lib, "cuDeviceGetMemPool");
     real.cuMemPoolGetAttribute = (PFN_cuMemPoolGetAttribute)sym(real_lib, "cuMemPoolGetAttribute");
     real.cuArrayGetMemoryRequirements =
@@ -122,6 +132,8 @@ static void load_real(void)
 }
 
 void need_real(void) { pthread_once(&real_once, load_real); }
+
+void *real_symbol(void *lib, const char *name) { return real_dlsym()(lib, name); }
 
 /* NVML is resolved separately, once the program has loaded it (until then
  * each NVML lookup tries again): the interposer never loads NVML on a

@@ -1,0 +1,56 @@
+/* footprint: what the device gives this process beyond its allocations,
+ * measured around the driver call that takes it.
+ *
+ * A CUDA context and a loaded module take device memory that no allocation
+ * call asks for, in amounts the driver decides (a context: hundreds of MiB
+ * on a GPU, more on larger ones). vram measures rather than guesses, in the
+ * first of these ways that works:
+ *   1. NVML's figure for this process on the device (what nvidia-smi shows
+ *      for it), after the call minus before. What other processes do cannot
+ *      change it; only this process's other threads, allocating or freeing
+ *      during the call, can (the contexts and modules of this process are
+ *      measured one at a time: footprint_lock).
+ *   2. The device's free memory (cuMemGetInfo in a context of this process
+ *      on the device), before the call minus after: for when NVML cannot
+ *      say (not installed, or in a PID namespace it does not see into).
+ *      Other processes' allocations and frees in between change it.
+ *   3. A process's first context on a device, when NVML cannot say: there is
+ *      no context to read the free memory in before it, so a scratch context
+ *      is made beside it and destroyed (src/cuda/context_cost.h).
+ * NVML is loaded for this on the first measure (never for a program that
+ * makes no context), and started with nvmlInit_v2, which the program's own
+ * use of NVML counts beside ours.
+ */
+#ifndef VRAM_FOOTPRINT_H
+#define VRAM_FOOTPRINT_H
+
+#include "../cuda/cuda_abi.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct footprint {
+    int dev;
+    int listed;    /* NVML listed this process before the call (1), did not (0), cannot say (-1) */
+    bool has_free; /* the device's free memory before the call is known */
+    uint64_t used, free;
+};
+
+/* One measured event at a time in this process. */
+void footprint_lock(void);
+void footprint_unlock(void);
+
+/* Before a call that may take memory on `dev`; `ctx` is a live context of
+ * this process on `dev` to read the free memory in if NVML cannot say, or
+ * NULL when there is none. */
+void footprint_begin(struct footprint *f, int dev, CUcontext ctx);
+
+/* After it: what it took, into *bytes (0 if it took nothing). `ctx` is a
+ * live context on the device now; `fresh` says the call created it, which
+ * allows way 3. 0, or -1 when nothing could measure it. */
+int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *bytes);
+
+/* In a child after fork(). */
+void footprint_after_fork(void);
+
+#endif
