@@ -111,27 +111,34 @@ static int find_preload(char *out, size_t n)
 
 #define run_fail(...) cli_usage_error("run", __VA_ARGS__)
 
-/* A budget named for a device the program will not have, and a fraction
- * that leaves a device next to nothing, are refused before the program
- * starts: the interposer would otherwise run it with no budget on the
- * devices it has (or refuse everything, once it runs). The driver is asked
- * only when a setting depends on the devices. `given` is the flag the
- * budget came from, or NULL when it came from the environment. */
-static int check_budgets(const struct options *o, const char *devices, const char *given)
+/* A budget named for a device the program will not have, a fraction that
+ * leaves a device next to nothing, and a budget too small for the CUDA
+ * context a program needs before anything else are refused before the
+ * program starts: the interposer would otherwise run it with no budget on
+ * the devices it has, or refuse everything once it runs. `v` is what the
+ * driver showed (with what a context takes on each GPU), or NULL when it
+ * was not asked; then the driver is asked only when a setting depends on
+ * the devices. `given` is the flag the budget came from, or NULL when it
+ * came from the environment. */
+static int check_budgets(const struct options *o, const char *devices, const char *given,
+                         struct visible *v)
 {
     bool per_device = false;
     for (int d = 0; d < OPT_MAX_DEVICES; d++)
         per_device |= o->limit[d].kind != LIMIT_NONE;
-    if (!devices && !per_device && o->limit_all.kind != LIMIT_FRACTION)
+    if (!v && !devices && !per_device && o->limit_all.kind != LIMIT_FRACTION)
         return 0;
-    static struct visible v; /* large: not on the stack */
+    static struct visible asked; /* large: not on the stack */
     char err[2048], list[1024];
-    if (visible_gpus(devices, &v, err, sizeof err) != 0)
-        return run_fail("%s; the program was not started", err);
-    visible_describe(&v, list, sizeof list);
+    if (!v) {
+        if (visible_gpus(devices, &asked, err, sizeof err) != 0)
+            return run_fail("%s; the program was not started", err);
+        v = &asked;
+    }
+    visible_describe(v, list, sizeof list);
     for (int d = 0; d < OPT_MAX_DEVICES; d++) {
         const struct limit_setting *l = &o->limit[d];
-        if (l->kind != LIMIT_NONE && d >= v.n)
+        if (l->kind != LIMIT_NONE && d >= v->n)
             return run_fail("%s names device %d, but the program will see %s%s; the program "
                             "was not started",
                             given ? given : l->origin, d, list,
@@ -139,14 +146,24 @@ static int check_budgets(const struct options *o, const char *devices, const cha
     }
     struct options none;
     options_clear(&none);
-    for (int d = 0; d < v.n; d++) {
+    for (int d = 0; d < v->n; d++) {
         const struct limit_setting *l = options_limit(&none, o, d);
-        uint64_t budget = (uint64_t)((double)v.gpu[d].total * l->fraction);
+        const struct visible_gpu *g = &v->gpu[d];
+        uint64_t budget = l->kind == LIMIT_BYTES ? l->bytes
+                          : l->kind == LIMIT_FRACTION ? (uint64_t)((double)g->total * l->fraction)
+                                                      : UINT64_MAX;
         if (l->kind == LIMIT_FRACTION && budget < PARSE_MEANINGFUL_BYTES)
             return run_fail("%s gives device %d (%s, %s) a budget of %s, and a budget below "
                             "1 MiB holds nothing a program can use; the program was not started",
-                            given ? given : l->origin, d, v.gpu[d].uuid,
-                            format_size(v.gpu[d].total).text, format_size(budget).text);
+                            given ? given : l->origin, d, g->uuid, format_size(g->total).text,
+                            format_size(budget).text);
+        if (g->context && budget < g->context + PARSE_MEANINGFUL_BYTES)
+            return run_fail("%s gives device %d (%s, %s) a budget of %s, and a CUDA context "
+                            "alone takes %s there: no program can run in it; a budget there "
+                            "needs at least %s; the program was not started",
+                            given ? given : l->origin, d, g->name, g->uuid,
+                            format_size(budget).text, format_size(g->context).text,
+                            format_size(g->context + PARSE_MEANINGFUL_BYTES).text);
     }
     return 0;
 }
@@ -264,8 +281,24 @@ int cmd_run(int argc, char **argv)
     if (limit || fraction)
         snprintf(given, sizeof given, "%s %s", limit ? "--limit" : "--fraction",
                  limit ? limit : fraction);
-    if (check_budgets(&scratch, devices, given[0] ? given : NULL) != 0)
+    /* Without vramd the budget is known now, and so is, once measured, what
+     * a context takes on each GPU: every process of the command reserves
+     * its context before making it, and a budget that cannot hold one is
+     * refused here. (With vramd the budget is the daemon's grant, and the
+     * interposer says so at the first context.) */
+    static struct visible gpus; /* large: not on the stack */
+    bool measured = daemon != 0 && visible_gpus(devices, &gpus, err, sizeof err) == 0;
+    if (measured)
+        visible_measure_contexts(&gpus);
+    if (check_budgets(&scratch, devices, given[0] ? given : NULL, measured ? &gpus : NULL) != 0)
         return 2;
+    static struct command_context_size sizes[OPT_MAX_DEVICES];
+    int nsizes = 0;
+    for (int d = 0; measured && d < gpus.n; d++)
+        if (gpus.gpu[d].context) {
+            snprintf(sizes[nsizes].uuid, sizeof sizes[nsizes].uuid, "%s", gpus.gpu[d].uuid);
+            sizes[nsizes++].bytes = gpus.gpu[d].context;
+        }
     if (devices)
         setenv("CUDA_VISIBLE_DEVICES", devices, 1);
     setenv("VRAM_LOG", log ? log : getenv("VRAM_LOG") ? getenv("VRAM_LOG") : "error", 1);
@@ -301,7 +334,8 @@ int cmd_run(int argc, char **argv)
     setenv("LD_PRELOAD", joined, 1);
 
     /* Asked now, not after a long run: the file can be written. */
-    struct supervise_options so = {.summary_fd = -1, .summary_path = summary};
+    struct supervise_options so = {.summary_fd = -1, .summary_path = summary,
+                                   .context_sizes = sizes, .ncontext_sizes = nsizes};
     if (summary && (so.summary_fd = open(summary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return run_fail("--summary %s: cannot create it: %s; the program was not started", summary,
                         strerror(errno));
