@@ -93,7 +93,10 @@ static CUresult charged(const struct maker *m, const char *call, CUcontext *out,
 {
     int dev = m->dev;
     uint64_t expected = cx.size[dev] ? cx.size[dev] : budget_context_size(dev);
-    if (expected && budget_reserve_part(dev, expected, COMMAND_CONTEXTS) != 0) {
+    /* Also when nothing is known yet: a process that cannot charge the
+     * budget at all (a bad setting, no grant) is refused before the driver
+     * makes anything. */
+    if (budget_reserve_part(dev, expected, COMMAND_CONTEXTS) != 0) {
         refuse(dev, expected, call);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -101,8 +104,7 @@ static CUresult charged(const struct maker *m, const char *call, CUcontext *out,
     footprint_begin(&f, dev, one_on(dev));
     CUresult rc = m->make(m, out);
     if (rc != CUDA_SUCCESS) {
-        if (expected)
-            budget_release_part(dev, expected, COMMAND_CONTEXTS);
+        budget_release_part(dev, expected, COMMAND_CONTEXTS);
         return rc;
     }
     uint64_t cost = expected;
@@ -117,8 +119,7 @@ static CUresult charged(const struct maker *m, const char *call, CUcontext *out,
     budget_note_context_size(dev, cost);
     if (cost > expected && budget_reserve_part(dev, cost - expected, COMMAND_CONTEXTS) != 0) {
         m->unmake(m, *out);
-        if (expected)
-            budget_release_part(dev, expected, COMMAND_CONTEXTS);
+        budget_release_part(dev, expected, COMMAND_CONTEXTS);
         refuse(dev, cost, call);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
