@@ -11,6 +11,10 @@
  *                           then a peak of 900 MiB
  *   recorded pairs LOG N    N allocate-free pairs (2 MiB, 4 MiB, ...)
  *   recorded churn LOG      allocate and free without end (to be killed)
+ *   recorded exec MIB PROGRAM ARGS...  allocate MIB MiB, hold it a second (the
+ *                           recorder writes what threads buffered every
+ *                           100 ms), then exec PROGRAM without freeing it:
+ *                           the driver frees it at exec
  *   recorded train STEPS    the memory of a training loop, for the README's
  *                           picture (docs/timeline.sh): weights, optimizer
  *                           state, a workspace, activations from the stream-
@@ -526,14 +530,28 @@ static int train(int steps)
     return 0;
 }
 
+static int exec_holding(int mib, char **argv)
+{
+    cuda_up();
+    CUdeviceptr p;
+    MUST(cuMemAlloc_v2(&p, (size_t)mib * MiB) == CUDA_SUCCESS);
+    pause_ms(1000);
+    execv(argv[0], argv);
+    perror(argv[0]);
+    return 127;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && strcmp(argv[1], "exec") == 0)
+        return exec_holding(atoi(argv[2]), &argv[3]);
     if (argc >= 3 && strcmp(argv[1], "churn") == 0)
         return churn(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "train") == 0)
         return train(atoi(argv[2]));
     if (argc < 3 || (strcmp(argv[1], "families") != 0 && strcmp(argv[1], "pairs") != 0)) {
-        fprintf(stderr, "usage: recorded families LOG | pairs LOG N | churn LOG | train STEPS\n");
+        fprintf(stderr, "usage: recorded families LOG | pairs LOG N | churn LOG | train STEPS | "
+                        "exec MIB PROGRAM ARGS...\n");
         return 2;
     }
     log_file = fopen(argv[2], "w");

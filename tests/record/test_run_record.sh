@@ -85,6 +85,19 @@ check "three processes, each exactly its events, in one file" \
   test "$(field "$tmp/multi.json" 'd["processes"]' 2>/dev/null)" = 3
 cat "$tmp/err"
 
+# --- exec: the image it leaves held memory that the driver freed at exec --
+run --record "$tmp/exec.csv" --summary "$tmp/exec-summary.json" -- \
+  "$recorded" exec 512 "$recorded" pairs "$tmp/exec.log" 10 2>"$tmp/exec.err"
+$py "$here/check_csv.py" "$tmp/exec.csv" >"$tmp/exec.json" 2>"$tmp/err"
+check "exec: the 512 MiB the first image held are in the recording" \
+  test "$(field "$tmp/exec.json" 'd["peak"]' 2>/dev/null)" = "$(mib 512)"
+check "exec: and freed when the next image began, nothing held at the end" \
+  test "$(field "$tmp/exec.json" 'd["live_at_end"]' 2>/dev/null)" = 0
+check "exec: the peak is vram run's" \
+  test "$(field "$tmp/exec-summary.json" 'd["devices"][0]["peak"]')" = "$(mib 512)"
+check "exec: the note says so" contains "$tmp/exec.err" "followed by another of its pid (exec)"
+cat "$tmp/err"
+
 # --- a process killed with SIGKILL ----------------------------------------
 "$vram" run --limit 1GiB --record "$tmp/killed.vrec" -- "$recorded" churn "$tmp/killed.log" \
   2>"$tmp/killed.err" &
