@@ -149,6 +149,25 @@ refused "standard output" '--record "-": expected a file name' --record -
 refused "a directory" "--record $tmp: a directory" --record "$tmp" --format vrec
 refused "a folder that is not there" "nodir/x.vrec: .*No such file" --record "$tmp/nodir/x.vrec"
 
+# Refusals say why: a budget that cannot be read, a command that cannot be
+# joined (the interposer alone, recording into a directory of its own).
+refusal_reason() { # WHY ENV...: the reason of the one refusal a recording holds
+  local why=$1; shift
+  rm -rf "$tmp/why" && mkdir "$tmp/why"
+  env "$@" VRAM_RECORD="$tmp/why" LD_PRELOAD="$build/libvram-preload.so" \
+    "$recorded" churn "$tmp/why.log" >/dev/null 2>&1
+  "$vram" record convert "$tmp/why" "$tmp/why.json" 2>/dev/null
+  $py -c '
+import json, sys
+names = [e["name"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "i"
+         and e["name"].startswith("refused")]
+sys.exit(names != ["refused: " + sys.argv[2]])' "$tmp/why.json" "$why"
+}
+check "a refusal for bad settings says so" \
+  refusal_reason "bad budget settings" VRAM_MEMORY_LIMIT=4Gb
+check "a refusal for a command that cannot be joined says so" \
+  refusal_reason "budget unavailable" VRAM_MEMORY_LIMIT=1GiB VRAM_COMMAND=00000000:1/3
+
 # The interposer told to record where it cannot says so, always, and the
 # program runs on.
 VRAM_RECORD=$tmp/nowhere LD_PRELOAD=$build/libvram-preload.so VRAM_MEMORY_LIMIT=1GiB \
