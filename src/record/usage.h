@@ -11,8 +11,9 @@
  * reservation (RESIZE) is in use at its latest size; when a process image
  * exits, what it still held is freed then (the driver frees it), as
  * implied frees, and so when an image without an exit record is followed
- * by the next image of its pid (it exec'd: reader.h's `replaces`); a free of something never allocated is counted in
- * `unmatched` and changes nothing. The budget line of a device is the
+ * by the next image of its pid (it exec'd: reader.h's `replaces`); a free
+ * of something never allocated is counted in `unmatched` and changes
+ * nothing. The budget line of a device is the
  * command's budget where one was recorded, else the sum of the budgets of
  * the process images that set one and have not exited.
  */
