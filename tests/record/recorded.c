@@ -54,49 +54,49 @@
 #include <time.h>
 #include <unistd.h>
 
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuStreamCreate(CUstream *, unsigned int);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemAlloc(CUdeviceptr_v1 *, unsigned int);
-CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
-CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuDeviceGetMemPool(CUmemoryPool *, CUdevice);
-CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
-CUresult cuMemPoolDestroy(CUmemoryPool);
-CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
-CUresult cuMemPoolSetAttribute(CUmemoryPool, CUmemPool_attribute, void *);
-CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                     unsigned long long);
-CUresult cuMemRelease(CUmemGenericAllocationHandle);
-CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-CUresult cuMemAddressFree(CUdeviceptr, size_t);
-CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-CUresult cuMemUnmap(CUdeviceptr, size_t);
-CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
-CUresult cuArray3DCreate_v2(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
-CUresult cuArrayDestroy(CUarray);
-CUresult cuMipmappedArrayCreate(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
-CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
-CUresult cuGraphCreate(CUgraph *, unsigned int);
-CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                CUDA_MEM_ALLOC_NODE_PARAMS *);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphLaunch(CUgraphExec, CUstream);
-CUresult cuGraphExecDestroy(CUgraphExec);
-CUresult cuGraphDestroy(CUgraph);
-CUresult cuDeviceGraphMemTrim(CUdevice);
-nvmlReturn_t nvmlInit_v2(void);
-nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int, nvmlDevice_t *);
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned int *,
-                                                     nvmlProcessInfo_t *);
+/* The driver's entry points this program calls, declared with the
+ * driver's own function types (cuda_api.h, nvml_abi.h). */
+#define DRIVER(fn) extern __typeof__(*(PFN_##fn)0) fn
+DRIVER(cuInit);
+DRIVER(cuDevicePrimaryCtxRetain);
+DRIVER(cuCtxPushCurrent_v2);
+DRIVER(cuCtxSetCurrent);
+DRIVER(cuStreamCreate);
+DRIVER(cuMemGetInfo_v2);
+DRIVER(cuMemAlloc_v2);
+DRIVER(cuMemAlloc);
+DRIVER(cuMemAllocPitch_v2);
+DRIVER(cuMemAllocManaged);
+DRIVER(cuMemFree_v2);
+DRIVER(cuDeviceGetMemPool);
+DRIVER(cuMemAllocAsync);
+DRIVER(cuMemFreeAsync);
+DRIVER(cuMemAllocFromPoolAsync);
+DRIVER(cuMemPoolCreate);
+DRIVER(cuMemPoolDestroy);
+DRIVER(cuMemPoolTrimTo);
+DRIVER(cuMemPoolSetAttribute);
+DRIVER(cuMemCreate);
+DRIVER(cuMemRelease);
+DRIVER(cuMemAddressReserve);
+DRIVER(cuMemAddressFree);
+DRIVER(cuMemMap);
+DRIVER(cuMemUnmap);
+DRIVER(cuArrayCreate_v2);
+DRIVER(cuArray3DCreate_v2);
+DRIVER(cuArrayDestroy);
+DRIVER(cuMipmappedArrayCreate);
+DRIVER(cuMipmappedArrayDestroy);
+DRIVER(cuGraphCreate);
+DRIVER(cuGraphAddMemAllocNode);
+DRIVER(cuGraphInstantiateWithFlags);
+DRIVER(cuGraphLaunch);
+DRIVER(cuGraphExecDestroy);
+DRIVER(cuGraphDestroy);
+DRIVER(cuDeviceGraphMemTrim);
+DRIVER(nvmlInit_v2);
+DRIVER(nvmlDeviceGetHandleByIndex_v2);
+DRIVER(nvmlDeviceGetComputeRunningProcesses_v3);
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)

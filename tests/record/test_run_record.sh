@@ -13,17 +13,12 @@ build=${1:?usage: test_run_record.sh BUILD_DIR RECORDED}
 recorded=${2:?usage: test_run_record.sh BUILD_DIR RECORDED}
 here=$(cd "$(dirname "$0")" && pwd)
 vram=$build/vram replay=$build/vram-replay
-py=/usr/bin/python3
-if [ ! -x $py ]; then
-  echo "SKIP: Debian's python3 is not installed (scripts/test-deps.sh installs it)"
-  exit 77
-fi
+. "$here/../lib.sh"
+need_debian_python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-. "$here/../lib.sh"
 export VRAM_SIM_DIR=$tmp/sim
 mkdir "$VRAM_SIM_DIR"
-field() { $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 run() { "$vram" run --limit 1GiB "$@"; }
 mib() { echo $(($1 * 1048576)); }
 
