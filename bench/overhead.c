@@ -113,9 +113,11 @@ int main(int argc, char **argv)
     qsort(pair, RUNS, sizeof *pair, cmp);
     qsort(plain, RUNS, sizeof *plain, cmp);
     char what[64];
-    if (getenv("VRAM_COMMAND"))
-        snprintf(what, sizeof what, "command budget, %d process%s%s", members + 1,
-                 members ? "es" : "", getenv("VRAM_RECORD") ? ", recorded" : "");
+    if (getenv("VRAM_COMMAND") && getenv("VRAM_RECORD"))
+        snprintf(what, sizeof what, "command budget, recorded");
+    else if (getenv("VRAM_COMMAND"))
+        snprintf(what, sizeof what, "command budget, %d process%s", members + 1,
+                 members ? "es" : "");
     else
         snprintf(what, sizeof what, "%s", getenv("LD_PRELOAD") ? "per-process budget" : "plain");
     printf("%-28s alloc+free pair %5.1f ns, cuDeviceGet %4.1f ns (median of %d runs of %d)\n",
