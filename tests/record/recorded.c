@@ -16,7 +16,8 @@
  *                           100 ms), then exec PROGRAM without freeing it:
  *                           the driver frees it at exec
  *   recorded train STEPS    the memory of a training loop, for the README's
- *                           picture (docs/timeline.sh): weights, optimizer
+ *                           picture (docs/timeline.sh, where a link named
+ *                           train runs it as "train STEPS"): weights, optimizer
  *                           state, a workspace, activations from the stream-
  *                           ordered pool growing and shrinking every step
  *                           (a smaller batch when refused), a CUDA graph
@@ -549,6 +550,11 @@ int main(int argc, char **argv)
         return churn(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "train") == 0)
         return train(atoi(argv[2]));
+    /* Called "train" (docs/timeline.sh links it so): "train STEPS", as the
+     * README's commands show it. */
+    const char *base = strrchr(argv[0], '/');
+    if (argc == 2 && strcmp(base ? base + 1 : argv[0], "train") == 0)
+        return train(atoi(argv[1]));
     if (argc < 3 || (strcmp(argv[1], "families") != 0 && strcmp(argv[1], "pairs") != 0)) {
         fprintf(stderr, "usage: recorded families LOG | pairs LOG N | churn LOG | train STEPS | "
                         "exec MIB PROGRAM ARGS...\n");
