@@ -65,9 +65,11 @@ static struct {
        .once = PTHREAD_ONCE_INIT,
        .fd = -1};
 
-/* initial-exec: the interposer is preloaded, so its thread-locals are in
- * the static TLS block and reaching them is one instruction. */
-static __thread struct thread_state *self __attribute__((tls_model("initial-exec")));
+/* The default TLS model, not initial-exec: vram run dlopen()s the
+ * interposer to check that it loads, and a dlopen()ed library whose
+ * thread-locals are initial-exec must fit all of them (report.c's message
+ * too) in glibc's small static TLS surplus, which they do not. */
+static __thread struct thread_state *self;
 
 static uint64_t now_ns(clockid_t clock)
 {
