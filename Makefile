@@ -57,6 +57,9 @@ bench: build
 	  $(BUILD)/vram run --limit 1TiB --log off -- $(BUILD)/vram-bench-overhead
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
 	  $(BUILD)/vram run --limit 1TiB --log off -- $(BUILD)/vram-bench-overhead --members 7
+	@tmp=$$(mktemp -d) && LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
+	  $(BUILD)/vram run --limit 1TiB --log off --record $$tmp/overhead.vrec -- $(BUILD)/vram-bench-overhead --pairs 200000; \
+	  rc=$$?; rm -rf $$tmp; exit $$rc
 	@echo "vramd with 1000 clients (simulated NVML):"
 	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
 	@echo "recording GPU memory events, and reading a million of them:"

@@ -6,7 +6,10 @@
  *               allocations cycling, as a caching allocator's misses do;
  *   cuDeviceGet: a call the interposer does not wrap.
  * --members N: N other processes of the command hold memory meanwhile (a
- * reservation sums every process's counter). */
+ * reservation sums every process's counter). --pairs N: N pairs a run
+ * (2,000,000 by default; fewer under vram run --record, where each pair
+ * is two events on disk: the writer thread, on the same core, is in the
+ * figure). */
 #define _POSIX_C_SOURCE 200809L
 #include "../src/cuda/cuda_abi.h"
 
@@ -34,7 +37,6 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-#define N 2000000
 #define RUNS 7
 
 /* Another process of the command: holds a little, until stdin closes. */
@@ -81,6 +83,11 @@ int main(int argc, char **argv)
     if (argc == 2 && !strcmp(argv[1], "--member"))
         return member();
     int members = argc == 3 && !strcmp(argv[1], "--members") ? atoi(argv[2]) : 0, keep = -1;
+    int N = argc == 3 && !strcmp(argv[1], "--pairs") ? atoi(argv[2]) : 2000000;
+    if (N < 64) {
+        fprintf(stderr, "vram-bench-overhead: --pairs %s: expected at least 64\n", argv[2]);
+        return 2;
+    }
     if (members && start_members(argv[0], members, &keep) != 0) {
         fprintf(stderr, "vram-bench-overhead: the other processes did not start\n");
         return 1;
@@ -106,7 +113,9 @@ int main(int argc, char **argv)
     qsort(pair, RUNS, sizeof *pair, cmp);
     qsort(plain, RUNS, sizeof *plain, cmp);
     char what[64];
-    if (getenv("VRAM_COMMAND"))
+    if (getenv("VRAM_COMMAND") && getenv("VRAM_RECORD"))
+        snprintf(what, sizeof what, "command budget, recorded");
+    else if (getenv("VRAM_COMMAND"))
         snprintf(what, sizeof what, "command budget, %d process%s", members + 1,
                  members ? "es" : "");
     else

@@ -51,8 +51,16 @@ _vram()
             COMPREPLY=($(compgen -W "off error warn info debug" -- "$cur"))
             return
             ;;
-        --socket)
+        --socket | --summary | --record)
             _filedir
+            return
+            ;;
+        --format)
+            if [[ $cmd == plot ]]; then
+                COMPREPLY=($(compgen -W "html svg" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "vrec csv json" -- "$cur"))
+            fi
             return
             ;;
         --limit | --fraction | --devices | --job | --interval)

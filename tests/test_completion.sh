@@ -44,9 +44,12 @@ check "vram d<TAB>" is "vram d" devices
 check "vram run --l<TAB>" is "vram run --l" --limit --log
 check "vram run --w<TAB>: --wait takes =DURATION" is "vram run --w" --wait=
 check "vram run --<TAB>: every option of vram run --help" \
-  is "vram run --" --limit --fraction --devices --growth --log --wait= --job --per-process --summary --help
+  is "vram run --" --limit --fraction --devices --growth --log --wait= --job --per-process --summary \
+  --record --format --help
 check "vram run --log <TAB>: the levels" is "vram run --log " off error warn info debug
 check "vram run --limit <TAB>: nothing to guess" is "vram run --limit "
+check "vram run --format <TAB>: the recording's forms" is "vram run --format " vrec csv json
+check "vram plot --format <TAB>: the plot's forms" is "vram plot x.vrec --format " html svg
 check "vram devices --<TAB>" is "vram devices --" --brief --json --help
 check "vram top --<TAB>" is "vram top --" --once --interval --socket --help
 check "vram status --<TAB>" is "vram status --" --json --prometheus --socket --help

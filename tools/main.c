@@ -47,6 +47,8 @@ static void usage(FILE *out)
             "  VRAM_JOB              with vramd: the job this process belongs to\n"
             "  VRAM_CUDA_LIBRARY     the driver to load (default libcuda.so.1)\n"
             "  VRAM_PRELOAD_LIBRARY  vram run: the interposer (default: the installed one)\n"
+            "  VRAM_RECORD           the interposer: record GPU memory events into this\n"
+            "                        directory (vram run --record sets it)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
             "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (392MiB)\n"

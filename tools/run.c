@@ -2,6 +2,7 @@
 #include "../src/core/options.h"
 #include "../src/ledger/client.h"
 #include "../src/ledger/protocol.h"
+#include "../src/record/formats.h"
 #include "../src/util/parse.h"
 #include "../src/util/report.h"
 #include "cli.h"
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -61,6 +63,13 @@ static void run_usage(FILE *out)
             "                      one that all its processes share\n"
             "  --summary FILE      when the command ends, write what it used to FILE as\n"
             "                      JSON: budget and peak per GPU and per process\n"
+            "  --record FILE       record every GPU memory event of the command's\n"
+            "                      processes (allocations and frees of every family,\n"
+            "                      pools, budgets, refusals) and write them to FILE when\n"
+            "                      it ends, for vram plot and vram record\n"
+            "  --format FORM       FILE's form: vrec (vram's own), csv (RMM's allocation\n"
+            "                      log) or json (trace events for ui.perfetto.dev);\n"
+            "                      by default FILE's extension: .vrec, .csv or .json\n"
             "  --help              this text\n"
             "\n"
             "The budget is the whole command's: COMMAND and every process it starts\n"
@@ -200,17 +209,41 @@ static void ask_for_growth(void)
     }
 }
 
+/* --record FILE [--format FORM]: the form known before anything starts,
+ * and a FILE that can be a file. */
+static int check_record(const char *record, const char *format, enum recording_format *f)
+{
+    char err[1024];
+    if (format && !record)
+        return run_fail("--format %s: it is the form of --record's FILE, and no --record was "
+                        "given", format);
+    if (!record)
+        return 0;
+    if (!*record || strcmp(record, "-") == 0)
+        return run_fail("--record \"%s\": expected a file name (the command's own output is on "
+                        "standard output)", record);
+    if (recording_format_of(record, format, f, err, sizeof err) != 0)
+        return run_fail("--record: %s", err);
+    struct stat st;
+    if (stat(record, &st) == 0 && S_ISDIR(st.st_mode))
+        return run_fail("--record %s: a directory; expected a file to write the recording to",
+                        record);
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     const char *limit = NULL, *fraction = NULL, *devices = NULL, *log = NULL, *wait = NULL,
-               *job = NULL, *growth = NULL, *help = NULL, *per_process = NULL, *summary = NULL;
+               *job = NULL, *growth = NULL, *help = NULL, *per_process = NULL, *summary = NULL,
+               *record = NULL, *format = NULL;
     const struct cli_option table[] = {
         {"--limit", CLI_VALUE, &limit},     {"--fraction", CLI_VALUE, &fraction},
         {"--devices", CLI_VALUE, &devices}, {"--log", CLI_VALUE, &log},
         {"--job", CLI_VALUE, &job},         {"--wait", CLI_OPTIONAL, &wait},
         {"--growth", CLI_FLAG, &growth},    {"--help", CLI_FLAG, &help},
         {"-h", CLI_FLAG, &help},            {"--per-process", CLI_FLAG, &per_process},
-        {"--summary", CLI_VALUE, &summary}, {NULL, 0, NULL},
+        {"--summary", CLI_VALUE, &summary}, {"--record", CLI_VALUE, &record},
+        {"--format", CLI_VALUE, &format},   {NULL, 0, NULL},
     };
     int i = cli_parse("run", table, argc, argv, 2, true);
     if (i < 0)
@@ -247,6 +280,9 @@ int cmd_run(int argc, char **argv)
         /* In milliseconds, with the unit: VRAM_WAIT=1 would read as "true". */
         snprintf(wait_ms, sizeof wait_ms, "%llums", (unsigned long long)ms);
     }
+    struct supervise_options so = {.summary_fd = -1, .summary_path = summary};
+    if (check_record(record, format, &so.record_format) != 0)
+        return 2;
     if (job && !proto_name_ok(job))
         return run_fail("--job \"%s\": a job name is 1 to 63 of the characters "
                         "A-Z a-z 0-9 . _ : @ + / -", job);
@@ -334,8 +370,8 @@ int cmd_run(int argc, char **argv)
     setenv("LD_PRELOAD", joined, 1);
 
     /* Asked now, not after a long run: the file can be written. */
-    struct supervise_options so = {.summary_fd = -1, .summary_path = summary,
-                                   .context_sizes = sizes, .ncontext_sizes = nsizes};
+    so.context_sizes = sizes;
+    so.ncontext_sizes = nsizes;
     if (summary && (so.summary_fd = open(summary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return run_fail("--summary %s: cannot create it: %s; the program was not started", summary,
                         strerror(errno));
@@ -349,5 +385,14 @@ int cmd_run(int argc, char **argv)
     options_clear(&scratch);
     so.report = options_set(&scratch, "VRAM_LOG", getenv("VRAM_LOG"), err, sizeof err) == 0 &&
                 scratch.log_level != LOG_OFF;
+    /* Last, so that nothing above leaves the directory behind. */
+    char record_dir[PATH_MAX];
+    if (record) {
+        if (recording_prepare(record, record_dir, sizeof record_dir, err, sizeof err) != 0)
+            return run_fail("--record %s: %s; the program was not started", record, err);
+        setenv("VRAM_RECORD", record_dir, 1);
+        so.record_dir = record_dir;
+        so.record_path = record;
+    }
     return supervise(&argv[i], &so);
 }

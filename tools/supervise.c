@@ -3,6 +3,7 @@
 #include "../src/util/parse.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,21 +36,6 @@ static void pass_on(int sig, siginfo_t *si, void *ctx)
 }
 
 /* ------------------------------------------------------------ the end */
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 static const char *signal_name(int sig, char *buf, size_t n)
 {
@@ -161,8 +147,21 @@ static void report(const struct command_summary *s, const struct order *order, i
                 signal_name(WTERMSIG(status), name, sizeof name));
 }
 
+/* --record: the files of the command's processes, merged into FILE. What a
+ * process still running writes after this is not in it (the reader's note
+ * says which processes left no exit record). */
+static void finish_recording(const struct supervise_options *o)
+{
+    char notes[1024] = "", err[PATH_MAX + 1024];
+    if (recording_finish(o->record_dir, o->record_path, o->record_format, notes, sizeof notes,
+                         err, sizeof err) != 0)
+        fprintf(stderr, "vram run: --record %s: %s\n", o->record_path, err);
+    else if (notes[0] && o->report)
+        fprintf(stderr, "vram run: --record %s: note: %s\n", o->record_path, notes);
+}
+
 /* The command has ended with `status`: everything that must happen when a
- * command ends happens here (the peak now; a recording to finish later). */
+ * command ends happens here (the peak, the summary, the recording). */
 static int command_ended(struct command_owner *owner, char **argv, int status,
                          const struct supervise_options *o)
 {
@@ -185,6 +184,8 @@ static int command_ended(struct command_owner *owner, char **argv, int status,
                     s ? strerror(errno) : "no memory");
     }
     free(s);
+    if (o->record_dir)
+        finish_recording(o);
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
@@ -197,6 +198,8 @@ int supervise(char **argv, const struct supervise_options *o)
     if (command_create(&owner, o->mode, o->limit_var, o->limit_value, o->context_sizes,
                        o->ncontext_sizes, why, sizeof why) != 0) {
         fprintf(stderr, "vram run: %s; the program was not started\n", why);
+        if (o->record_dir)
+            rmdir(o->record_dir);
         return 2;
     }
     setenv(COMMAND_ENV, owner.env, 1);
@@ -212,6 +215,8 @@ int supervise(char **argv, const struct supervise_options *o)
     if (pid < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         fprintf(stderr, "vram run: cannot start %s: %s\n", argv[0], strerror(errno));
+        if (o->record_dir)
+            rmdir(o->record_dir);
         return 2;
     }
     if (pid == 0) {

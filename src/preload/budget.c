@@ -5,6 +5,7 @@
 #include "../cuda/uuid.h"
 #include "../ledger/agent.h"
 #include "../cuda/granularity.h"
+#include "../record/recorder.h"
 #include "../util/addrmap.h"
 #include "../util/lock.h"
 #include "../util/parse.h"
@@ -224,6 +225,9 @@ static int resolve(int dev)
         if (s == 2)
             vlog(LOG_INFO, "device %d: budget %s%s", dev, format_size(b.limit[dev]).text,
                  command_mode() == COMMAND_SHARED ? " for the whole command" : "");
+        if (s == 2)
+            record_budget(dev, b.limit[dev], command_mode() == COMMAND_SHARED
+                                                 ? RECORD_COMMAND_BUDGET : RECORD_PROCESS_BUDGET);
         atomic_store_explicit(&b.state[dev], s, memory_order_release);
     }
     pthread_mutex_unlock(&b.resolve);
@@ -464,6 +468,20 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
              "requested %s%s",
              call, dev, format_size(b.limit[dev]).text, format_size(command_own_used(c)).text,
              beside_allocations(c).text, format_size(requested).text, holders);
+}
+
+unsigned budget_refusal(int dev, uint64_t *in_use)
+{
+    *in_use = held(dev);
+    if (b.join_error)
+        return RECORD_NO_ACCOUNTING;
+    if (b.config_bad)
+        return RECORD_BAD_SETTINGS;
+    if (b.denied[dev])
+        return RECORD_NOT_GRANTED;
+    if (atomic_load(&b.cdev[dev]) < 0 || command_claim_error())
+        return RECORD_NO_ACCOUNTING;
+    return RECORD_OVER_BUDGET;
 }
 
 void budget_after_fork(void)

@@ -94,6 +94,11 @@ uint64_t budget_total(int dev, uint64_t phys_total);
  * above): budget, in use, requested, and this process's largest holders. */
 void budget_report_oom(int dev, uint64_t requested, const char *call);
 
+/* Why a request on `dev` is refused now (an enum record_reason of
+ * src/record/recording.h), and what the device holds against its budget:
+ * for the recording of the refusal. */
+unsigned budget_refusal(int dev, uint64_t *in_use);
+
 /* In a child after fork(): a new process, holding nothing (its own
  * pointers are forgotten; command.c makes it a new member of the command). */
 void budget_after_fork(void);

@@ -299,6 +299,44 @@ out:
     return rc;
 }
 
+/* An image with no exit record that a later image of its pid follows
+ * ended by then: it exec'd (the interposer does not see exec), or it died
+ * and the pid was given again. Images in the order of their first event. */
+static int by_pid_then_start(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b; /* pid << 32 | image, first event */
+    return x[0] >> 32 != y[0] >> 32 ? (x[0] >> 32 > y[0] >> 32 ? 1 : -1)
+           : x[1] != y[1]           ? (x[1] > y[1] ? 1 : -1)
+                                    : 0;
+}
+
+static int find_replaced(struct recording *r)
+{
+    for (size_t i = 0; i < r->nimages; i++) {
+        r->images[i].replaces = RECORDING_NONE;
+        r->images[i].replaced = false;
+    }
+    uint64_t (*order)[2] = malloc(r->nimages * sizeof *order + 1);
+    if (!order)
+        return -1;
+    for (size_t i = 0; i < r->nimages; i++) {
+        order[i][0] = (uint64_t)r->images[i].info.pid << 32 | i;
+        order[i][1] = UINT64_MAX; /* images without events sort last */
+    }
+    for (size_t i = r->nevents; i-- > 0;)
+        order[r->image_of[i]][1] = i;
+    qsort(order, r->nimages, sizeof *order, by_pid_then_start);
+    for (size_t k = 1; k < r->nimages; k++) {
+        uint32_t was = (uint32_t)order[k - 1][0], now = (uint32_t)order[k][0];
+        if (order[k - 1][0] >> 32 == order[k][0] >> 32 && order[k][1] != UINT64_MAX) {
+            r->images[now].replaces = was;
+            r->images[was].replaced = true;
+        }
+    }
+    free(order);
+    return 0;
+}
+
 void recording_image_name(const struct recording_image *im, char *out, size_t n)
 {
     if (im->info.command[0])
@@ -370,10 +408,24 @@ int recording_load(const char *path, struct recording *r, char *err, size_t n)
         recording_free(r);
         return -1;
     }
-    size_t unexited = 0;
+    if (find_replaced(r) != 0) {
+        snprintf(err, n, "%s: out of memory", path);
+        recording_free(r);
+        return -1;
+    }
+    size_t unexited = 0, replaced = 0;
     for (size_t i = 0; i < r->nimages; i++)
-        if (!r->images[i].exited && r->images[i].events)
-            unexited++;
+        if (!r->images[i].exited && r->images[i].events) {
+            unexited += !r->images[i].replaced;
+            replaced += r->images[i].replaced;
+        }
+    if (replaced)
+        note(r, "%zu process image%s left no exit record but %s followed by another of %s pid "
+             "(exec): what %s held is shown freed when that one began, and the events %s "
+             "recorded last, not yet written then, may be missing", replaced,
+             replaced == 1 ? "" : "s", replaced == 1 ? "was" : "were",
+             replaced == 1 ? "its" : "their", replaced == 1 ? "it" : "they",
+             replaced == 1 ? "it" : "they");
     if (unexited)
         note(r, "%zu process%s left no exit record (killed, or still running): what %s held is "
              "shown held to the end, and the events %s recorded last, not yet written then, may "

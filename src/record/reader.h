@@ -22,7 +22,15 @@ struct recording_image {
     bool has_info;              /* its process block was read */
     bool exited;                /* it wrote its exit record */
     uint64_t events;
+    /* The image of the same pid whose events came before this one's (the
+     * program it exec'd from, or a dead process whose pid came round
+     * again): it had ended by this image's first event. RECORDING_NONE if
+     * none. */
+    uint32_t replaces;
+    bool replaced; /* ... this image, by a later one */
 };
+
+#define RECORDING_NONE UINT32_MAX
 
 struct recording {
     struct record_event *events; /* by time; ties keep the order written */

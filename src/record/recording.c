@@ -26,6 +26,7 @@ const char *record_reason_name(unsigned reason)
 {
     static const char *const names[RECORD_REASONS] = {
         "?", "over budget", "not granted by vramd", "bad budget settings", "too many pools",
+        "too many VMM handles", "budget unavailable",
     };
     return reason < RECORD_REASONS ? names[reason] : "?";
 }

@@ -59,6 +59,9 @@ enum record_reason {
     RECORD_NOT_GRANTED,     /* vramd granted nothing on this device */
     RECORD_BAD_SETTINGS,    /* the budget could not be read: all refused */
     RECORD_TOO_MANY_POOLS,  /* the interposer's table of pools is full */
+    RECORD_TOO_MANY_HANDLES, /* ... of VMM handles is full */
+    RECORD_NO_ACCOUNTING,   /* the command's budget could not be reached
+                               (joining it, claiming a slot): all refused */
     RECORD_REASONS
 };
 

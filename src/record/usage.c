@@ -18,6 +18,7 @@ struct objects {
 
 struct state {
     struct objects live;
+    bool *started, *ended; /* [image]: its first event seen; it ended */
     uint64_t *image_budget; /* [image * ndevices + dev] */
     uint64_t *process_sum;  /* [dev]: the sum of live images' budgets */
     uint64_t *command;      /* [dev]: the command's budget, 0 when none */
@@ -111,11 +112,15 @@ static void budget_line(struct usage *u, struct state *s, int dev)
     u->budget[dev] = s->command[dev] ? s->command[dev] : s->process_sum[dev];
 }
 
-/* The process image ended: the driver freed what it held. */
-static void image_exit(struct usage *u, struct state *s, size_t index, usage_fn *fn, void *arg)
+/* The process image ended (its exit record at `index`, or the first event
+ * of the image that replaced it): the driver freed what it held. */
+static void image_exit(struct usage *u, struct state *s, uint32_t image, size_t index,
+                       usage_fn *fn, void *arg)
 {
     const struct record_event *e = &u->r->events[index];
-    uint32_t image = u->r->image_of[index];
+    if (s->ended[image])
+        return;
+    s->ended[image] = true;
     for (size_t i = 0; i < s->live.cap;) {
         struct object *o = &s->live.slots[i];
         if (o->image != image) {
@@ -154,13 +159,21 @@ int usage_walk(const struct recording *r, usage_fn *fn, void *arg)
     s.image_budget = calloc(r->nimages * (size_t)nd + 1, sizeof *s.image_budget);
     s.process_sum = calloc((size_t)nd, sizeof *s.process_sum);
     s.command = calloc((size_t)nd, sizeof *s.command);
+    s.started = calloc(r->nimages + 1, sizeof *s.started);
+    s.ended = calloc(r->nimages + 1, sizeof *s.ended);
     int rc = -1;
     if (!u.total || !u.by_family || !u.by_image || !u.budget || !u.command_budget ||
-        !s.image_budget || !s.process_sum || !s.command || grow(&s.live) != 0)
+        !s.image_budget || !s.process_sum || !s.command || !s.started || !s.ended ||
+        grow(&s.live) != 0)
         goto out;
     for (size_t i = 0; i < r->nevents; i++) {
         const struct record_event *e = &r->events[i];
         uint32_t image = r->image_of[i];
+        if (!s.started[image]) {
+            s.started[image] = true;
+            if (r->images[image].replaces != RECORDING_NONE)
+                image_exit(&u, &s, r->images[image].replaces, i, fn, arg);
+        }
         int dev = e->device == RECORD_NO_DEVICE ? -1 : e->device;
         uint8_t fam = e->family < RECORD_FAMILIES ? e->family : RECORD_NO_FAMILY;
         struct usage_change c = {USAGE_NONE, e, i, image, dev, fam, e->address, 0, 0, false, NULL};
@@ -224,7 +237,7 @@ int usage_walk(const struct recording *r, usage_fn *fn, void *arg)
             }
             budget_line(&u, &s, dev);
         } else if (e->action == RECORD_EXIT) {
-            image_exit(&u, &s, i, fn, arg);
+            image_exit(&u, &s, image, i, fn, arg);
         }
         fn(&u, &c, arg);
     }
@@ -238,6 +251,8 @@ out:
     free(s.image_budget);
     free(s.process_sum);
     free(s.command);
+    free(s.started);
+    free(s.ended);
     free(s.live.slots);
     return rc;
 }

@@ -10,8 +10,10 @@
  * Its rules: an allocation is in use from its ALLOC to its FREE; a
  * reservation (RESIZE) is in use at its latest size; when a process image
  * exits, what it still held is freed then (the driver frees it), as
- * implied frees; a free of something never allocated is counted in
- * `unmatched` and changes nothing. The budget line of a device is the
+ * implied frees, and so when an image without an exit record is followed
+ * by the next image of its pid (it exec'd: reader.h's `replaces`); a free
+ * of something never allocated is counted in `unmatched` and changes
+ * nothing. The budget line of a device is the
  * command's budget where one was recorded, else the sum of the budgets of
  * the process images that set one and have not exited.
  */

@@ -8,15 +8,10 @@ set -u
 build=${1:?usage: test_formats.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 vram=$build/vram synth=$build/vram-synth-recording replay=$build/vram-replay
-py=/usr/bin/python3
-if [ ! -x $py ]; then
-  echo "SKIP: Debian's python3 is not installed (scripts/test-deps.sh installs it)"
-  exit 77
-fi
+. "$here/../lib.sh"
+need_debian_python
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-. "$here/../lib.sh"
-field() { $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
 # The same made-up run as one file and as a directory of one file per
 # process: 3 processes on 2 GPUs, one of them killed.
