@@ -69,6 +69,7 @@ static CUcontext one_on(int dev)
 
 static void refuse(int dev, uint64_t bytes, const char *call)
 {
+    record_governed_refusal(dev, RECORD_CONTEXT_MEMORY, bytes, 0, 0);
     char name[128] = "a GPU";
     if (real.cuDeviceGetName)
         real.cuDeviceGetName(name, sizeof name, dev);
@@ -128,6 +129,7 @@ static CUresult charged(const struct maker *m, const char *call, CUcontext *out,
     vlog(LOG_DEBUG, "%s: a context on device %d takes %s", call, dev, format_size(cost).text);
     *charge = cost;
     record_context(dev, (uint64_t)(uintptr_t)*out);
+    record_alloc(RECORD_CONTEXT_MEMORY, dev, (uint64_t)(uintptr_t)*out, cost, 0);
     return CUDA_SUCCESS;
 }
 
@@ -222,6 +224,8 @@ static CUresult governed_destroy(CUcontext ctx, PFN_cuCtxDestroy_v2 driver)
     for (int i = 0; rc == CUDA_SUCCESS && i < cx.ncreated; i++)
         if (cx.created[i].ctx == ctx) {
             budget_release_part(cx.created[i].dev, cx.created[i].charge, COMMAND_CONTEXTS);
+            record_free(RECORD_CONTEXT_MEMORY, cx.created[i].dev, (uint64_t)(uintptr_t)ctx,
+                        cx.created[i].charge, 0);
             cx.created[i] = cx.created[--cx.ncreated];
             break;
         }
@@ -292,6 +296,8 @@ static void primary_ended(CUdevice dev, bool reset)
         return;
     cx.primary[dev].refs = 0;
     budget_release_part(dev, cx.primary[dev].charge, COMMAND_CONTEXTS);
+    record_free(RECORD_CONTEXT_MEMORY, dev, (uint64_t)(uintptr_t)cx.primary[dev].ctx,
+                cx.primary[dev].charge, 0);
     cx.primary[dev].charge = 0;
 }
 

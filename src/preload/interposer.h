@@ -133,6 +133,9 @@ static inline enum record_family family_of(enum charge_kind kind)
  * recorded with its reason, `why`, or the budget's when 0. */
 void governed_refusal(int dev, enum record_family family, uint64_t bytes, uint64_t stream,
                       const char *call, enum record_reason why);
+/* Only recorded: for a refusal said in words of its own (a context's). */
+void record_governed_refusal(int dev, enum record_family family, uint64_t bytes,
+                             uint64_t stream, enum record_reason why);
 
 /* Reserve, call the driver, then commit or roll back: the budget is never
  * exceeded, not even for an instant, by any number of threads. */

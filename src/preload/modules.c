@@ -92,7 +92,7 @@ static CUresult charged_load(const struct loader *l, void **out)
     uint64_t expected = l->estimate;
     if (expected && budget_reserve_part(dev, expected, COMMAND_MODULES) != 0) {
         footprint_unlock();
-        budget_report_oom(dev, expected, l->call);
+        governed_refusal(dev, RECORD_MODULE, expected, 0, l->call, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     struct footprint f;
@@ -103,6 +103,7 @@ static CUresult charged_load(const struct loader *l, void **out)
         cost = expected;
     bool fits = rc == CUDA_SUCCESS &&
                 (cost <= expected || budget_reserve_part(dev, cost - expected, COMMAND_MODULES) == 0);
+    bool refused = rc == CUDA_SUCCESS && !fits; /* by the budget, not by the driver */
     if (fits && cost < expected)
         budget_release_part(dev, expected - cost, COMMAND_MODULES);
     if (fits && !remember(*out, dev, cost)) {
@@ -116,9 +117,11 @@ static CUresult charged_load(const struct loader *l, void **out)
     }
     if (rc != CUDA_SUCCESS && expected)
         budget_release_part(dev, expected, COMMAND_MODULES);
+    if (rc == CUDA_SUCCESS)
+        record_alloc(RECORD_MODULE, dev, (uint64_t)(uintptr_t)*out, cost, 0);
     footprint_unlock();
-    if (rc == CUDA_ERROR_OUT_OF_MEMORY && cost)
-        budget_report_oom(dev, cost, l->call);
+    if (refused)
+        governed_refusal(dev, RECORD_MODULE, cost, 0, l->call, 0);
     else if (rc == CUDA_SUCCESS)
         vlog(LOG_DEBUG, "%s: %s on device %d", l->call, format_size(cost).text, dev);
     return rc;
@@ -134,6 +137,8 @@ static CUresult governed_unload(void *handle, CUresult (*driver)(void *))
         if (mods.v[i].handle == handle &&
             (rc == CUDA_SUCCESS || rc == CUDA_ERROR_CONTEXT_IS_DESTROYED)) {
             budget_release_part(mods.v[i].dev, mods.v[i].charge, COMMAND_MODULES);
+            record_free(RECORD_MODULE, mods.v[i].dev, (uint64_t)(uintptr_t)handle,
+                        mods.v[i].charge, 0);
             mods.v[i] = mods.v[--mods.n];
             break;
         }

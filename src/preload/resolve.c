@@ -237,14 +237,20 @@ CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t))
     return rc;
 }
 
-void governed_refusal(int dev, enum record_family family, uint64_t bytes, uint64_t stream,
-                      const char *call, enum record_reason why)
+void record_governed_refusal(int dev, enum record_family family, uint64_t bytes,
+                             uint64_t stream, enum record_reason why)
 {
     if (RECORDER_ON()) {
         uint64_t in_use = 0;
         unsigned reason = budget_refusal(dev, &in_use);
         record_refusal(family, dev, bytes, in_use, why ? why : reason, stream);
     }
+}
+
+void governed_refusal(int dev, enum record_family family, uint64_t bytes, uint64_t stream,
+                      const char *call, enum record_reason why)
+{
+    record_governed_refusal(dev, family, bytes, stream, why);
     budget_report_oom(dev, bytes, call);
 }
 
