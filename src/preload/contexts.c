@@ -29,16 +29,8 @@
 
 #include <stdlib.h>
 
-/* Contexts of this process the budget charged. */
-struct charged_context {
-    CUcontext ctx;
-    int dev;
-    uint64_t charge;
-};
-
 static struct {
-    struct charged_context *created; /* cuCtxCreate's, live */
-    int ncreated, cap;
+    struct footprint_charges created; /* cuCtxCreate's, live */
     struct {
         int refs; /* retains the driver counted since the charged one */
         uint64_t charge;
@@ -61,9 +53,9 @@ static CUcontext one_on(int dev)
 {
     if (cx.primary[dev].refs > 0)
         return cx.primary[dev].ctx;
-    for (int i = 0; i < cx.ncreated; i++)
-        if (cx.created[i].dev == dev)
-            return cx.created[i].ctx;
+    for (int i = 0; i < cx.created.n; i++)
+        if (cx.created.v[i].dev == dev)
+            return (CUcontext)cx.created.v[i].handle;
     return NULL;
 }
 
@@ -167,20 +159,14 @@ static CUresult governed_create(struct maker *m, CUcontext *pctx, const char *ca
     m->make = create;
     m->unmake = destroy;
     footprint_lock();
-    if (cx.ncreated == cx.cap) {
-        int cap = cx.cap ? cx.cap * 2 : 16;
-        struct charged_context *grown = realloc(cx.created, (size_t)cap * sizeof *grown);
-        if (!grown) {
-            footprint_unlock();
-            return CUDA_ERROR_OUT_OF_MEMORY; /* no host memory to remember it by */
-        }
-        cx.created = grown;
-        cx.cap = cap;
+    if (!footprint_room(&cx.created)) {
+        footprint_unlock();
+        return CUDA_ERROR_OUT_OF_MEMORY; /* no host memory to remember it by */
     }
     uint64_t charge = 0;
     CUresult rc = charged(m, call, pctx, &charge);
     if (rc == CUDA_SUCCESS)
-        cx.created[cx.ncreated++] = (struct charged_context){*pctx, m->dev, charge};
+        footprint_charged(&cx.created, *pctx, m->dev, charge);
     footprint_unlock();
     return rc;
 }
@@ -221,14 +207,8 @@ static CUresult governed_destroy(CUcontext ctx, PFN_cuCtxDestroy_v2 driver)
         return CUDA_ERROR_NOT_SUPPORTED;
     footprint_lock();
     CUresult rc = driver(ctx);
-    for (int i = 0; rc == CUDA_SUCCESS && i < cx.ncreated; i++)
-        if (cx.created[i].ctx == ctx) {
-            budget_release_part(cx.created[i].dev, cx.created[i].charge, COMMAND_CONTEXTS);
-            record_free(RECORD_CONTEXT_MEMORY, cx.created[i].dev, (uint64_t)(uintptr_t)ctx,
-                        cx.created[i].charge, 0);
-            cx.created[i] = cx.created[--cx.ncreated];
-            break;
-        }
+    if (rc == CUDA_SUCCESS)
+        footprint_ended(&cx.created, ctx, COMMAND_CONTEXTS, RECORD_CONTEXT_MEMORY);
     footprint_unlock();
     return rc;
 }
@@ -353,9 +333,7 @@ static void after_fork_parent(void) { footprint_unlock(); }
 static void after_fork_child(void)
 {
     footprint_after_fork();
-    free(cx.created);
-    cx.created = NULL;
-    cx.ncreated = cx.cap = 0;
+    footprint_forget(&cx.created);
     for (int d = 0; d < BUDGET_MAX_DEVICES; d++)
         cx.primary[d].refs = 0, cx.primary[d].charge = 0;
 }

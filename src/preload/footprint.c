@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static struct {
@@ -112,4 +113,43 @@ int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *byte
 void footprint_after_fork(void)
 {
     pthread_mutex_init(&fp.event, NULL);
+}
+
+/* ---------------------------------------------------------------- charges */
+
+bool footprint_room(struct footprint_charges *t)
+{
+    if (t->n < t->cap)
+        return true;
+    int cap = t->cap ? t->cap * 2 : 16;
+    struct footprint_charge *grown = realloc(t->v, (size_t)cap * sizeof *grown);
+    if (!grown)
+        return false;
+    t->v = grown;
+    t->cap = cap;
+    return true;
+}
+
+void footprint_charged(struct footprint_charges *t, const void *handle, int dev, uint64_t bytes)
+{
+    t->v[t->n++] = (struct footprint_charge){handle, dev, bytes};
+}
+
+bool footprint_ended(struct footprint_charges *t, const void *handle, enum command_part part,
+                     enum record_family family)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i].handle == handle) {
+            budget_release_part(t->v[i].dev, t->v[i].bytes, part);
+            record_free(family, t->v[i].dev, (uint64_t)(uintptr_t)handle, t->v[i].bytes, 0);
+            t->v[i] = t->v[--t->n];
+            return true;
+        }
+    return false;
+}
+
+void footprint_forget(struct footprint_charges *t)
+{
+    free(t->v);
+    *t = (struct footprint_charges){0};
 }

@@ -20,11 +20,16 @@
  * NVML is loaded for this on the first measure (never for a program that
  * makes no context), and started with nvmlInit_v2, which the program's own
  * use of NVML counts beside ours.
+ *
+ * What each context and module was charged is kept here too (struct
+ * footprint_charges), for contexts.c and modules.c alike.
  */
 #ifndef VRAM_FOOTPRINT_H
 #define VRAM_FOOTPRINT_H
 
 #include "../cuda/cuda_abi.h"
+#include "../record/recording.h"
+#include "command.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,5 +57,28 @@ int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *byte
 
 /* In a child after fork(). */
 void footprint_after_fork(void);
+
+/* What each context or module of this process was charged, by its handle
+ * (a process has tens, not thousands), kept under footprint_lock. */
+struct footprint_charges {
+    struct footprint_charge {
+        const void *handle;
+        int dev;
+        uint64_t bytes;
+    } *v;
+    int n, cap;
+};
+
+/* Room for one more, made before the driver is called: a charge that
+ * could not be remembered could never be given back. false: no memory. */
+bool footprint_room(struct footprint_charges *t);
+/* Remembers a charge (after footprint_room). */
+void footprint_charged(struct footprint_charges *t, const void *handle, int dev, uint64_t bytes);
+/* Its end: the charge of `handle` given back to the budget as `part` and
+ * recorded as a free of `family`. false if `handle` was not charged. */
+bool footprint_ended(struct footprint_charges *t, const void *handle, enum command_part part,
+                     enum record_family family);
+/* Forgets them all (a forked child holds none). */
+void footprint_forget(struct footprint_charges *t);
 
 #endif

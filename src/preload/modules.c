@@ -26,16 +26,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-/* Modules and libraries of this process the budget charged (few: a
- * program loads tens, not thousands). Under footprint_lock. */
-static struct {
-    struct loaded {
-        void *handle; /* a CUmodule or a CUlibrary */
-        int dev;
-        uint64_t charge;
-    } *v;
-    int n, cap;
-} mods;
+/* Modules and libraries (CUmodule, CUlibrary) of this process the budget
+ * charged. */
+static struct footprint_charges mods;
 
 /* How a module is loaded and unloaded, for charged_load(). */
 struct loader {
@@ -67,20 +60,6 @@ static uint64_t estimate_file(const char *path)
                                                           : 0;
 }
 
-static bool remember(void *handle, int dev, uint64_t charge)
-{
-    if (mods.n == mods.cap) {
-        int cap = mods.cap ? mods.cap * 2 : 16;
-        struct loaded *grown = realloc(mods.v, (size_t)cap * sizeof *grown);
-        if (!grown)
-            return false;
-        mods.v = grown;
-        mods.cap = cap;
-    }
-    mods.v[mods.n++] = (struct loaded){handle, dev, charge};
-    return true;
-}
-
 /* Loads through l charged to the budget of the current context's device. */
 static CUresult charged_load(const struct loader *l, void **out)
 {
@@ -89,6 +68,10 @@ static CUresult charged_load(const struct loader *l, void **out)
     if (dev < 0 || !real.cuCtxGetCurrent || real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
         return l->load(l, out);
     footprint_lock();
+    if (!footprint_room(&mods)) {
+        footprint_unlock();
+        return CUDA_ERROR_OUT_OF_MEMORY; /* no host memory to remember it by */
+    }
     uint64_t expected = l->estimate;
     if (expected && budget_reserve_part(dev, expected, COMMAND_MODULES) != 0) {
         footprint_unlock();
@@ -101,24 +84,22 @@ static CUresult charged_load(const struct loader *l, void **out)
     uint64_t cost = expected;
     if (rc == CUDA_SUCCESS && footprint_end(&f, ctx, false, &cost) != 0)
         cost = expected;
-    bool fits = rc == CUDA_SUCCESS &&
-                (cost <= expected || budget_reserve_part(dev, cost - expected, COMMAND_MODULES) == 0);
-    bool refused = rc == CUDA_SUCCESS && !fits; /* by the budget, not by the driver */
-    if (fits && cost < expected)
-        budget_release_part(dev, expected - cost, COMMAND_MODULES);
-    if (fits && !remember(*out, dev, cost)) {
-        budget_release_part(dev, cost, COMMAND_MODULES);
-        cost = expected = 0;
-        fits = false; /* no host memory to remember it by: it could never be given back */
-    }
-    if (rc == CUDA_SUCCESS && !fits) {
+    bool refused = false; /* by the budget, not by the driver */
+    if (rc == CUDA_SUCCESS && cost > expected &&
+        budget_reserve_part(dev, cost - expected, COMMAND_MODULES) != 0) {
         l->unload(*out);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
+        refused = true;
     }
-    if (rc != CUDA_SUCCESS && expected)
-        budget_release_part(dev, expected, COMMAND_MODULES);
-    if (rc == CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS) {
+        if (expected)
+            budget_release_part(dev, expected, COMMAND_MODULES);
+    } else {
+        if (cost < expected)
+            budget_release_part(dev, expected - cost, COMMAND_MODULES);
+        footprint_charged(&mods, *out, dev, cost);
         record_alloc(RECORD_MODULE, dev, (uint64_t)(uintptr_t)*out, cost, 0);
+    }
     footprint_unlock();
     if (refused)
         governed_refusal(dev, RECORD_MODULE, cost, 0, l->call, 0);
@@ -133,15 +114,8 @@ static CUresult governed_unload(void *handle, CUresult (*driver)(void *))
 {
     footprint_lock();
     CUresult rc = driver(handle);
-    for (int i = 0; i < mods.n; i++)
-        if (mods.v[i].handle == handle &&
-            (rc == CUDA_SUCCESS || rc == CUDA_ERROR_CONTEXT_IS_DESTROYED)) {
-            budget_release_part(mods.v[i].dev, mods.v[i].charge, COMMAND_MODULES);
-            record_free(RECORD_MODULE, mods.v[i].dev, (uint64_t)(uintptr_t)handle,
-                        mods.v[i].charge, 0);
-            mods.v[i] = mods.v[--mods.n];
-            break;
-        }
+    if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_CONTEXT_IS_DESTROYED)
+        footprint_ended(&mods, handle, COMMAND_MODULES, RECORD_MODULE);
     footprint_unlock();
     return rc;
 }
@@ -262,12 +236,7 @@ EXPORT CUresult cuLibraryUnload(CUlibrary library)
 /* A forked child has no modules (a child cannot use its parent's CUDA); the
  * parent holds footprint_lock across fork() (contexts.c), so this table is
  * whole in the child. */
-static void after_fork_child(void)
-{
-    free(mods.v);
-    mods.v = NULL;
-    mods.n = mods.cap = 0;
-}
+static void after_fork_child(void) { footprint_forget(&mods); }
 
 __attribute__((constructor)) static void modules_load(void)
 {
