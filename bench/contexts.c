@@ -12,13 +12,13 @@
  * (a process's first use of a GPU); a module, a few times per library. */
 #define _POSIX_C_SOURCE 200809L
 #include "../src/cuda/cuda_abi.h"
+#include "timing.h"
 
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 
 #define DRIVER(fn) extern __typeof__(*(PFN_##fn)0) fn
 DRIVER(cuInit);
@@ -32,19 +32,6 @@ DRIVER(cuModuleUnload);
 
 #define RUNS 7
 #define PAIRS 300
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void fail(const char *what)
 {
