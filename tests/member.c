@@ -7,7 +7,8 @@
  *                                    (the simulator's figure for all processes) or REFUSED
  *   member occupancy                 prints what all processes hold on device 0 (NVML)
  *   (fill and race wait, after making their context, for MEMBER_BARRIER=FILE:N: N processes
- *   that made theirs)
+ *   that made theirs; race also waits, once its threads have stopped, for the N to stop, so
+ *   that no context is given back while another process still allocates)
  *   member fill CHUNK THREADS FILE   threads allocate CHUNK-sized blocks until refused, then
  *                                    hold until FILE exists (at most a minute): prints FILLED n
  *   member race SECONDS THREADS      threads allocate and free at random; a ledger shared by
@@ -109,16 +110,18 @@ static void sleep_ms(double ms)
 }
 
 /* MEMBER_BARRIER=FILE:N: wait (at most a minute) until N processes have
- * made their contexts, so that none is refused its context because the
- * others filled the budget first. */
-static void barrier(void)
+ * come here too: with the suffix "", until they have made their contexts,
+ * so that none is refused its context because the others filled the budget
+ * first; with another (FILE.SUFFIX), until they have all stopped, so that
+ * what a test counts on (N contexts held) stays true while any allocates. */
+static void barrier_at(const char *suffix)
 {
     const char *spec = getenv("MEMBER_BARRIER");
     const char *colon = spec ? strrchr(spec, ':') : NULL;
     if (!colon)
         return;
     char path[4096];
-    snprintf(path, sizeof path, "%.*s", (int)(colon - spec), spec);
+    snprintf(path, sizeof path, "%.*s%s", (int)(colon - spec), spec, suffix);
     long n = atol(colon + 1);
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0600);
     if (fd < 0 || write(fd, "x", 1) != 1)
@@ -179,7 +182,7 @@ static void *fill_thread(void *arg)
 static int fill(uint64_t size, int threads, const char *release)
 {
     cuda_up();
-    barrier();
+    barrier_at("");
     chunk = size;
     pthread_t t[64];
     for (int i = 0; i < threads && i < 64; i++)
@@ -246,7 +249,7 @@ static int race(double seconds, int threads)
     ledger = mmap(NULL, 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ledger_budget = strtoull(budget, NULL, 10);
     cuda_up();
-    barrier();
+    barrier_at("");
     pthread_t t[64];
     for (int i = 0; i < threads && i < 64; i++)
         pthread_create(&t[i], NULL, race_thread, (void *)(uintptr_t)(i + 1));
@@ -254,6 +257,9 @@ static int race(double seconds, int threads)
     atomic_store(&stop, true);
     for (int i = 0; i < threads && i < 64; i++)
         pthread_join(t[i], NULL);
+    /* The ledger's budget counts every racing process's context: none ends,
+     * giving its context back, while another still allocates. */
+    barrier_at(".stopped");
     printf("%s allocations=%llu refused=%llu\n", atomic_load(&over) ? "OVER" : "RACED",
            (unsigned long long)atomic_load(&allocations), (unsigned long long)atomic_load(&refusals));
     return atomic_load(&over) ? 3 : 0;

@@ -169,11 +169,12 @@ check "simultaneous reservations, --per-process: both (the check can fail)" cont
 fresh
 # -- Threads of several processes allocating and freeing at random: a ledger
 # the processes keep beside the budget (on after each allocation, off before
-# each free) never passes what their three contexts leave of it.
+# each free) never passes what their three contexts leave of it (they make
+# their contexts before any allocates, and keep them until all have stopped).
 racing() {
   : >"$tmp/ledger.race"
   truncate -s 8 "$tmp/ledger.race"
-  rm -f "$tmp/barrier"
+  rm -f "$tmp/barrier" "$tmp/barrier.stopped"
   MEMBER_BARRIER=$tmp/barrier:3 MEMBER_LEDGER=$tmp/ledger.race MEMBER_BUDGET=$((2 * GiB - 3 * C)) \
     "$vram" run --limit 2GiB "$@" -- bash -c "
     for i in 1 2 3; do '$member' race 1.5 3 & done; wait" >"$tmp/race" 2>/dev/null
