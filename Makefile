@@ -60,6 +60,8 @@ bench: build
 	@tmp=$$(mktemp -d) && LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
 	  $(BUILD)/vram run --limit 1TiB --log off --record $$tmp/overhead.vrec -- $(BUILD)/vram-bench-overhead --pairs 200000; \
 	  rc=$$?; rm -rf $$tmp; exit $$rc
+	@echo "contexts and modules charged to the budget (simulated driver and NVML):"
+	@bench/contexts.sh $(BUILD)
 	@echo "vramd with 1000 clients (simulated NVML):"
 	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
 	@echo "recording GPU memory events, and reading a million of them:"

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The seeds' scenario on one simulated 12 GiB GPU: three training jobs that,
-# like TensorFlow by default, take all the memory they may at start.
-#   1. jobs written with libvram: without limits, then with a third each;
-#   2. unmodified CUDA programs: alone, then under `vram run --fraction 0.33`;
+# like TensorFlow by default, take all the memory they may at start. Each
+# job's CUDA context takes 392 MiB of the GPU, as on an H100 (sim/config.h).
+#   1. jobs written with libvram: without limits, then with 30% each (libvram
+#      limits its heap; the context comes beside it);
+#   2. unmodified CUDA programs: alone, then under `vram run --fraction 0.33`,
+#      whose budget covers the context: what NVML shows for each job (as
+#      nvidia-smi would) stays within it, and each says its peak;
 #   3. the same programs under one vramd whose policy gives each a third, with
 #      a fourth job that waits for memory; ends with the `vram top` screen.
 set -u
 build=${1:?usage: demo.sh BUILD_DIR}
 export LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export VRAM_SIM_DEVICES=12GiB
-# Contexts cost nothing here: the three jobs take a third of the card each,
-# and budgets do not yet cover the CUDA context (issue 10), so with contexts
-# of a real size the third job would not fit.
-export VRAM_SIM_CONTEXT_SIZE=0
+unset VRAM_SIM_CONTEXT_SIZE      # the profile's: 392 MiB per context
 export VRAM_SIM_DIR=$(mktemp -d /tmp/vram-demo.XXXXXX)
 export VRAM_ALLOW_GROWTH=false   # reserve everything at start, as TensorFlow does
 daemon=
@@ -22,6 +23,7 @@ unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION VRAM_VIRTUAL_DEVICES VRAM_VISIBLE_D
 gib() { awk -v b="$1" 'BEGIN { printf "%.2f GiB", b / 1073741824 }'; }
 
 # run_scenario TITLE BUDGET-HEADER PEAK-HEADER COMMAND...   (the job's name and steps are appended)
+# With SHOW_PROCESSES=1, also NVML's figure for each job while they run.
 run_scenario() {
   local title=$1 h1=$2 h2=$3 out
   shift 3
@@ -36,8 +38,14 @@ run_scenario() {
   for i in 1 2 3 4 5; do
     printf '  t=%.1fs  ' "$(awk -v i="$i" 'BEGIN { print 0.6 + i * 0.5 }')"
     "$build/vram" devices --brief
+    [ "$i" = 1 ] && "$build/vram" devices >"$out/processes"
     sleep 0.5
   done
+  if [ -n "${SHOW_PROCESSES:-}" ]; then
+    echo "what NVML shows each job holds at t=1.1s (vram devices, as nvidia-smi shows it per process):"
+    awk '/^GPU +PID/ { p = 1; next } p && NF >= 7 { printf "  job %s (pid %s): %s %s\n", $(NF - 1), $2, $4, $5 }' \
+      "$out/processes" | sort
+  fi
   wait
   printf '\n  %-4s %-16s %-16s %s\n' job "$h1" "$h2" result
   for job in A B C; do
@@ -53,20 +61,24 @@ run_scenario() {
   rm -rf "$out"
 }
 
-echo "One simulated GPU of 12 GiB; three jobs, each needing about 3.5 GiB at its peak."
+echo "One simulated GPU of 12 GiB; three jobs, each needing about 3.5 GiB at its peak,"
+echo "and 392 MiB more for its CUDA context, as on an H100."
 echo
 echo "## 1. Jobs written with libvram"
 run_scenario "without vram limits: the first job takes the whole GPU" budget peak \
   "$build/vram-demo-job"
-VRAM_MEMORY_FRACTION=0.33 run_scenario "with VRAM_MEMORY_FRACTION=0.33: a third of the GPU each" \
+# libvram's limit is its heap's: each job's context comes beside it, so a
+# third each plus three contexts would pass 12 GiB; 30% each leaves room.
+VRAM_MEMORY_FRACTION=0.30 run_scenario "with VRAM_MEMORY_FRACTION=0.30: 30% of the GPU each, its context beside it" \
   budget peak "$build/vram-demo-job"
 
 echo
 echo "## 2. Unmodified CUDA programs that take all the memory the driver reports free"
 run_scenario "alone: the first program takes the whole GPU" "device it saw" "it took" \
   "$build/vram-demo-grab"
-run_scenario "under vram run --fraction 0.33: each sees a third as its device" "device it saw" \
-  "it took" "$build/vram" run --fraction 0.33 -- "$build/vram-demo-grab"
+SHOW_PROCESSES=1 run_scenario \
+  "under vram run --fraction 0.33: each sees a third as its device, its context inside it" \
+  "device it saw" "it took" "$build/vram" run --fraction 0.33 -- "$build/vram-demo-grab"
 
 echo
 echo "## 3. One vramd for the node: the policy gives each job a third; a fourth job waits"
@@ -92,6 +104,10 @@ for job in A B C D; do
   printf '  %-4s %-16s %-16s %s\n' "$name" "$(gib "$budget")" "$(gib "$peak")" "$result"
 done
 echo "  (D asked for memory while A, B and C held the GPU, waited, and ran when A ended)"
+for job in A B C D; do
+  echo "  job $job said:"
+  sed 's/^/    /' "$out/$job.err"
+done
 echo
 echo "vram top, while A, B and C ran and D waited:"
 echo

@@ -3,7 +3,8 @@
  * takes all of it for its own pool, then trains inside that pool. It knows
  * nothing of vram; it is linked with -lcuda like any CUDA program.
  *
- * Prints: RESULT <name> <device size it saw> <bytes it took> ok|OOM */
+ * Prints: RESULT <name> <device size it saw> <bytes it took> ok|OOM
+ * (NEED_MIB: what the model needs at least, 3584 MiB unless given). */
 #define _POSIX_C_SOURCE 200809L
 #include "../src/cuda/cuda_abi.h"
 
@@ -18,20 +19,30 @@ CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
 
-#define NEED (3584ull << 20) /* what the model needs: 3.5 GiB */
-
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: vram-demo-grab NAME STEPS\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: vram-demo-grab NAME STEPS [NEED_MIB]\n");
         return 2;
     }
     const char *name = argv[1];
     int steps = atoi(argv[2]);
+    /* What the model needs: 3.5 GiB unless told. */
+    size_t NEED = (argc == 4 ? strtoull(argv[3], NULL, 10) : 3584) << 20;
     CUcontext ctx;
     size_t free_bytes = 0, total = 0;
-    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
-        cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS || cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS) {
+    if (cuInit(0) != CUDA_SUCCESS) {
+        fprintf(stderr, "job %s: no CUDA device\n", name);
+        return 1;
+    }
+    /* A context takes device memory too: on a full device (or a budget
+     * that cannot hold one) there is none to be had. */
+    if (cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_ERROR_OUT_OF_MEMORY) {
+        fprintf(stderr, "job %s: CUDA_ERROR_OUT_OF_MEMORY: no room for a CUDA context\n", name);
+        printf("RESULT %s 0 0 OOM\n", name);
+        return 1;
+    }
+    if (cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS || cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS) {
         fprintf(stderr, "job %s: no CUDA device\n", name);
         return 1;
     }
@@ -41,8 +52,8 @@ int main(int argc, char **argv)
     CUresult rc = cuMemAlloc_v2(&pool, free_bytes >= NEED ? free_bytes : NEED);
     if (rc != CUDA_SUCCESS) {
         fprintf(stderr, "job %s: CUDA_ERROR_OUT_OF_MEMORY: the device has %.2f GiB free of %.2f GiB, "
-                        "the model needs 3.50 GiB\n",
-                name, free_bytes / 1073741824.0, total / 1073741824.0);
+                        "the model needs %.2f GiB\n",
+                name, free_bytes / 1073741824.0, total / 1073741824.0, NEED / 1073741824.0);
         printf("RESULT %s %zu 0 OOM\n", name, total);
         return 1;
     }

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #endif
 #include "../src/cuda/granularity.h"
+#include "../src/cuda/module_image.h"
 #include "sim.h"
 
 #include <ctype.h>
@@ -52,41 +53,6 @@ struct CUlinkState_st {
     unsigned char *data;
     size_t size;
 };
-
-#define FATBIN_MAGIC 0xBA55ED50u
-#define FATBIN_WRAPPER_MAGIC 0x466243B1u
-
-static uint32_t u32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint16_t u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint64_t u64(const unsigned char *p) { return u32(p) | (uint64_t)u32(p + 4) << 32; }
-
-/* The size of an image, or 0 when it is none of the kinds a driver loads. */
-static size_t image_size(const void *image, const void **start)
-{
-    const unsigned char *p = image;
-    *start = image;
-    if (u32(p) == FATBIN_WRAPPER_MAGIC) { /* __fatBinC_Wrapper_t: magic, version, data */
-        const void *data;
-        memcpy(&data, p + 8, sizeof data);
-        return data ? image_size(data, start) : 0;
-    }
-    if (u32(p) == FATBIN_MAGIC) /* magic, version, header size, fat size */
-        return (size_t)u16(p + 6) + (size_t)u64(p + 8);
-    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2) {
-        uint64_t phoff = u64(p + 0x20), shoff = u64(p + 0x28);
-        uint64_t ph = phoff + (uint64_t)u16(p + 0x36) * u16(p + 0x38);
-        uint64_t sh = shoff + (uint64_t)u16(p + 0x3a) * u16(p + 0x3c);
-        return (size_t)(ph > sh ? ph : sh);
-    }
-    /* PTX: text, NUL-terminated. */
-    size_t n = 0;
-    while (p[n]) {
-        if (!isprint(p[n]) && !isspace(p[n]))
-            return 0;
-        n++;
-    }
-    return n ? n + 1 : 0;
-}
 
 static CUresult load(CUmodule *out, const void *image, size_t size_hint)
 {

@@ -6,6 +6,9 @@
  *                                    free: prints HELD n OCCUPANCY
  *                                    (the simulator's figure for all processes) or REFUSED
  *   member occupancy                 prints what all processes hold on device 0 (NVML)
+ *   (fill and race wait, after making their context, for MEMBER_BARRIER=FILE:N: N processes
+ *   that made theirs; race also waits, once its threads have stopped, for the N to stop, so
+ *   that no context is given back while another process still allocates)
  *   member fill CHUNK THREADS FILE   threads allocate CHUNK-sized blocks until refused, then
  *                                    hold until FILE exists (at most a minute): prints FILLED n
  *   member race SECONDS THREADS      threads allocate and free at random; a ledger shared by
@@ -25,7 +28,8 @@
  *                                    parent has not touched CUDA, as a real driver requires)
  *   member daemon BYTES SECONDS FILE double-fork, setsid, close every descriptor, allocate;
  *                                    writes HELD n|REFUSED to FILE
- *   member killer ITERS BUDGET HOLD CHURN  inside a command of budget BUDGET: hold HOLD, then
+ *   member killer ITERS BUDGET HOLD CHURN  inside a command of budget BUDGET: hold HOLD (beside
+ *                                    its context), then
  *                                    ITERS times start CHURN (tests/churn: allocates and frees
  *                                    without end) and SIGKILL them at random moments;
  *                                    after each round the command's view, an allocation of
@@ -49,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,13 +77,25 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned int 
 
 static CUcontext ctx;
 
-static void cuda_up(void)
+/* A CUDA context on device 0, current; a context the budget has no room
+ * for is a refusal like an allocation's (said on `out`). */
+static void cuda_up_to(FILE *out)
 {
-    if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxPushCurrent_v2(ctx)) {
-        printf("NOCUDA\n");
+    CUresult rc = cuInit(0);
+    if (!rc && (rc = cuDevicePrimaryCtxRetain(&ctx, 0)) == CUDA_ERROR_OUT_OF_MEMORY) {
+        fprintf(out, "REFUSED (no room for a CUDA context)\n");
+        fflush(out);
+        exit(1);
+    }
+    if (rc || cuCtxPushCurrent_v2(ctx)) {
+        fprintf(out, "NOCUDA\n");
+        fflush(out);
         exit(4);
     }
 }
+
+static void cuda_up(void) { cuda_up_to(stdout); }
+
 
 static uint64_t rng(uint64_t *s)
 {
@@ -92,13 +109,36 @@ static void sleep_ms(double ms)
     nanosleep(&t, NULL);
 }
 
+/* MEMBER_BARRIER=FILE:N: wait (at most a minute) until N processes have
+ * come here too: with the suffix "", until they have made their contexts,
+ * so that none is refused its context because the others filled the budget
+ * first; with another (FILE.SUFFIX), until they have all stopped, so that
+ * what a test counts on (N contexts held) stays true while any allocates. */
+static void barrier_at(const char *suffix)
+{
+    const char *spec = getenv("MEMBER_BARRIER");
+    const char *colon = spec ? strrchr(spec, ':') : NULL;
+    if (!colon)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s%s", (int)(colon - spec), spec, suffix);
+    long n = atol(colon + 1);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+    if (fd < 0 || write(fd, "x", 1) != 1)
+        return;
+    close(fd);
+    struct stat st;
+    for (int i = 0; i < 6000 && (stat(path, &st) != 0 || st.st_size < n); i++)
+        sleep_ms(10);
+}
+
 /* ------------------------------------------------------------- hold */
 
 static uint64_t nvml_occupancy(void);
 
 static int hold(uint64_t bytes, double seconds, FILE *out, const char *until)
 {
-    cuda_up();
+    cuda_up_to(out);
     CUdeviceptr p;
     if (cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS) {
         fprintf(out, "REFUSED\n");
@@ -142,6 +182,7 @@ static void *fill_thread(void *arg)
 static int fill(uint64_t size, int threads, const char *release)
 {
     cuda_up();
+    barrier_at("");
     chunk = size;
     pthread_t t[64];
     for (int i = 0; i < threads && i < 64; i++)
@@ -208,6 +249,7 @@ static int race(double seconds, int threads)
     ledger = mmap(NULL, 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ledger_budget = strtoull(budget, NULL, 10);
     cuda_up();
+    barrier_at("");
     pthread_t t[64];
     for (int i = 0; i < threads && i < 64; i++)
         pthread_create(&t[i], NULL, race_thread, (void *)(uintptr_t)(i + 1));
@@ -215,6 +257,9 @@ static int race(double seconds, int threads)
     atomic_store(&stop, true);
     for (int i = 0; i < threads && i < 64; i++)
         pthread_join(t[i], NULL);
+    /* The ledger's budget counts every racing process's context: none ends,
+     * giving its context back, while another still allocates. */
+    barrier_at(".stopped");
     printf("%s allocations=%llu refused=%llu\n", atomic_load(&over) ? "OVER" : "RACED",
            (unsigned long long)atomic_load(&allocations), (unsigned long long)atomic_load(&refusals));
     return atomic_load(&over) ? 3 : 0;
@@ -366,14 +411,31 @@ static int daemonize(uint64_t bytes, double seconds, const char *file)
 
 /* ----------------------------------------------------------- killer */
 
-static int killer(int iters, uint64_t budget, uint64_t held, char *churn)
+/* What NVML says this process holds on device 0. */
+static uint64_t nvml_own(void)
+{
+    nvmlDevice_t d;
+    nvmlProcessInfo_t info[256];
+    unsigned n = 256;
+    if (nvmlDeviceGetHandleByIndex_v2(0, &d) != NVML_SUCCESS ||
+        nvmlDeviceGetComputeRunningProcesses_v3(d, &n, info) != NVML_SUCCESS)
+        return UINT64_MAX;
+    for (unsigned i = 0; i < n; i++)
+        if (info[i].pid == (unsigned)getpid())
+            return info[i].usedGpuMemory;
+    return 0;
+}
+
+static int killer(int iters, uint64_t budget, uint64_t hold_bytes, char *churn)
 {
     cuda_up();
     if (nvmlInit_v2() != NVML_SUCCESS)
         return 4;
+    /* This process's CUDA context is inside the budget too. */
+    uint64_t held = hold_bytes + nvml_own();
     CUdeviceptr mine, rest;
-    if (cuMemAlloc_v2(&mine, held) != CUDA_SUCCESS) {
-        printf("KILLER FAIL cannot hold %llu\n", (unsigned long long)held);
+    if (cuMemAlloc_v2(&mine, hold_bytes) != CUDA_SUCCESS) {
+        printf("KILLER FAIL cannot hold %llu\n", (unsigned long long)hold_bytes);
         return 1;
     }
     uint64_t seed = 0x2545F4914F6CDD1Dull ^ (uint64_t)getpid();

@@ -5,8 +5,11 @@
 # shares the command's budget on a device and never holds more together,
 # also with threads of several processes racing at the edge; SIGKILL of
 # members gives their share back at once and exactly; --per-process is the
-# old budget per process; vram run says the peak at the end (stderr and
-# --summary JSON), exactly as the simulated driver counted; a process that
+# old budget per process; every process's CUDA context is inside the
+# budget, and what NVML shows for the command's processes together never
+# passes it; vram run says the peak at the end, its contexts' part
+# included (stderr and --summary JSON), exactly as the simulated driver
+# counted; a process that
 # cannot join its command's budget is refused, saying why; nothing is left
 # in /tmp or /dev/shm, also when vram run itself is SIGKILLed.
 set -u
@@ -16,7 +19,10 @@ churn=${3:?usage: test_command.sh BUILD_DIR MEMBER CHURN}
 vram=$build/vram
 GiB=1073741824 MiB=1048576
 export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=16GiB VRAM_SIM_DIR=$(mktemp -d)
-unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_COMMAND
+unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_COMMAND VRAM_SIM_CONTEXT_SIZE
+# Every process's CUDA context takes this much of the budget (the simulated
+# H100's, sim/config.h).
+C=$((392 * MiB))
 tmp=$(mktemp -d)
 # Anything that would make a temporary file would make it here.
 export TMPDIR=$tmp/tmpdir
@@ -36,18 +42,18 @@ nheld() { cat "$@" 2>/dev/null | grep -c "^HELD"; }
 nrefused() { cat "$@" 2>/dev/null | grep -c "^REFUSED"; }
 
 fresh
-# -- A bash command tree: two processes, one budget.
+# -- A bash command tree: two processes, one budget, each with its context.
 "$vram" run --limit 4GiB -- bash -c "
-  '$member' hold $((3 * GiB)) 30 >'$tmp/a' &
+  '$member' hold $((2 * GiB)) 30 >'$tmp/a' &
   until grep -q HELD '$tmp/a'; do sleep 0.01; done
-  '$member' hold $((2 * GiB)) 0 >'$tmp/b'
+  '$member' hold $((3 * GiB / 2)) 0 >'$tmp/b'
   '$member' hold $((1 * GiB)) 0 >'$tmp/c'
   kill %1" 2>"$tmp/err"
-check "bash tree: the first takes 3 of 4 GiB" contains "$tmp/a" "^HELD"
-check "bash tree: the second is refused 2 GiB" contains "$tmp/b" "^REFUSED"
-check "bash tree: the third gets the last GiB" contains "$tmp/c" "^HELD"
+check "bash tree: the first takes 2 GiB and its context of 4 GiB" contains "$tmp/a" "^HELD $((2 * GiB)) $((2 * GiB + C))\$"
+check "bash tree: the second is refused 1.5 GiB beside its context" contains "$tmp/b" "^REFUSED"
+check "bash tree: the third gets 1 GiB beside its context" contains "$tmp/c" "^HELD $GiB $((3 * GiB + 2 * C))\$"
 check "bash tree: the refusal names the command's use" \
-  contains "$tmp/err" "device 0 budget 4.00 GiB, in use 3.00 GiB by the command (this process 0 B, 1 other process 3.00 GiB), requested 2.00 GiB"
+  contains "$tmp/err" "device 0 budget 4.00 GiB, in use 2.77 GiB by the command (this process 392.00 MiB including contexts 392.00 MiB, 1 other process 2.38 GiB), requested 1.50 GiB"
 
 fresh
 # -- --per-process: the old semantics, each process its own budget.
@@ -57,7 +63,7 @@ fresh
   '$member' hold $((2 * GiB)) 0 >'$tmp/b'
   kill %1" 2>"$tmp/err"
 check "--per-process: each process has its own 4 GiB" contains "$tmp/b" "^HELD"
-check "--per-process: the peak line says per process" contains "$tmp/err" "peak 3.00 GiB of 4.00 GiB budget per process"
+check "--per-process: the peak line says per process" contains "$tmp/err" "peak 3.38 GiB of 4.00 GiB budget per process (context 392.00 MiB)"
 
 fresh
 # -- The view of every process: total = budget, free = budget - the command's use, CUDA = NVML.
@@ -66,14 +72,14 @@ fresh
   until grep -q HELD '$tmp/a'; do sleep 0.01; done
   '$member' view >'$tmp/view'
   kill %1" 2>/dev/null
-want=$((4 * GiB - GiB - 2 * MiB))
-check "view: CUDA and NVML show the budget less the command's use" \
+want=$((4 * GiB - GiB - 2 * MiB - 2 * C))
+check "view: CUDA and NVML show the budget less the command's use, contexts included" \
   contains "$tmp/view" "^VIEW cuda $want $((4 * GiB)) nvml $want $((4 * GiB))\$"
 
 fresh
-# -- Workers that a launcher forks and execs (torchrun-like): 3 x 1.5 GiB into
-# 4 GiB; and workers forked without exec (the launcher has not touched CUDA).
-# They hold until all three have answered.
+# -- Workers that a launcher forks and execs (torchrun-like): 3 x 1.25 GiB
+# beside their contexts into 4 GiB; and workers forked without exec (the
+# launcher has not touched CUDA). They hold until all three have answered.
 workers() { # OUT VRAM-RUN-ARGS...
   local out=$1
   shift
@@ -84,21 +90,21 @@ workers() { # OUT VRAM-RUN-ARGS...
   wait $!
 }
 answered() { [ "$(grep -c 'HELD\|REFUSED' "$1")" -ge "$2" ]; }
-workers "$tmp/spawn" --limit 4GiB -- "$member" spawn 3 "$member" hold $((3 * GiB / 2)) 60 "$tmp/release"
+workers "$tmp/spawn" --limit 4GiB -- "$member" spawn 3 "$member" hold $((5 * GiB / 4)) 60 "$tmp/release"
 check "exec'd workers: two fit, the third is refused" \
   test "$(nheld "$tmp/spawn") $(nrefused "$tmp/spawn")" = "2 1"
-workers "$tmp/forks" --limit 4GiB -- "$member" forks 3 $((3 * GiB / 2)) 60 "$tmp/release"
+workers "$tmp/forks" --limit 4GiB -- "$member" forks 3 $((5 * GiB / 4)) 60 "$tmp/release"
 check "forked workers: two fit, the third is refused" \
   test "$(nheld "$tmp/forks") $(nrefused "$tmp/forks")" = "2 1"
-workers "$tmp/forks" --limit 4GiB --per-process -- "$member" forks 3 $((3 * GiB / 2)) 60 "$tmp/release"
+workers "$tmp/forks" --limit 4GiB --per-process -- "$member" forks 3 $((5 * GiB / 4)) 60 "$tmp/release"
 check "forked workers, --per-process: all three" test "$(nheld "$tmp/forks")" = 3
 
 fresh
 # -- A launcher that closes every inherited descriptor before exec.
 "$vram" run --limit 4GiB -- bash -c "
-  '$member' hold $((3 * GiB)) 30 >'$tmp/a' &
+  '$member' hold $((2 * GiB)) 30 >'$tmp/a' &
   until grep -q HELD '$tmp/a'; do sleep 0.01; done
-  '$member' closefds '$member' hold $((2 * GiB)) 0 >'$tmp/b'
+  '$member' closefds '$member' hold $((3 * GiB / 2)) 0 >'$tmp/b'
   '$member' closefds '$member' hold $((1 * GiB)) 0 >'$tmp/c'
   kill %1" 2>/dev/null
 check "close-all-fds launcher: still one budget" contains "$tmp/b" "^REFUSED"
@@ -106,10 +112,10 @@ check "close-all-fds launcher: the rest fits" contains "$tmp/c" "^HELD"
 # ... and the real one: Python's subprocess (close_fds=True by default).
 if [ -x /usr/bin/python3 ]; then
   "$vram" run --limit 4GiB -- bash -c "
-    '$member' hold $((3 * GiB)) 30 >'$tmp/a' &
+    '$member' hold $((2 * GiB)) 30 >'$tmp/a' &
     until grep -q HELD '$tmp/a'; do sleep 0.01; done
     /usr/bin/python3 -c 'import subprocess, sys; subprocess.run(sys.argv[1:], stdout=open(\"$tmp/b\", \"w\"))' \
-      '$member' hold $((2 * GiB)) 0
+      '$member' hold $((3 * GiB / 2)) 0
     kill %1" 2>/dev/null
   check "Python subprocess: still one budget" contains "$tmp/b" "^REFUSED"
 else
@@ -131,8 +137,9 @@ check "daemon: its memory is back when it ends" nothing_held
 fresh
 # -- Threads of several processes racing at the edge, alloc only: the budget holds, reached.
 fill_tree() { # LIMIT_FLAGS...: four processes of four threads, chunks of 2, 26, 50 and 74 MiB
-  rm -f "$tmp"/fill.* "$tmp/release"
-  "$vram" run "$@" -- bash -c "
+  rm -f "$tmp"/fill.* "$tmp/release" "$tmp/barrier"
+  # All four make their contexts before any fills (MEMBER_BARRIER).
+  MEMBER_BARRIER=$tmp/barrier:4 "$vram" run "$@" -- bash -c "
     for i in 0 1 2 3; do '$member' fill \$(( (2 + 24 * i) * $MiB )) 4 '$tmp/release' >'$tmp/fill.'\$i & done
     wait" 2>/dev/null &
   wait_for 60 all_filled
@@ -142,7 +149,10 @@ fill_tree() { # LIMIT_FLAGS...: four processes of four threads, chunks of 2, 26,
   wait $!
 }
 fill_tree --limit 3GiB
-check "racing at the edge: the simulator holds what they say ($filled = $occ)" test "$filled" = "$occ"
+# NVML's figures of the four processes together: what they filled and their
+# four contexts, never more than the budget.
+check "racing at the edge: the simulator holds what they say and their contexts ($filled + 4 x $C = $occ)" \
+  test $((filled + 4 * C)) = "$occ"
 check "racing at the edge: never more than the budget ($occ)" test "$occ" -le $((3 * GiB))
 check "racing at the edge: the budget is reached ($occ)" test "$occ" -ge $((3 * GiB - 74 * MiB))
 fill_tree --limit 3GiB --per-process
@@ -159,11 +169,14 @@ check "simultaneous reservations, --per-process: both (the check can fail)" cont
 fresh
 # -- Threads of several processes allocating and freeing at random: a ledger
 # the processes keep beside the budget (on after each allocation, off before
-# each free) never passes it.
+# each free) never passes what their three contexts leave of it (they make
+# their contexts before any allocates, and keep them until all have stopped).
 racing() {
   : >"$tmp/ledger.race"
   truncate -s 8 "$tmp/ledger.race"
-  MEMBER_LEDGER=$tmp/ledger.race MEMBER_BUDGET=$((2 * GiB)) "$vram" run --limit 2GiB "$@" -- bash -c "
+  rm -f "$tmp/barrier" "$tmp/barrier.stopped"
+  MEMBER_BARRIER=$tmp/barrier:3 MEMBER_LEDGER=$tmp/ledger.race MEMBER_BUDGET=$((2 * GiB - 3 * C)) \
+    "$vram" run --limit 2GiB "$@" -- bash -c "
     for i in 1 2 3; do '$member' race 1.5 3 & done; wait" >"$tmp/race" 2>/dev/null
 }
 racing
@@ -174,11 +187,12 @@ check "racing alloc/free, --per-process: over (the check can fail)" contains "$t
 
 fresh
 # -- SIGKILL of members at random moments, 200 rounds: their share back at
-# once and exactly, nothing left in the command's accounting or the simulator.
-"$vram" run --limit 1GiB --summary "$tmp/kill.json" -- "$member" killer 200 $GiB $((256 * MiB)) "$churn" >"$tmp/killer" 2>"$tmp/err"
+# once and exactly, nothing left in the command's accounting or the
+# simulator (killed while making their contexts too).
+"$vram" run --limit 2GiB --summary "$tmp/kill.json" -- "$member" killer 200 $((2 * GiB)) $((256 * MiB)) "$churn" >"$tmp/killer" 2>"$tmp/err"
 check "SIGKILL x200: every round exact ($(tail -c 200 "$tmp/killer"))" contains "$tmp/killer" "^KILLER ok 200 rounds"
 check "SIGKILL x200: the peak never passed the budget" \
-  contains "$tmp/kill.json" "\"budget\": $GiB, \"peak\": $GiB,"
+  contains "$tmp/kill.json" "\"budget\": $((2 * GiB)), \"peak\": $((2 * GiB)),"
 check "SIGKILL x200: nothing left in the simulator" test "$(occupancy)" = 0
 
 fresh
@@ -190,15 +204,15 @@ fresh
   kill %1; wait
   exit 3" 2>"$tmp/err"
 rc=$?
-peak=$((GiB + 2 * MiB + 512 * MiB))
+peak=$((GiB + 2 * MiB + 512 * MiB + 2 * C))
 check "peak: vram run exits with the command's status" test $rc = 3
 check "peak: the simulator held $peak at that moment" contains "$tmp/p2" "^HELD $((512 * MiB)) $peak\$"
-check "peak: one line on stderr" contains "$tmp/err" "^vram: GPU 0: peak 1.50 GiB of 4.00 GiB budget\$"
+check "peak: one line on stderr, the contexts' part in it" contains "$tmp/err" "^vram: GPU 0: peak 2.27 GiB of 4.00 GiB budget (context 784.00 MiB)\$"
 uuid=$(sed -n 's/.*"uuid": "\(GPU-[^"]*\)", "budget".*/\1/p' "$tmp/s.json")
 check "peak: JSON device figures" contains "$tmp/s.json" \
-  "{\"index\": 0, \"uuid\": \"GPU-[0-9a-f-]*\", \"budget\": $((4 * GiB)), \"peak\": $peak, \"refused\": 0}"
-check "peak: JSON per process" sh -c "grep -q '\"peak\": $((GiB + 2 * MiB))}' '$tmp/s.json' &&
-  grep -q '\"peak\": $((512 * MiB))}' '$tmp/s.json'"
+  "{\"index\": 0, \"uuid\": \"GPU-[0-9a-f-]*\", \"budget\": $((4 * GiB)), \"peak\": $peak, \"context\": $((2 * C)), \"modules\": 0, \"refused\": 0}"
+check "peak: JSON per process" sh -c "grep -q '\"peak\": $((GiB + 2 * MiB + C))}' '$tmp/s.json' &&
+  grep -q '\"peak\": $((512 * MiB + C))}' '$tmp/s.json'"
 check "peak: JSON exit and command" sh -c "grep -q '\"exit\": {\"code\": 3}' '$tmp/s.json' &&
   grep -q '\"command\": \[\"bash\", \"-c\"' '$tmp/s.json' && grep -q '\"budget_for\": \"command\"' '$tmp/s.json'"
 if [ -x /usr/bin/python3 ]; then
@@ -219,7 +233,7 @@ check "killed: in the JSON" contains "$tmp/k.json" '"exit": {"signal": 9, "name"
 if [ -x /usr/bin/python3 ]; then
   check "killed: the summary is JSON" /usr/bin/python3 -m json.tool "$tmp/k.json" >/dev/null
 fi
-"$vram" run --limit 1GiB -- "$member" hold $GiB 60 >"$tmp/a" 2>"$tmp/err" &
+"$vram" run --limit 1GiB -- "$member" hold $((GiB / 2)) 60 >"$tmp/a" 2>"$tmp/err" &
 v=$!
 held "$tmp/a"
 c=$(command_of $v)
@@ -230,8 +244,9 @@ check "SIGTERM to vram run: passed on, status 143" test $rc = 143
 check "SIGTERM to vram run: the command is gone" test ! -e "/proc/$c"
 
 fresh
-# -- libvram inside a command: its device is the command's budget.
-VRAM_ALLOW_GROWTH=true "$vram" run --limit 4GiB -- bash -c "
+# -- libvram inside a command: its device is the command's budget (a job of
+# 3.5 GiB beside three contexts).
+VRAM_ALLOW_GROWTH=true "$vram" run --limit 5GiB -- bash -c "
   '$member' hold $((GiB / 4)) 30 >'$tmp/a' &
   until grep -q HELD '$tmp/a'; do sleep 0.01; done
   '$build/vram-demo-job' L 2 >'$tmp/l1'
@@ -239,7 +254,7 @@ VRAM_ALLOW_GROWTH=true "$vram" run --limit 4GiB -- bash -c "
   until grep -q HELD '$tmp/b'; do sleep 0.01; done
   '$build/vram-demo-job' M 2 >'$tmp/l2'
   kill %1 %2" 2>/dev/null
-check "libvram in a command: fits beside 256 MiB" contains "$tmp/l1" "^RESULT L $((4 * GiB)) .* ok"
+check "libvram in a command: fits beside 256 MiB" contains "$tmp/l1" "^RESULT L $((5 * GiB)) .* ok"
 check "libvram in a command: not beside 1.25 GiB" contains "$tmp/l2" "^RESULT M .* OOM"
 
 fresh
@@ -279,9 +294,9 @@ fresh
 # vram run was the command); what that left running keeps the budget (found
 # through the processes that hold it); nothing outlives the command.
 "$vram" run --limit 4GiB -- bash -c "
-  ( '$member' hold $((3 * GiB)) 60 '$tmp/done' >'$tmp/a' &
+  ( '$member' hold $((2 * GiB)) 60 '$tmp/done' >'$tmp/a' &
     until [ -e '$tmp/go' ]; do sleep 0.01; done
-    '$member' hold $((2 * GiB)) 0 >'$tmp/b'
+    '$member' hold $((3 * GiB / 2)) 0 >'$tmp/b'
     '$member' hold $((1 * GiB)) 0 >'$tmp/c'
     wait ) &
   wait" 2>/dev/null &

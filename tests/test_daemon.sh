@@ -11,7 +11,9 @@ tmp=$(mktemp -d /tmp/vram-daemon.XXXXXX)
 chmod 755 "$tmp"
 export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$tmp/sim
 mkdir -m 1777 "$VRAM_SIM_DIR"
-unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_WAIT VRAM_JOB
+unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_WAIT VRAM_JOB VRAM_SIM_CONTEXT_SIZE
+# A CUDA context (the simulated H100's, sim/config.h) is inside every grant.
+C=$((392 << 20))
 S=$tmp/vramd.sock
 export VRAM_DAEMON=$S
 daemon_pid=
@@ -59,7 +61,7 @@ check "it has the device's total" is total $((12 * G))
 
 # --- admission: a budget is granted, a default is given, a wait ends ------
 "$vram" run --limit 4GiB -- "$grab" A 1 >"$tmp/out" 2>&1
-check "granted budget is the device seen" contains "$tmp/out" "RESULT A 4294967296 4294967296 ok"
+check "granted budget is the device seen, the context inside it" contains "$tmp/out" "RESULT A 4294967296 $((4294967296 - C)) ok"
 "$vram" run -- "$grab" B 1 >"$tmp/out" 2>&1
 check "no budget: the policy's default" contains "$tmp/out" "RESULT B 2147483648 0 OOM"
 check "everything back after exit" wait_for 5 is granted 0
@@ -77,7 +79,7 @@ check "and says why" contains "$tmp/t.err" "no GPU memory granted by vramd: wait
 "$vram" run --limit 13GiB -- "$grab" X 1 >"$tmp/x.out" 2>"$tmp/x.err"
 check "what can never fit is refused at once" contains "$tmp/x.err" "has 12.00 GiB"
 kill -9 $holder; wait $holder 2>/dev/null
-check "the waiter starts when the holder ends" wait_for 10 contains "$tmp/w.out" "RESULT W 6442450944 6442450944 ok"
+check "the waiter starts when the holder ends" wait_for 10 contains "$tmp/w.out" "RESULT W 6442450944 $((6442450944 - C)) ok"
 wait $waiter 2>/dev/null
 
 # --- reclaim: a SIGKILLed client's grant comes back at once --------------
@@ -155,7 +157,7 @@ wait_for 5 sh -c "[ \$(grep -c 'reloaded' '$tmp/daemon.out') -ge 2 ]"
 # --- the daemon killed and restarted mid-run --------------------------------
 rpids=()
 for n in 1 2 3; do
-  "$vram" run --limit 3584MiB -- "$grab" R$n 150 >"$tmp/r$n" 2>&1 &
+  "$vram" run --limit 3584MiB -- "$grab" R$n 150 3000 >"$tmp/r$n" 2>&1 &
   rpids+=($!)
 done
 check "three clients registered" wait_for 10 is granted $((21 * G / 2))
@@ -172,7 +174,7 @@ check "re-registration vouched by the state" contains "$tmp/daemon.out" "re-regi
 timeout 10 "$peer" "$S" hold "$uuid" $((2 * G)) >"$tmp/h7" 2>&1
 check "the rebuilt ledger refuses what does not fit" contains "$tmp/h7" "DENY"
 wait "${rpids[@]}"
-check "the clients finished within their budgets" sh -c "cat '$tmp'/r1 '$tmp'/r2 '$tmp'/r3 | grep -c 'RESULT R. 3758096384 3758096384 ok' | grep -qx 3"
+check "the clients finished within their budgets" sh -c "cat '$tmp'/r1 '$tmp'/r2 '$tmp'/r3 | grep -c 'RESULT R. 3758096384 $((3758096384 - C)) ok' | grep -qx 3"
 check "all back after the clients end" wait_for 5 is granted 0
 
 # --- SIGKILL storm: 200 clients allocating, killed at random --------------

@@ -3,8 +3,9 @@
  * allocation family is held to the budget, the program sees the budget as
  * the device (through CUDA and NVML alike), resolution through
  * cuGetProcAddress and dlsym is governed, threads racing at the edge never
- * pass it, a forked child cannot use CUDA (as with the real driver) and an
- * executed one joins the budget it is under. The test re-executes itself
+ * pass it (the CUDA context inside it: what a program has is the budget
+ * less its context), a forked child cannot use CUDA (as with the real
+ * driver) and an executed one joins the budget it is under. The test re-executes itself
  * twice: with LD_PRELOAD set (a budget of its own per process), and under
  * `vram run` (one budget for the command, which an executed child shares). */
 #include "../src/cuda/cuda_abi.h"
@@ -58,7 +59,11 @@ CUresult cuGraphExecDestroy(CUgraphExec);
 CUresult cuGraphDestroy(CUgraph);
 CUresult cuDeviceGraphMemTrim(CUdevice);
 
-#define BUDGET GiB
+/* The budget of device 0: its context (392 MiB on the simulated H100,
+ * sim/config.h) and 1 GiB beside it, which is what a program has left. */
+#define CTX (392 * MiB)
+#define BUDGET (GiB + CTX)
+#define ROOM GiB
 
 static void use_device(int dev)
 {
@@ -84,15 +89,16 @@ static void sees_the_budget(void)
 {
     size_t f, t;
     CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
-    CHECK(t == BUDGET && f == BUDGET);
+    CHECK(t == BUDGET && f == ROOM);
     CHECK(cuDeviceTotalMem_v2(&t, 0) == CUDA_SUCCESS && t == BUDGET);
     unsigned int f32, t32;
-    CHECK(cuMemGetInfo(&f32, &t32) == CUDA_SUCCESS && t32 == BUDGET && f32 == BUDGET);
+    CHECK(cuMemGetInfo(&f32, &t32) == CUDA_SUCCESS && t32 == BUDGET && f32 == ROOM);
     /* Device 1 has no budget: the driver's own figures. */
     CHECK(cuDeviceTotalMem_v2(&t, 1) == CUDA_SUCCESS && t == 2 * GiB);
     leave_device();
     use_device(1);
-    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS && t == 2 * GiB && f == 2 * GiB);
+    /* ... less its context, which no budget there counts. */
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS && t == 2 * GiB && f == 2 * GiB - CTX);
     CUdeviceptr big;
     CHECK(cuMemAlloc_v2(&big, 1536 * MiB) == CUDA_SUCCESS); /* beyond device 0's budget: fine here */
     CHECK(cuMemFree_v2(big) == CUDA_SUCCESS);
@@ -134,7 +140,7 @@ static void families(void)
     CHECK(cuMemFree_v2((CUdeviceptr)0x1234500) == CUDA_ERROR_INVALID_VALUE);
     for (int i = 1; i < 4; i++)
         CHECK(cuMemFree_v2(a[i]) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
 }
 
 /* As the CUDA runtime does: dlsym the resolver, then everything through it. */
@@ -175,7 +181,7 @@ static void resolution(void)
     /* Plain dlsym of a versioned name. */
     PFN_cuMemAlloc_v2 direct = (PFN_cuMemAlloc_v2)dlsym(lib, "cuMemAlloc_v2");
     CHECK(direct(&q, 1100 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
 }
 
 /* Stream-ordered pools are charged what they reserve, not what is live. */
@@ -186,7 +192,7 @@ static void pools(void)
     CHECK(free_now() == 424 * MiB);
     CHECK(cuMemAllocAsync(&b, 600 * MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS); /* threshold 0: the pool shrinks */
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
 
     /* A pool that keeps freed memory (release threshold) keeps its charge,
      * and reusing that memory needs no more budget. */
@@ -204,10 +210,10 @@ static void pools(void)
     CHECK(cuMemAllocAsync(&b, 600 * MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS);
     CHECK(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
     CHECK(cuMemAllocFromPoolAsync(&a, 256 * MiB, pool, NULL) == CUDA_SUCCESS);
     CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
 
     /* The per-thread-default-stream variant, as the runtime resolves it. */
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -218,9 +224,9 @@ static void pools(void)
     CHECK(ptsz != (PFN_cuMemAllocAsync)cuMemAllocAsync); /* the _ptsz hook, not the plain one */
     CHECK(ptsz(&a, 2 * GiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(ptsz(&a, 100 * MiB, NULL) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET - 100 * MiB);
+    CHECK(free_now() == ROOM - 100 * MiB);
     CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
 }
 
 /* VMM: charged at creation when on the device, until released and unmapped. */
@@ -238,13 +244,13 @@ static void virtual_memory(void)
     CHECK(cuMemRelease(h) == CUDA_SUCCESS);
     CHECK(free_now() == 512 * MiB); /* mapped: still the device's */
     CHECK(cuMemUnmap(va, 512 * MiB) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
     CHECK(cuMemAddressFree(va, 512 * MiB) == CUDA_SUCCESS);
     /* Host-located memory is not the device's. */
     CUmemAllocationProp host = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {CU_MEM_LOCATION_TYPE_HOST, 0}};
     CHECK(cuMemCreate(&h, 2 * GiB, &host, 0) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
     CHECK(cuMemRelease(h) == CUDA_SUCCESS);
 }
 
@@ -254,20 +260,20 @@ static void arrays(void)
     CUarray a, b;
     CUDA_ARRAY_DESCRIPTOR d = {1000, 1000, CU_AD_FORMAT_FLOAT, 4};
     CHECK(cuArrayCreate_v2(&a, &d) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET - 16 * MiB); /* 16,384-byte rows x 1000 in 2 MiB pages */
+    CHECK(free_now() == ROOM - 16 * MiB); /* 16,384-byte rows x 1000 in 2 MiB pages */
     CUDA_ARRAY3D_DESCRIPTOR big = {4096, 4096, 16, CU_AD_FORMAT_FLOAT, 4, 0};
     CHECK(cuArray3DCreate_v2(&b, &big) == CUDA_ERROR_OUT_OF_MEMORY); /* 4 GiB */
     CUDA_ARRAY3D_DESCRIPTOR vol = {256, 256, 256, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0};
     CHECK(cuArray3DCreate_v2(&b, &vol) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET - 16 * MiB - 32 * MiB); /* 512-byte rows x 256 x 256 */
+    CHECK(free_now() == ROOM - 16 * MiB - 32 * MiB); /* 512-byte rows x 256 x 256 */
     CUmipmappedArray m;
     CUDA_ARRAY3D_DESCRIPTOR tex = {2048, 2048, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
     CHECK(cuMipmappedArrayCreate(&m, &tex, 12) == CUDA_SUCCESS);
-    CHECK(free_now() < BUDGET - 48 * MiB - 16 * MiB); /* 16 MiB base level and more */
+    CHECK(free_now() < ROOM - 48 * MiB - 16 * MiB); /* 16 MiB base level and more */
     CHECK(cuMipmappedArrayDestroy(m) == CUDA_SUCCESS);
     CHECK(cuArrayDestroy(a) == CUDA_SUCCESS);
     CHECK(cuArrayDestroy(b) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
 }
 
 /* Graph memory: reserved at launch, kept until trimmed. */
@@ -291,14 +297,14 @@ static CUgraphExec graph_of(size_t a, size_t b)
 static void graphs(void)
 {
     CUgraphExec fits = graph_of(300 * MiB, 300 * MiB), too_big = graph_of(700 * MiB, 400 * MiB);
-    CHECK(free_now() == BUDGET); /* nothing is taken before launch */
+    CHECK(free_now() == ROOM); /* nothing is taken before launch */
     CHECK(cuGraphLaunch(fits, NULL) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET - 600 * MiB);
+    CHECK(free_now() == ROOM - 600 * MiB);
     CHECK(cuGraphLaunch(fits, NULL) == CUDA_SUCCESS); /* relaunch reuses the reservation */
-    CHECK(free_now() == BUDGET - 600 * MiB);
+    CHECK(free_now() == ROOM - 600 * MiB);
     CHECK(cuGraphLaunch(too_big, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuDeviceGraphMemTrim(0) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
     CHECK(cuGraphLaunch(too_big, NULL) == CUDA_ERROR_OUT_OF_MEMORY); /* 1100 MiB > budget */
     CUgraph g;
     CUgraphNode n;
@@ -309,7 +315,7 @@ static void graphs(void)
     CHECK(cuGraphAddMemAllocNode(&n, g, NULL, 0, &huge) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
     CHECK(cuGraphExecDestroy(fits) == CUDA_SUCCESS && cuGraphExecDestroy(too_big) == CUDA_SUCCESS);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
 }
 
 /* NVML's memory figures are the same view as CUDA's, device by UUID; its
@@ -337,7 +343,7 @@ static void nvml(void)
     size_t f, t;
     CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
     CHECK(m.total == t && m.free == f && m.used == t - f); /* the same view */
-    CHECK(m.total == BUDGET && m.free == BUDGET - 300 * MiB);
+    CHECK(m.total == BUDGET && m.free == ROOM - 300 * MiB);
     nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
     CHECK(info2(d0, &m2) == NVML_SUCCESS && m2.total == BUDGET && m2.free == f &&
           m2.used + m2.reserved == t - f);
@@ -347,10 +353,10 @@ static void nvml(void)
     CHECK(procs(d0, &n, list) == NVML_SUCCESS);
     int mine = 0;
     for (unsigned i = 0; i < n; i++)
-        mine |= list[i].pid == (unsigned)getpid() && list[i].usedGpuMemory == 300 * MiB;
+        mine |= list[i].pid == (unsigned)getpid() && list[i].usedGpuMemory == CTX + 300 * MiB;
     CHECK(mine);
     CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
-    CHECK(info(d0, &m) == NVML_SUCCESS && m.free == BUDGET);
+    CHECK(info(d0, &m) == NVML_SUCCESS && m.free == ROOM);
 }
 
 static atomic_uint_fast64_t granted;
@@ -365,7 +371,7 @@ static void *racer(void *arg)
         if (cuMemAlloc_v2(&mine[n], 48 * MiB) != CUDA_SUCCESS)
             continue;
         atomic_fetch_add(&granted, 48 * MiB);
-        CHECK(atomic_load(&granted) <= BUDGET);
+        CHECK(atomic_load(&granted) <= ROOM);
         n++;
         if (i % 3 == 2) {
             atomic_fetch_sub(&granted, 48 * MiB);
@@ -387,7 +393,7 @@ static void threads_at_the_edge(void)
         pthread_create(&t[i], NULL, racer, NULL);
     for (int i = 0; i < 8; i++)
         pthread_join(t[i], NULL);
-    CHECK(free_now() == BUDGET);
+    CHECK(free_now() == ROOM);
 }
 
 /* A child forked after the parent initialised CUDA cannot use it, as with
@@ -396,8 +402,10 @@ static void threads_at_the_edge(void)
  * a new process under the same interposer (executed_child). */
 static void forked_child(char **argv)
 {
+    /* Under the command's budget this leaves the executed child its context
+     * and 256 MiB. */
     CUdeviceptr held;
-    CHECK(cuMemAlloc_v2(&held, 768 * MiB) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&held, ROOM - CTX - 256 * MiB) == CUDA_SUCCESS);
     pid_t pid = fork();
     if (pid == 0) {
         CUdeviceptr p;
@@ -412,12 +420,13 @@ static void forked_child(char **argv)
     int status;
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    CHECK(free_now() == 256 * MiB);
+    CHECK(free_now() == CTX + 256 * MiB);
     CHECK(cuMemFree_v2(held) == CUDA_SUCCESS);
 }
 
 /* The executed child: under a budget per process, its own, nothing of the
- * parent's counted; under the command's, what the parent holds counts. */
+ * parent's counted; under the command's, what the parent holds (its
+ * context too) counts, and so does this process's context. */
 static int executed_child(bool command)
 {
     CHECK(cuInit(0) == CUDA_SUCCESS);
@@ -442,13 +451,13 @@ static int again(const char *how, char **argv)
         setenv("TEST_PRELOAD_UNDER", how, 1);
         if (!strcmp(how, "process")) {
             setenv("LD_PRELOAD", argv[1], 1);
-            setenv("VRAM_MEMORY_LIMIT", "0=1GiB", 1);
+            setenv("VRAM_MEMORY_LIMIT", "0=1416MiB", 1);
             execv("/proc/self/exe", argv);
         } else {
             char self[4096];
             ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
             self[n > 0 ? n : 0] = 0;
-            execl(argv[2], argv[2], "run", "--limit", "0=1GiB", "--log", "off", "--", self,
+            execl(argv[2], argv[2], "run", "--limit", "0=1416MiB", "--log", "off", "--", self,
                   (char *)NULL);
         }
         perror("exec");

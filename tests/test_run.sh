@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # vram run end to end on the simulated GPU: options are checked, a program
-# never runs without its budget, the budget is what the program sees and
+# never runs without its budget, nor with one too small for its CUDA
+# context, the budget is what the program sees (its context inside it) and
 # cannot pass, budgeted processes share a device, a killed one's memory
 # comes back, and the interposer is quiet unless asked.
 set -u
@@ -8,7 +9,10 @@ build=${1:?usage: test_run.sh BUILD_DIR CHURN}
 churn=${2:?usage: test_run.sh BUILD_DIR CHURN}
 vram=$build/vram grab=$build/vram-demo-grab
 export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$(mktemp -d)
-unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG
+unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_SIM_CONTEXT_SIZE
+# What a program can take of a budget: the budget less its CUDA context
+# (392 MiB on the simulated H100, sim/config.h).
+context=$((392 << 20))
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$VRAM_SIM_DIR" "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
@@ -39,7 +43,7 @@ check "VRAM_MEMORY_LIMIT=25 named" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="25".*
 check "nothing ran on a unitless size" test ! -e "$tmp/ran"
 # Kubernetes' 4Gi is 4GiB.
 "$vram" run --limit 4Gi -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
-check "--limit 4Gi is 4 GiB" contains "$tmp/out" "RESULT A 4294967296 4294967296 ok"
+check "--limit 4Gi is 4 GiB" contains "$tmp/out" "RESULT A 4294967296 $((4294967296 - context)) ok"
 # Durations in bare seconds, as nvidia-smi -l and gpustat -i take them.
 "$vram" top --interval 1 --once --socket "$tmp/no-daemon.sock" 2>"$tmp/err"; rc=$?
 check "top --interval 1 accepted (fails only for want of a daemon)" test $rc = 1
@@ -53,7 +57,7 @@ check "--wait=2.5 is 2.5 seconds" contains "$tmp/out" "wait=2500ms"
 # Every option is --opt value or --opt=value; an option that needs a value
 # never takes "--" for one.
 "$vram" run --limit=4GiB -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
-check "--limit=4GiB is --limit 4GiB" contains "$tmp/out" "RESULT A 4294967296 4294967296 ok"
+check "--limit=4GiB is --limit 4GiB" contains "$tmp/out" "RESULT A 4294967296 $((4294967296 - context)) ok"
 "$vram" run --limit 1GiB --job -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
 check "--job -- is refused" sh -c "[ $rc = 2 ] && grep -q -- '--job needs a value' '$tmp/err' && [ ! -e '$tmp/ran' ]"
 VRAM_DAEMON=$tmp/no-daemon.sock "$vram" run --limit 1GiB --wait 10m -- sh -c 'echo "wait=$VRAM_WAIT"' >"$tmp/out" 2>&1
@@ -84,16 +88,38 @@ check "the environment's budget is checked too" test $rc = 2
 check "the environment's budget is named" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="3=1GiB" names device 3'
 # Reached without vram run, the interposer refuses such a configuration
 # loudly rather than running without a budget.
-VRAM_MEMORY_LIMIT=5=1GiB LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
-check "interposer: no budget for a missing device is an error" contains "$tmp/out" "RESULT A 0 0 OOM"
+# (The program gets no GPU memory at all, not even for its CUDA context.)
+VRAM_MEMORY_LIMIT=5=1GiB LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "interposer: no budget for a missing device is an error" sh -c "[ $rc = 1 ] && ! grep -q 'ok\$' '$tmp/out'"
 check "interposer: says so" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="5=1GiB" names device 5'
-VRAM_MEMORY_FRACTION=0.0000000000000000001 LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
-check "interposer: a budget of nothing is an error" contains "$tmp/out" "RESULT A 0 0 OOM"
+VRAM_MEMORY_FRACTION=0.0000000000000000001 LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "interposer: a budget of nothing is an error" sh -c "[ $rc = 1 ] && ! grep -q 'ok\$' '$tmp/out'"
 check "interposer: says so" contains "$tmp/err" 'a budget of 0 B'
 
-# The budget is the device the program sees, and all it can take.
+# A budget smaller than a CUDA context: no program can run in it. vram run
+# measures a context on each GPU first and refuses it, saying what one takes.
+"$vram" run --limit 300MiB -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "a budget below a context: refused" test $rc = 2
+check "a budget below a context: not started" test ! -e "$tmp/ran"
+check "a budget below a context: says what a context takes there" contains "$tmp/err" \
+  "gives device 0 (NVIDIA H100 80GB HBM3, GPU-5a1d0e5a-a000-4000-8000-000000000000) a budget of 300.00 MiB, and a CUDA context alone takes 392.00 MiB there: no program can run in it; a budget there needs at least 393.00 MiB; the program was not started"
+"$vram" run --limit 393MiB -- true 2>"$tmp/err"
+check "a budget of a context and 1 MiB: started" test $? = 0
+"$vram" run --fraction 3% -- true 2>"$tmp/err"
+check "a fraction below a context: refused" contains "$tmp/err" "a budget of 368.64 MiB, and a CUDA context alone takes 392.00 MiB there"
+# Reached without vram run (VRAM_LOG unset: quiet otherwise), the interposer
+# refuses the context and says why, once.
+VRAM_MEMORY_LIMIT=300MiB LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "interposer: a budget below a context fails the program" test $rc = 1
+check "interposer: says what a context takes" contains "$tmp/err" \
+  "^vram: error: a CUDA context takes 392.00 MiB on device 0 (NVIDIA H100 80GB HBM3) and its budget is 300.00 MiB, which leaves no room beside it: cuDevicePrimaryCtxRetain fails with CUDA_ERROR_OUT_OF_MEMORY; a budget there needs at least 393.00 MiB\$"
+check "interposer: says it once" test "$(grep -c 'vram:' "$tmp/err")" = 1
+
+# The budget is the device the program sees, and all it can take beside its
+# context; the peak says so.
 "$vram" run --limit 4GiB -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
-check "sees 4 GiB and takes it" contains "$tmp/out" "RESULT A 4294967296 4294967296 ok"
+check "sees 4 GiB and takes all its context leaves" contains "$tmp/out" "RESULT A 4294967296 $((4294967296 - context)) ok"
+check "the peak is the budget, the context inside it" contains "$tmp/err" "^vram: GPU 0: peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)\$"
 "$vram" run --limit 3GiB -- "$grab" B 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "over budget fails" test $rc = 1
 check "refusal is one line a person can act on" \
@@ -101,7 +127,7 @@ check "refusal is one line a person can act on" \
 "$vram" run --limit 3GiB --log off -- "$grab" B 1 >"$tmp/out" 2>"$tmp/err"
 check "quiet when asked" sh -c "! grep -q 'vram:' '$tmp/err'"
 "$vram" run --limit 4GiB --log off -- "$grab" C 1 >"$tmp/out" 2>"$tmp/err"
-check "nothing on stdout but the program's" sh -c "[ \"\$(cat '$tmp/out')\" = 'RESULT C 4294967296 4294967296 ok' ]"
+check "nothing on stdout but the program's" sh -c "[ \"\$(cat '$tmp/out')\" = 'RESULT C 4294967296 $((4294967296 - context)) ok' ]"
 
 # Two budgeted processes side by side on one device; a third does not fit.
 # (They hold their memory for 15 s, and the check waits for both to have
@@ -122,7 +148,7 @@ check "vram run exits as the shell does for a killed command" test $? = 137
 "$vram" devices --brief >"$tmp/occ"
 check "killed process's memory is back" contains "$tmp/occ" " 5.00 GiB used of 12.00 GiB"
 wait $e
-check "the other finished" contains "$tmp/e" "RESULT E 5368709120 5368709120 ok"
+check "the other finished" contains "$tmp/e" "RESULT E 5368709120 $((5368709120 - context)) ok"
 
 # Killed in the middle of allocating and freeing, again and again: nothing
 # it held outlives it.

@@ -236,6 +236,9 @@ int main(int argc, char **argv)
 {
     self = argv[0];
     setenv("VRAM_SIM_DEVICES", "1100MiB", 1);
+    /* The simulator's own shared state, no budget: a case reads the
+     * device's use as exactly what it allocated (a forged claim not in it)
+     * and NVML's list as empty, which a context would add its size to. */
     setenv("VRAM_SIM_CONTEXT_SIZE", "0", 1);
     if (argc == 2 && strcmp(argv[1], "allocate") == 0)
         return child_allocate();

@@ -24,7 +24,7 @@ struct listing {
     bool memory_known[OPT_MAX_DEVICES];
     struct gpu_memory memory[OPT_MAX_DEVICES];
     int nproc[OPT_MAX_DEVICES]; /* -1: unknown */
-    struct gpu_process *proc[OPT_MAX_DEVICES];
+    struct nvml_process *proc[OPT_MAX_DEVICES];
     bool ledger; /* vramd answered */
     struct snapshot snap;
 };
@@ -127,7 +127,7 @@ static void table(const struct listing *l)
             continue;
         }
         for (int i = 0; i < l->nproc[g]; i++) {
-            const struct gpu_process *p = &l->proc[g][i];
+            const struct nvml_process *p = &l->proc[g][i];
             struct process_identity id;
             process_identify(p->pid, &id);
             char used[32] = "n/a", budget[32] = "-", cmd[512];
@@ -180,7 +180,7 @@ static void json(const struct listing *l)
         }
         printf(",\"processes\":[");
         for (int i = 0; i < l->nproc[g]; i++) {
-            const struct gpu_process *p = &l->proc[g][i];
+            const struct nvml_process *p = &l->proc[g][i];
             struct process_identity id;
             process_identify(p->pid, &id);
             uint64_t grant;

@@ -2,6 +2,7 @@
 #include "processes.h"
 
 #include "../src/cuda/nvml_abi.h"
+#include "../src/cuda/nvml_processes.h"
 
 #include <dlfcn.h>
 #include <stddef.h>
@@ -10,16 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What NVML writes where it does not know a process's memory. */
-#define NVML_VALUE_NOT_AVAILABLE 0xFFFFFFFFFFFFFFFFull
-
 static struct {
     void *lib;
     PFN_nvmlShutdown shutdown;
     PFN_nvmlDeviceGetHandleByUUID by_uuid;
     PFN_nvmlDeviceGetMemoryInfo memory;
-    PFN_nvmlDeviceGetComputeRunningProcesses_v3 processes_v3;
-    PFN_nvmlDeviceGetComputeRunningProcesses processes_v1;
+    struct nvml_process_calls processes;
     PFN_nvmlErrorString error_string;
 } nv;
 
@@ -42,12 +39,12 @@ int processes_open(char *err, size_t n)
     nv.shutdown = (PFN_nvmlShutdown)dlsym(nv.lib, "nvmlShutdown");
     nv.by_uuid = (PFN_nvmlDeviceGetHandleByUUID)dlsym(nv.lib, "nvmlDeviceGetHandleByUUID");
     nv.memory = (PFN_nvmlDeviceGetMemoryInfo)dlsym(nv.lib, "nvmlDeviceGetMemoryInfo");
-    nv.processes_v3 = (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
+    nv.processes.v3 = (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
         nv.lib, "nvmlDeviceGetComputeRunningProcesses_v3");
-    nv.processes_v1 = (PFN_nvmlDeviceGetComputeRunningProcesses)dlsym(
+    nv.processes.v1 = (PFN_nvmlDeviceGetComputeRunningProcesses)dlsym(
         nv.lib, "nvmlDeviceGetComputeRunningProcesses");
     nv.error_string = (PFN_nvmlErrorString)dlsym(nv.lib, "nvmlErrorString");
-    if (!init || !nv.by_uuid || !nv.memory || (!nv.processes_v3 && !nv.processes_v1)) {
+    if (!init || !nv.by_uuid || !nv.memory || (!nv.processes.v3 && !nv.processes.v1)) {
         snprintf(err, n, "libnvidia-ml.so.1 lacks the NVML functions vram devices needs");
         processes_close();
         return -1;
@@ -99,34 +96,7 @@ int processes_memory(const char *uuid, struct gpu_memory *m, char *err, size_t n
     return 0;
 }
 
-/* One call to whichever list NVML has (_v3 first), into room for *count
- * entries; NVML's convention: too small a buffer gives
- * NVML_ERROR_INSUFFICIENT_SIZE and the count needed. The older entry is
- * the start of the newer one, so one loop reads both. */
-_Static_assert(offsetof(nvmlProcessInfo_t, pid) == offsetof(nvmlProcessInfo_v1_t, pid) &&
-                   offsetof(nvmlProcessInfo_t, usedGpuMemory) ==
-                       offsetof(nvmlProcessInfo_v1_t, usedGpuMemory),
-               "NVML's process entries share their start");
-
-static nvmlReturn_t list(nvmlDevice_t d, unsigned *count, struct gpu_process *out)
-{
-    size_t stride = nv.processes_v3 ? sizeof(nvmlProcessInfo_t) : sizeof(nvmlProcessInfo_v1_t);
-    unsigned char *buf = calloc(*count, stride);
-    if (!buf)
-        return NVML_ERROR_UNKNOWN;
-    nvmlReturn_t rc = nv.processes_v3 ? nv.processes_v3(d, count, (nvmlProcessInfo_t *)buf)
-                                      : nv.processes_v1(d, count, (nvmlProcessInfo_v1_t *)buf);
-    for (unsigned i = 0; rc == NVML_SUCCESS && i < *count; i++) {
-        nvmlProcessInfo_v1_t p;
-        memcpy(&p, buf + i * stride, sizeof p);
-        out[i] = (struct gpu_process){p.pid, p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE,
-                                      p.usedGpuMemory};
-    }
-    free(buf);
-    return rc;
-}
-
-int processes_on(const char *uuid, struct gpu_process **out, char *err, size_t n)
+int processes_on(const char *uuid, struct nvml_process **out, char *err, size_t n)
 {
     nvmlDevice_t d;
     char buf[32];
@@ -137,13 +107,13 @@ int processes_on(const char *uuid, struct gpu_process **out, char *err, size_t n
      * tries, each with room for what the last one said plus some. */
     unsigned cap = 64;
     for (int attempt = 0; attempt < 4; attempt++) {
-        struct gpu_process *p = calloc(cap, sizeof *p);
+        struct nvml_process *p = calloc(cap, sizeof *p);
         if (!p) {
             snprintf(err, n, "out of memory");
             return -1;
         }
         unsigned count = cap;
-        nvmlReturn_t rc = list(d, &count, p);
+        nvmlReturn_t rc = nvml_processes(&nv.processes, d, &count, p);
         if (rc == NVML_SUCCESS) {
             *out = p;
             return (int)count;

@@ -8,6 +8,8 @@
 #ifndef VRAM_PROCESSES_H
 #define VRAM_PROCESSES_H
 
+#include "../src/cuda/nvml_processes.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,11 +18,6 @@ struct gpu_memory {
     uint64_t total, used, free;
 };
 
-struct gpu_process {
-    unsigned pid;
-    bool used_known; /* NVML may not know (NVML_VALUE_NOT_AVAILABLE) */
-    uint64_t used;
-};
 
 /* Loads and starts NVML (libnvidia-ml.so.1). 0, or -1 with the reason. */
 int processes_open(char *err, size_t n);
@@ -32,7 +29,7 @@ int processes_memory(const char *uuid, struct gpu_memory *m, char *err, size_t n
 /* The compute processes holding memory on the GPU with this UUID, in a
  * malloc()ed array (the caller frees it): their count, or -1 with the
  * reason. */
-int processes_on(const char *uuid, struct gpu_process **out, char *err, size_t n);
+int processes_on(const char *uuid, struct nvml_process **out, char *err, size_t n);
 
 /* Who a process is: its real uid and user name, and its command line
  * (arguments joined by spaces). Unknown parts (a process gone, or hidden

@@ -36,7 +36,8 @@ static void run_usage(FILE *out)
             "allocation past the budget fails with CUDA_ERROR_OUT_OF_MEMORY, and the\n"
             "program sees the budget as the size of the device, so a framework's own\n"
             "fraction or preallocation is a share of the budget (TensorFlow takes the\n"
-            "budget, JAX 75%% of it).\n"
+            "budget, JAX 75%% of it). The budget holds the program's CUDA contexts and\n"
+            "loaded modules too, measured as the driver makes them.\n"
             "\n"
             "options (--limit 4GiB and --limit=4GiB are the same):\n"
             "  --limit SIZE        budget on every GPU (4GiB, 4Gi, 512MiB), or per GPU:\n"
@@ -62,11 +63,12 @@ static void run_usage(FILE *out)
             "  --per-process       a budget for each process of the command, instead of\n"
             "                      one that all its processes share\n"
             "  --summary FILE      when the command ends, write what it used to FILE as\n"
-            "                      JSON: budget and peak per GPU and per process\n"
+            "                      JSON: budget and peak per GPU (its contexts' and\n"
+            "                      modules' part) and per process\n"
             "  --record FILE       record every GPU memory event of the command's\n"
             "                      processes (allocations and frees of every family,\n"
-            "                      pools, budgets, refusals) and write them to FILE when\n"
-            "                      it ends, for vram plot and vram record\n"
+            "                      pools, contexts, modules, budgets, refusals) and write\n"
+            "                      them to FILE when it ends, for vram plot and vram record\n"
             "  --format FORM       FILE's form: vrec (vram's own), csv (RMM's allocation\n"
             "                      log) or json (trace events for ui.perfetto.dev);\n"
             "                      by default FILE's extension: .vrec, .csv or .json\n"
@@ -76,7 +78,7 @@ static void run_usage(FILE *out)
             "(children, workers, daemons) share it on each GPU and never hold more\n"
             "together. vram run stays beside the command, passes on the signals sent to\n"
             "it, and when the command ends prints its peak per GPU (unless --log off):\n"
-            "  vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget\n"
+            "  vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget (context 392.00 MiB)\n"
             "and exits with its status (128+N if it was killed by signal N). With vramd,\n"
             "each process still asks its own grant for now.\n"
             "\n"
@@ -84,10 +86,15 @@ static void run_usage(FILE *out)
             "VRAM_MEMORY_FRACTION in the environment) unless vramd runs: then the program\n"
             "gets the budget the daemon's policy grants, and a budget given is what it\n"
             "asks for. Nothing is started when a budget names a GPU the program will not\n"
-            "have, comes to less than 1 MiB, or cannot be read, or when the interposer\n"
-            "cannot be loaded. What an LD_PRELOAD interposer cannot govern: a program\n"
-            "that clears LD_PRELOAD for its children, links the driver statically, or\n"
-            "talks to the kernel driver directly. Sizes and durations: vram --help.\n");
+            "have, comes to less than 1 MiB, cannot hold a CUDA context and 1 MiB (vram\n"
+            "run first measures what a context takes on each GPU, and says it), or\n"
+            "cannot be read, or when the interposer cannot be loaded.\n"
+            "\n"
+            "What an LD_PRELOAD interposer cannot govern: a program that clears\n"
+            "LD_PRELOAD for its children, links the driver statically, or talks to the\n"
+            "kernel driver directly; nor memory the driver takes later on its own (a\n"
+            "kernel's code loaded lazily at its first use, its stack), which shows beyond\n"
+            "the budget in nvidia-smi. Sizes and durations: vram --help.\n");
 }
 
 /* The interposer beside this program (build tree), or where it is installed
@@ -120,27 +127,34 @@ static int find_preload(char *out, size_t n)
 
 #define run_fail(...) cli_usage_error("run", __VA_ARGS__)
 
-/* A budget named for a device the program will not have, and a fraction
- * that leaves a device next to nothing, are refused before the program
- * starts: the interposer would otherwise run it with no budget on the
- * devices it has (or refuse everything, once it runs). The driver is asked
- * only when a setting depends on the devices. `given` is the flag the
- * budget came from, or NULL when it came from the environment. */
-static int check_budgets(const struct options *o, const char *devices, const char *given)
+/* A budget named for a device the program will not have, a fraction that
+ * leaves a device next to nothing, and a budget too small for the CUDA
+ * context a program needs before anything else are refused before the
+ * program starts: the interposer would otherwise run it with no budget on
+ * the devices it has, or refuse everything once it runs. `v` is what the
+ * driver showed (with what a context takes on each GPU), or NULL when it
+ * was not asked; then the driver is asked only when a setting depends on
+ * the devices. `given` is the flag the budget came from, or NULL when it
+ * came from the environment. */
+static int check_budgets(const struct options *o, const char *devices, const char *given,
+                         struct visible *v)
 {
     bool per_device = false;
     for (int d = 0; d < OPT_MAX_DEVICES; d++)
         per_device |= o->limit[d].kind != LIMIT_NONE;
-    if (!devices && !per_device && o->limit_all.kind != LIMIT_FRACTION)
+    if (!v && !devices && !per_device && o->limit_all.kind != LIMIT_FRACTION)
         return 0;
-    static struct visible v; /* large: not on the stack */
+    static struct visible asked; /* large: not on the stack */
     char err[2048], list[1024];
-    if (visible_gpus(devices, &v, err, sizeof err) != 0)
-        return run_fail("%s; the program was not started", err);
-    visible_describe(&v, list, sizeof list);
+    if (!v) {
+        if (visible_gpus(devices, &asked, err, sizeof err) != 0)
+            return run_fail("%s; the program was not started", err);
+        v = &asked;
+    }
+    visible_describe(v, list, sizeof list);
     for (int d = 0; d < OPT_MAX_DEVICES; d++) {
         const struct limit_setting *l = &o->limit[d];
-        if (l->kind != LIMIT_NONE && d >= v.n)
+        if (l->kind != LIMIT_NONE && d >= v->n)
             return run_fail("%s names device %d, but the program will see %s%s; the program "
                             "was not started",
                             given ? given : l->origin, d, list,
@@ -148,14 +162,24 @@ static int check_budgets(const struct options *o, const char *devices, const cha
     }
     struct options none;
     options_clear(&none);
-    for (int d = 0; d < v.n; d++) {
+    for (int d = 0; d < v->n; d++) {
         const struct limit_setting *l = options_limit(&none, o, d);
-        uint64_t budget = (uint64_t)((double)v.gpu[d].total * l->fraction);
+        const struct visible_gpu *g = &v->gpu[d];
+        uint64_t budget = l->kind == LIMIT_BYTES ? l->bytes
+                          : l->kind == LIMIT_FRACTION ? (uint64_t)((double)g->total * l->fraction)
+                                                      : UINT64_MAX;
         if (l->kind == LIMIT_FRACTION && budget < PARSE_MEANINGFUL_BYTES)
             return run_fail("%s gives device %d (%s, %s) a budget of %s, and a budget below "
                             "1 MiB holds nothing a program can use; the program was not started",
-                            given ? given : l->origin, d, v.gpu[d].uuid,
-                            format_size(v.gpu[d].total).text, format_size(budget).text);
+                            given ? given : l->origin, d, g->uuid, format_size(g->total).text,
+                            format_size(budget).text);
+        if (g->context && budget < g->context + PARSE_MEANINGFUL_BYTES)
+            return run_fail("%s gives device %d (%s, %s) a budget of %s, and a CUDA context "
+                            "alone takes %s there: no program can run in it; a budget there "
+                            "needs at least %s; the program was not started",
+                            given ? given : l->origin, d, g->name, g->uuid,
+                            format_size(budget).text, format_size(g->context).text,
+                            format_size(g->context + PARSE_MEANINGFUL_BYTES).text);
     }
     return 0;
 }
@@ -300,8 +324,24 @@ int cmd_run(int argc, char **argv)
     if (limit || fraction)
         snprintf(given, sizeof given, "%s %s", limit ? "--limit" : "--fraction",
                  limit ? limit : fraction);
-    if (check_budgets(&scratch, devices, given[0] ? given : NULL) != 0)
+    /* Without vramd the budget is known now, and so is, once measured, what
+     * a context takes on each GPU: every process of the command reserves
+     * its context before making it, and a budget that cannot hold one is
+     * refused here. (With vramd the budget is the daemon's grant, and the
+     * interposer says so at the first context.) */
+    static struct visible gpus; /* large: not on the stack */
+    bool measured = daemon != 0 && visible_gpus(devices, &gpus, err, sizeof err) == 0;
+    if (measured)
+        visible_measure_contexts(&gpus);
+    if (check_budgets(&scratch, devices, given[0] ? given : NULL, measured ? &gpus : NULL) != 0)
         return 2;
+    static struct command_context_size sizes[OPT_MAX_DEVICES];
+    int nsizes = 0;
+    for (int d = 0; measured && d < gpus.n; d++)
+        if (gpus.gpu[d].context) {
+            snprintf(sizes[nsizes].uuid, sizeof sizes[nsizes].uuid, "%s", gpus.gpu[d].uuid);
+            sizes[nsizes++].bytes = gpus.gpu[d].context;
+        }
     if (devices)
         setenv("CUDA_VISIBLE_DEVICES", devices, 1);
     setenv("VRAM_LOG", log ? log : getenv("VRAM_LOG") ? getenv("VRAM_LOG") : "error", 1);
@@ -337,6 +377,8 @@ int cmd_run(int argc, char **argv)
     setenv("LD_PRELOAD", joined, 1);
 
     /* Asked now, not after a long run: the file can be written. */
+    so.context_sizes = sizes;
+    so.ncontext_sizes = nsizes;
     if (summary && (so.summary_fd = open(summary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return run_fail("--summary %s: cannot create it: %s; the program was not started", summary,
                         strerror(errno));

@@ -84,12 +84,12 @@ static void write_summary(FILE *f, char **argv, int status, const struct command
         const struct command_summary_device *e = &s->device[order->index[i]];
         fprintf(f, "%s\n    {\"index\": %d, \"uuid\": ", i ? "," : "", e->ordinal);
         json_string(f, e->uuid);
-        fprintf(f, ", \"budget\": %llu, \"peak\": %llu, \"refused\": %llu",
+        fprintf(f,
+                ", \"budget\": %llu, \"peak\": %llu, \"context\": %llu, \"modules\": %llu, "
+                "\"refused\": %llu}",
                 (unsigned long long)e->budget, (unsigned long long)e->peak,
-                (unsigned long long)e->refused);
-        if (e->context)
-            fprintf(f, ", \"context\": %llu", (unsigned long long)e->context);
-        fputc('}', f);
+                (unsigned long long)e->part[COMMAND_CONTEXTS],
+                (unsigned long long)e->part[COMMAND_MODULES], (unsigned long long)e->refused);
     }
     fprintf(f, "%s],\n  \"processes\": [", order->n ? "\n  " : "");
     for (int p = 0; p < s->nprocesses; p++) {
@@ -110,8 +110,9 @@ static void write_summary(FILE *f, char **argv, int status, const struct command
             s->processes_not_listed);
 }
 
-/* "vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget" for each device, and
- * what else a person needs to read it right. */
+/* "vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget (context 392.00 MiB)"
+ * for each device (the part of it the command's contexts, and modules, held
+ * at most), and what else a person needs to read it right. */
 static void report(const struct command_summary *s, const struct order *order, int status)
 {
     for (int i = 0; i < order->n; i++) {
@@ -120,9 +121,11 @@ static void report(const struct command_summary *s, const struct order *order, i
         int n = snprintf(line, sizeof line, "vram: GPU %d: peak %s of %s budget%s", e->ordinal,
                          format_size(e->peak).text, format_size(e->budget).text,
                          s->mode == COMMAND_PER_PROCESS ? " per process" : "");
-        if (e->context)
-            n += snprintf(line + n, sizeof line - (size_t)n, " (context %s)",
-                          format_size(e->context).text);
+        uint64_t ctx = e->part[COMMAND_CONTEXTS], mod = e->part[COMMAND_MODULES];
+        if (ctx || mod)
+            n += snprintf(line + n, sizeof line - (size_t)n, " (%s%s%s%s%s)", ctx ? "context " : "",
+                          ctx ? format_size(ctx).text : "", ctx && mod ? ", " : "",
+                          mod ? "modules " : "", mod ? format_size(mod).text : "");
         if (e->refused)
             snprintf(line + n, sizeof line - (size_t)n, "; %llu allocation%s refused",
                      (unsigned long long)e->refused, e->refused == 1 ? "" : "s");
@@ -192,7 +195,8 @@ int supervise(char **argv, const struct supervise_options *o)
 {
     char why[512];
     struct command_owner owner;
-    if (command_create(&owner, o->mode, o->limit_var, o->limit_value, why, sizeof why) != 0) {
+    if (command_create(&owner, o->mode, o->limit_var, o->limit_value, o->context_sizes,
+                       o->ncontext_sizes, why, sizeof why) != 0) {
         fprintf(stderr, "vram run: %s; the program was not started\n", why);
         if (o->record_dir)
             rmdir(o->record_dir);

@@ -26,6 +26,8 @@ struct supervise_options {
     bool report;                         /* the peak lines on stderr (not with --log off) */
     int summary_fd;                      /* --summary FILE, opened; -1 if not asked */
     const char *summary_path;
+    const struct command_context_size *context_sizes; /* measured before the command starts */
+    int ncontext_sizes;
     const char *record_dir;  /* --record: the recorders' directory (VRAM_RECORD); NULL if not */
     const char *record_path; /* ... and the FILE it becomes at the end, in this form: */
     enum recording_format record_format;

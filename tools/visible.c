@@ -1,14 +1,18 @@
 /* visible: the GPUs a program under vram run will see, from the driver. */
 #include "visible.h"
 
+#include "../src/cuda/context_cost.h"
 #include "../src/cuda/driver.h"
 #include "../src/util/parse.h"
+#include "processes.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define DEVICES_FORMS                                                                          \
     "a comma-separated list of GPU ordinals or GPU UUIDs (or unique prefixes of them), as "    \
@@ -130,6 +134,52 @@ int visible_gpus(const char *devices, struct visible *out, char *err, size_t n)
         out->gpu[out->n++] = all.gpu[g];
     }
     return 0;
+}
+
+/* What NVML says this process holds on the GPU, or -1. */
+static int64_t nvml_own(const char *uuid)
+{
+    struct nvml_process *p;
+    char err[256];
+    int n = processes_on(uuid, &p, err, sizeof err);
+    int64_t held = -1;
+    for (int i = 0; i < n; i++)
+        if (p[i].pid == (unsigned)getpid() && p[i].used_known)
+            held = (int64_t)p[i].used;
+    if (n >= 0)
+        free(p);
+    return held;
+}
+
+void visible_measure_contexts(struct visible *v)
+{
+    struct cuda_driver cu;
+    char why[512];
+    if (v->n == 0 || driver_load(&cu, why, sizeof why) != 0)
+        return;
+    struct context_calls calls = {
+        cu.cuCtxPushCurrent, cu.cuCtxPopCurrent, cu.cuMemGetInfo,
+        (PFN_cuCtxCreate_v2)dlsym(cu.lib, "cuCtxCreate_v2"),
+        (PFN_cuCtxDestroy_v2)dlsym(cu.lib, "cuCtxDestroy_v2"),
+    };
+    bool nvml = processes_open(why, sizeof why) == 0;
+    for (int i = 0; i < v->n; i++) {
+        CUdevice d;
+        CUcontext ctx;
+        if (cu.cuDeviceGet(&d, v->gpu[i].ordinal) != CUDA_SUCCESS ||
+            cu.cuDevicePrimaryCtxRetain(&ctx, d) != CUDA_SUCCESS)
+            continue;
+        int64_t held = nvml ? nvml_own(v->gpu[i].uuid) : -1;
+        uint64_t bytes;
+        if (held >= 0)
+            v->gpu[i].context = (uint64_t)held;
+        else if (context_cost_by_scratch(&calls, ctx, d, &bytes) == 0)
+            v->gpu[i].context = bytes;
+        cu.cuDevicePrimaryCtxRelease(d);
+    }
+    if (nvml)
+        processes_close();
+    driver_unload(&cu);
 }
 
 void visible_describe(const struct visible *v, char *out, size_t n)

@@ -20,6 +20,7 @@ struct visible_gpu {
     char uuid[UUID_TEXT_SIZE];
     char name[96];
     uint64_t total;
+    uint64_t context; /* what a CUDA context takes on it; 0 until measured, or unknown */
 };
 
 struct visible {
@@ -33,6 +34,14 @@ struct visible {
  * CUDA_VISIBLE_DEVICES. 0, or -1 with a message that names the entry, or
  * the driver's problem, in err. */
 int visible_gpus(const char *devices, struct visible *out, char *err, size_t errlen);
+
+/* Measures what a CUDA context takes on each GPU of v (gpu[].context), the
+ * way the interposer measures it (src/preload/footprint.h): the primary
+ * context is made and released again, and its memory is NVML's figure for
+ * this process, or, where NVML cannot say, what a scratch context beside it
+ * takes (src/cuda/context_cost.h). A GPU where neither works keeps 0. Call
+ * it after visible_gpus, in the same process. */
+void visible_measure_contexts(struct visible *v);
 
 /* "1 GPU (0: GPU-5a1d..., 12.00 GiB)", "2 GPUs (0: ..., 1: ...)", "no GPU":
  * the list for a message. */

@@ -278,6 +278,58 @@ bool budget_forget(uint64_t key, int *dev, uint64_t *bytes, enum charge_kind *ki
     return true;
 }
 
+/* ------------------------------------------------- contexts and modules */
+
+int budget_reserve_part(int dev, uint64_t bytes, enum command_part part)
+{
+    if (budget_reserve(dev, bytes) != 0)
+        return -1;
+    command_part(atomic_load_explicit(&b.cdev[dev], memory_order_relaxed), part, bytes, true);
+    return 0;
+}
+
+void budget_release_part(int dev, uint64_t bytes, enum command_part part)
+{
+    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
+    if (c < 0)
+        return;
+    command_part(c, part, bytes, false);
+    command_release(c, bytes);
+}
+
+uint64_t budget_context_size(int dev)
+{
+    int c = atomic_load(&b.cdev[dev]);
+    return c >= 0 ? command_context_size(c) : 0;
+}
+
+void budget_note_context_size(int dev, uint64_t bytes)
+{
+    int c = atomic_load(&b.cdev[dev]);
+    if (c >= 0)
+        command_note_context_size(c, bytes);
+}
+
+void budget_report_context(int dev, uint64_t bytes, const char *call, const char *name)
+{
+    static atomic_bool told[BUDGET_MAX_DEVICES];
+    uint64_t limit = b.limit[dev];
+    bool accounted = atomic_load(&b.cdev[dev]) >= 0 && !b.config_bad && !b.denied[dev];
+    if (!accounted || limit >= bytes + PARSE_MEANINGFUL_BYTES) {
+        budget_report_oom(dev, bytes, call);
+        return;
+    }
+    if (atomic_exchange(&told[dev], true))
+        return;
+    /* The program cannot run in this budget at all: it must hear why. */
+    fprintf(stderr,
+            "vram: error: a CUDA context takes %s on device %d (%s) and its budget is %s, "
+            "which leaves no room beside it: %s fails with CUDA_ERROR_OUT_OF_MEMORY; a budget "
+            "there needs at least %s\n",
+            format_size(bytes).text, dev, name, format_size(limit).text, call,
+            format_size(bytes + PARSE_MEANINGFUL_BYTES).text);
+}
+
 /* What the device holds against its budget: the whole command's (dead
  * processes' shares reclaimed first), or this process's. */
 static uint64_t held(int dev)
@@ -349,6 +401,25 @@ static bool consider(uint64_t key, uint64_t v, void *arg)
     return true;
 }
 
+/* " including contexts 392.00 MiB, modules 2.00 MiB": what this process
+ * holds that no allocation asked for, for the report. */
+struct beside {
+    char text[96];
+};
+
+static struct beside beside_allocations(int c)
+{
+    struct beside t = {""};
+    uint64_t ctx = command_own_part(c, COMMAND_CONTEXTS), mod = command_own_part(c, COMMAND_MODULES);
+    int n = 0;
+    if (ctx)
+        n = snprintf(t.text, sizeof t.text, " including contexts %s", format_size(ctx).text);
+    if (mod)
+        snprintf(t.text + n, sizeof t.text - (size_t)n, "%s modules %s", ctx ? "," : " including",
+                 format_size(mod).text);
+    return t;
+}
+
 void budget_report_oom(int dev, uint64_t requested, const char *call)
 {
     if (log_level() < LOG_ERROR)
@@ -387,15 +458,16 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
                      others == 1 ? "" : "es", format_size(all > mine ? all - mine : 0).text);
         vlog(LOG_ERROR,
              "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d budget %s, in use %s by the "
-             "command (this process %s%s), requested %s%s",
+             "command (this process %s%s%s), requested %s%s",
              call, dev, format_size(b.limit[dev]).text, format_size(all).text,
-             format_size(mine).text, split, format_size(requested).text, holders);
+             format_size(mine).text, beside_allocations(c).text, split,
+             format_size(requested).text, holders);
     } else
         vlog(LOG_ERROR,
-             "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d budget %s, in use %s, "
+             "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d budget %s, in use %s%s, "
              "requested %s%s",
              call, dev, format_size(b.limit[dev]).text, format_size(command_own_used(c)).text,
-             format_size(requested).text, holders);
+             beside_allocations(c).text, format_size(requested).text, holders);
 }
 
 unsigned budget_refusal(int dev, uint64_t *in_use)

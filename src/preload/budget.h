@@ -23,6 +23,8 @@
 #ifndef VRAM_BUDGET_H
 #define VRAM_BUDGET_H
 
+#include "command.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -66,6 +68,22 @@ void budget_commit(int dev, uint64_t key, uint64_t bytes, enum charge_kind kind)
 bool budget_forget(uint64_t key, int *dev, uint64_t *bytes, enum charge_kind *kind);
 /* Returns a charge: a reservation the driver refused, or memory freed. */
 void budget_release(int dev, uint64_t bytes);
+
+/* Contexts and modules (contexts.c, modules.c): charged like allocations,
+ * reserve before the driver is called, and also counted as their part
+ * (COMMAND_CONTEXTS, COMMAND_MODULES) for the peak line. */
+int budget_reserve_part(int dev, uint64_t bytes, enum command_part part);
+void budget_release_part(int dev, uint64_t bytes, enum command_part part);
+/* What one context takes on the device as the command knows it (0 when
+ * unknown), and a measure of it to share with the command's processes. */
+uint64_t budget_context_size(int dev);
+void budget_note_context_size(int dev, uint64_t bytes);
+/* A context of `bytes` refused on dev by `call`. When the budget cannot hold
+ * one context and 1 MiB beside it, that is said whatever VRAM_LOG says
+ * (once per device): the program cannot run in that budget at all; else it
+ * is an out-of-memory like any other (budget_report_oom). `name` is the
+ * device's name. */
+void budget_report_context(int dev, uint64_t bytes, const char *call, const char *name);
 
 /* The program's view of a device. */
 void budget_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free_out,

@@ -384,6 +384,8 @@ static void after_fork_child(void)
         for (int d = 0; d < COMMAND_MAX_DEVICES; d++) {
             atomic_store(&me.s->used[d][0], 0);
             atomic_store(&me.s->peak[d][0], 0);
+            for (int p = 0; p < COMMAND_PARTS; p++)
+                atomic_store(&me.s->part[p][d][0], 0);
         }
         return;
     }
@@ -439,7 +441,14 @@ int command_device(const char *uuid, int ordinal, bool register_budget, uint64_t
             e->budget = budget;
             atomic_store(&e->peak, 0);
             atomic_store(&e->refused, 0);
-            atomic_store(&e->context, 0);
+            for (int p = 0; p < COMMAND_PARTS; p++)
+                atomic_store(&e->part_peak[p], 0);
+            /* What vram run measured a context to take here, if it did. */
+            uint64_t size = 0;
+            for (uint32_t i = 0; i < s->probes && i < COMMAND_MAX_DEVICES; i++)
+                if (strncmp(s->probe[i].uuid, uuid, COMMAND_UUID_SIZE) == 0)
+                    size = s->probe[i].context_size;
+            atomic_store(&e->context_size, size);
             atomic_store(&s->devices, count + 1);
             found = (int)count;
         }
@@ -591,6 +600,40 @@ void command_release(int d, uint64_t bytes)
 }
 
 const char *command_claim_error(void) { return me.claim_error[0] ? me.claim_error : NULL; }
+
+/* ------------------------------------------------- contexts and modules */
+
+void command_part(int d, enum command_part part, uint64_t bytes, bool add)
+{
+    int own = atomic_load_explicit(&me.own, memory_order_acquire);
+    if (own < 0)
+        return; /* nothing was reserved: there is no slot to count it in */
+    _Atomic uint64_t *row = me.s->part[part][d];
+    if (!add) {
+        atomic_fetch_sub(&row[own], bytes);
+        return;
+    }
+    uint64_t mine = atomic_fetch_add(&row[own], bytes) + bytes;
+    /* As the peak: the command's sum, or with a budget per process, the
+     * most one process held. */
+    raise_to(&me.s->device[d].part_peak[part],
+             me.mode == COMMAND_PER_PROCESS
+                 ? mine
+                 : sum_until(row, atomic_load(&me.s->slots), UINT64_MAX - 1));
+}
+
+uint64_t command_own_part(int d, enum command_part part)
+{
+    int own = atomic_load(&me.own);
+    return own >= 0 ? atomic_load(&me.s->part[part][d][own]) : 0;
+}
+
+uint64_t command_context_size(int d) { return atomic_load(&me.s->device[d].context_size); }
+
+void command_note_context_size(int d, uint64_t bytes)
+{
+    raise_to(&me.s->device[d].context_size, bytes);
+}
 
 uint64_t command_used(int d)
 {

@@ -33,6 +33,14 @@ enum command_mode {
     COMMAND_PER_PROCESS = 2, /* each process its own budget (--per-process, vramd) */
 };
 
+/* What the device gives a process beyond its allocations, charged like
+ * them and also counted apart, for the peak line's "(context ...)". */
+enum command_part {
+    COMMAND_CONTEXTS, /* CUDA contexts */
+    COMMAND_MODULES,  /* loaded modules and libraries */
+    COMMAND_PARTS
+};
+
 /* ------------------------------------------------ vram run (the supervisor) */
 
 struct command_owner {
@@ -41,12 +49,21 @@ struct command_owner {
     char env[128];                 /* the value of VRAM_COMMAND for the child */
 };
 
+/* A context's cost on a GPU, measured by vram run before the command. */
+struct command_context_size {
+    char uuid[COMMAND_UUID_SIZE];
+    uint64_t bytes;
+};
+
 /* Creates the state. `limit_var`/`limit_value` is the budget as the options
  * give it ("VRAM_MEMORY_LIMIT", "0=4GiB,1=2GiB"; or NULL: vramd's policy),
  * which every process of the command then reads from the state rather than
- * from its own environment. 0, or -1 with the reason in why. */
+ * from its own environment; `sizes` (n of them) what a context takes on
+ * each GPU, so that every process can reserve its first context before it
+ * creates it. 0, or -1 with the reason in why. */
 int command_create(struct command_owner *o, enum command_mode mode, const char *limit_var,
-                   const char *limit_value, char *why, size_t whylen);
+                   const char *limit_value, const struct command_context_size *sizes, int n,
+                   char *why, size_t whylen);
 
 /* True if VRAM_COMMAND names a command that is still alive (for refusing
  * to nest one `vram run` in another). */
@@ -60,7 +77,8 @@ struct command_summary {
     struct command_summary_device {
         int ordinal; /* as the process that first used it numbered it */
         char uuid[COMMAND_UUID_SIZE];
-        uint64_t budget, peak, refused, context;
+        uint64_t budget, peak, refused;
+        uint64_t part[COMMAND_PARTS]; /* the most contexts, modules held at once */
     } device[COMMAND_MAX_DEVICES];
     int nprocesses, processes_not_listed;
     struct command_summary_process {
@@ -103,6 +121,16 @@ int command_device(const char *uuid, int ordinal, bool register_budget, uint64_t
  * call unless the answer would be -1. */
 int command_reserve(int d, uint64_t limit, uint64_t bytes);
 void command_release(int d, uint64_t bytes);
+/* Counts `bytes` of what this process holds on d as a part (after their
+ * reservation; `add` false: before their release), raising the part's
+ * peak. Not on the allocation path: a sum over the slots. */
+void command_part(int d, enum command_part part, uint64_t bytes, bool add);
+uint64_t command_own_part(int d, enum command_part part);
+
+/* What one context takes on d as this command knows it (vram run's
+ * measure, or the largest a process noted), 0 when unknown. */
+uint64_t command_context_size(int d);
+void command_note_context_size(int d, uint64_t bytes);
 
 /* What the command holds on d (after reclaiming the dead), and what this
  * process holds and held at most. */

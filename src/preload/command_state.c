@@ -103,9 +103,13 @@ int command_state_open(int pid, int fd, const unsigned char id[16], char *why, s
 bool command_slot_clean(struct command_shared *s, int i)
 {
     uint32_t nd = atomic_load(&s->devices);
-    for (uint32_t d = 0; d < nd && d < COMMAND_MAX_DEVICES; d++)
+    for (uint32_t d = 0; d < nd && d < COMMAND_MAX_DEVICES; d++) {
         if (atomic_load(&s->used[d][i]) || atomic_load(&s->peak[d][i]))
             return false;
+        for (int p = 0; p < COMMAND_PARTS; p++)
+            if (atomic_load(&s->part[p][d][i]))
+                return false;
+    }
     return true;
 }
 
@@ -140,6 +144,8 @@ void command_reclaim(struct command_shared *s, int i)
     for (int d = 0; d < COMMAND_MAX_DEVICES; d++) {
         atomic_store(&s->used[d][i], 0);
         atomic_store(&s->peak[d][i], 0);
+        for (int p = 0; p < COMMAND_PARTS; p++)
+            atomic_store(&s->part[p][d][i], 0);
     }
     atomic_store(&s->pid[i], 0);
 }
@@ -163,7 +169,8 @@ int command_sweep(struct command_shared *s, int fd, int own)
 /* ------------------------------------------------------------ vram run */
 
 int command_create(struct command_owner *o, enum command_mode mode, const char *limit_var,
-                   const char *limit_value, char *why, size_t n)
+                   const char *limit_value, const struct command_context_size *sizes,
+                   int nsizes, char *why, size_t n)
 {
     memset(o, 0, sizeof *o);
     o->fd = memfd_create("vram-command", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -190,6 +197,11 @@ int command_create(struct command_owner *o, enum command_mode mode, const char *
     s->supervisor = getpid();
     snprintf(s->limit_var, sizeof s->limit_var, "%s", limit_var ? limit_var : "");
     snprintf(s->limit_value, sizeof s->limit_value, "%s", limit_value ? limit_value : "");
+    for (int i = 0; i < nsizes && i < COMMAND_MAX_DEVICES; i++) {
+        snprintf(s->probe[i].uuid, sizeof s->probe[i].uuid, "%s", sizes[i].uuid);
+        s->probe[i].context_size = sizes[i].bytes;
+        s->probes = (uint32_t)i + 1;
+    }
     o->shared = s;
     char idhex[33];
     command_id_text(s->id, idhex);
@@ -211,7 +223,8 @@ void command_summarize(struct command_owner *o, struct command_summary *out)
         e->budget = s->device[d].budget;
         e->peak = atomic_load(&s->device[d].peak);
         e->refused = atomic_load(&s->device[d].refused);
-        e->context = atomic_load(&s->device[d].context);
+        for (int p = 0; p < COMMAND_PARTS; p++)
+            e->part[p] = atomic_load(&s->device[d].part_peak[p]);
     }
     uint32_t nr = atomic_load(&s->records);
     for (uint32_t r = 0; r < nr && r < COMMAND_MAX_RECORDS; r++) {

@@ -7,10 +7,11 @@
  * Every field a process writes after creation is an atomic that only one
  * writer changes at a time:
  *   used[d][i], peak[d][i]  slot i's process (its threads: atomic adds), or
- *                           whoever holds slot i's lock after it died;
+ *   part[p][d][i]           whoever holds slot i's lock after it died;
  *   pid[i]                  the same;
  *   device[], devices       whoever holds the registry lock;
- *   device[d].peak/refused  anyone, by compare-and-swap / add (statistics);
+ *   device[d].peak/refused, anyone, by compare-and-swap / add (statistics);
+ *   .part_peak, .context_size
  *   record[], records       whoever reclaims a dead slot (statistics).
  *
  * Locks are open-file-description locks (F_OFD_SETLK) on single bytes of
@@ -34,7 +35,7 @@
 #include <stdint.h>
 
 #define COMMAND_MAGIC "VRAMCMD"
-#define COMMAND_VERSION 1
+#define COMMAND_VERSION 2
 #define COMMAND_REGISTRY_BYTE COMMAND_MAX_SLOTS
 
 struct command_device_entry {
@@ -44,7 +45,19 @@ struct command_device_entry {
     uint64_t budget;
     _Atomic uint64_t peak;    /* see command_reserve() */
     _Atomic uint64_t refused; /* reservations refused */
-    _Atomic uint64_t context; /* the contexts' part of the peak: charged by a later step */
+    /* The most the command's contexts, and its modules, held at once. */
+    _Atomic uint64_t part_peak[COMMAND_PARTS];
+    /* What one context takes on the device, as measured (vram run's probe,
+     * or the command's first process to create one); 0 while unknown. */
+    _Atomic uint64_t context_size;
+};
+
+/* What vram run measured before the command started: a context's cost on
+ * each GPU the command can see, by UUID. Written before the command starts,
+ * read-only after. */
+struct command_probe {
+    char uuid[COMMAND_UUID_SIZE];
+    uint64_t context_size;
 };
 
 struct command_record {
@@ -65,10 +78,15 @@ struct command_shared {
     _Atomic uint32_t slots;   /* slots [0, slots) were claimed at some time */
     _Atomic uint32_t records; /* record[] entries taken */
     _Atomic uint32_t records_lost;
+    uint32_t probes, reserved2_;
+    struct command_probe probe[COMMAND_MAX_DEVICES];
     struct command_device_entry device[COMMAND_MAX_DEVICES];
     _Alignas(64) _Atomic int32_t pid[COMMAND_MAX_SLOTS]; /* 0 free; <0 being reclaimed */
     _Alignas(64) _Atomic uint64_t used[COMMAND_MAX_DEVICES][COMMAND_MAX_SLOTS];
     _Alignas(64) _Atomic uint64_t peak[COMMAND_MAX_DEVICES][COMMAND_MAX_SLOTS];
+    /* The parts of used[][] that are contexts and modules (never on the
+     * allocation path: only where contexts and modules come and go). */
+    _Alignas(64) _Atomic uint64_t part[COMMAND_PARTS][COMMAND_MAX_DEVICES][COMMAND_MAX_SLOTS];
     struct command_record record[COMMAND_MAX_RECORDS];
 };
 

@@ -55,7 +55,30 @@ struct real_driver {
     PFN_cuArrayDestroy cuArrayDestroy;
     PFN_cuMipmappedArrayCreate cuMipmappedArrayCreate;
     PFN_cuMipmappedArrayDestroy cuMipmappedArrayDestroy;
+    PFN_cuCtxCreate cuCtxCreate;
+    PFN_cuCtxCreate_v2 cuCtxCreate_v2;
+    PFN_cuCtxCreate_v3 cuCtxCreate_v3;
+    PFN_cuCtxCreate_v4 cuCtxCreate_v4;
+    PFN_cuCtxDestroy cuCtxDestroy;
+    PFN_cuCtxDestroy_v2 cuCtxDestroy_v2;
+    PFN_cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRetain;
+    PFN_cuDevicePrimaryCtxRelease cuDevicePrimaryCtxRelease;
+    PFN_cuDevicePrimaryCtxRelease_v2 cuDevicePrimaryCtxRelease_v2;
+    PFN_cuDevicePrimaryCtxReset cuDevicePrimaryCtxReset;
+    PFN_cuDevicePrimaryCtxReset_v2 cuDevicePrimaryCtxReset_v2;
+    PFN_cuModuleLoad cuModuleLoad;
+    PFN_cuModuleLoadData cuModuleLoadData;
+    PFN_cuModuleLoadDataEx cuModuleLoadDataEx;
+    PFN_cuModuleLoadFatBinary cuModuleLoadFatBinary;
+    PFN_cuModuleUnload cuModuleUnload;
+    PFN_cuLibraryLoadData cuLibraryLoadData;
+    PFN_cuLibraryLoadFromFile cuLibraryLoadFromFile;
+    PFN_cuLibraryUnload cuLibraryUnload;
     /* Called, not governed. */
+    PFN_cuCtxGetCurrent cuCtxGetCurrent;
+    PFN_cuCtxPushCurrent_v2 cuCtxPushCurrent_v2;
+    PFN_cuCtxPopCurrent_v2 cuCtxPopCurrent_v2;
+    PFN_cuDeviceGetName cuDeviceGetName;
     PFN_cuDeviceGetMemPool cuDeviceGetMemPool;
     PFN_cuMemPoolGetAttribute cuMemPoolGetAttribute;
     PFN_cuArrayGetMemoryRequirements cuArrayGetMemoryRequirements;
@@ -78,6 +101,9 @@ extern struct real_driver real;
 /* Resolves the driver's functions (once); NVML's once the program loaded it. */
 void need_real(void);
 void need_nvml(void);
+/* A symbol of a library the interposer opened itself, from the real dlsym
+ * (ours would swap in hooks). */
+void *real_symbol(void *lib, const char *name);
 
 /* Budgets are read on the first governed call. */
 extern pthread_once_t budget_once;
@@ -107,6 +133,9 @@ static inline enum record_family family_of(enum charge_kind kind)
  * recorded with its reason, `why`, or the budget's when 0. */
 void governed_refusal(int dev, enum record_family family, uint64_t bytes, uint64_t stream,
                       const char *call, enum record_reason why);
+/* Only recorded: for a refusal said in words of its own (a context's). */
+void record_governed_refusal(int dev, enum record_family family, uint64_t bytes,
+                             uint64_t stream, enum record_reason why);
 
 /* Reserve, call the driver, then commit or roll back: the budget is never
  * exceeded, not even for an instant, by any number of threads. */
@@ -181,6 +210,34 @@ EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s);
 EXPORT CUresult cuGraphUpload(CUgraphExec e, CUstream s);
 EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s);
 EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev);
+EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev);
+EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n,
+                               unsigned int flags, CUdevice dev);
+EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+                               CUdevice dev);
+EXPORT CUresult cuCtxDestroy(CUcontext ctx);
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev);
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev);
+EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname);
+EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image);
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n,
+                                   CUjit_option *options, void **values);
+EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin);
+EXPORT CUresult cuModuleUnload(CUmodule hmod);
+EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                  void **jitOptionsValues, unsigned int numJitOptions,
+                                  CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                  unsigned int numLibraryOptions);
+EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+                                      CUjit_option *jitOptions, void **jitOptionsValues,
+                                      unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+                                      void **libraryOptionValues, unsigned int numLibraryOptions);
+EXPORT CUresult cuLibraryUnload(CUlibrary library);
 
 
 #endif

@@ -86,6 +86,12 @@ static const struct governed {
     G(cuMipmappedArrayCreate), G(cuMipmappedArrayDestroy),
     G(cuGraphAddMemAllocNode), G(cuGraphInstantiateWithFlags), G(cuGraphLaunch),
     G(cuGraphLaunch_ptsz), G(cuGraphUpload), G(cuGraphUpload_ptsz), G(cuDeviceGraphMemTrim),
+    G(cuCtxCreate),       G(cuCtxCreate_v2),    G(cuCtxCreate_v3),     G(cuCtxCreate_v4),
+    G(cuCtxDestroy),      G(cuCtxDestroy_v2),   G(cuDevicePrimaryCtxRetain),
+    G(cuDevicePrimaryCtxRelease), G(cuDevicePrimaryCtxRelease_v2), G(cuDevicePrimaryCtxReset),
+    G(cuDevicePrimaryCtxReset_v2), G(cuModuleLoad), G(cuModuleLoadData), G(cuModuleLoadDataEx),
+    G(cuModuleLoadFatBinary), G(cuModuleUnload), G(cuLibraryLoadData), G(cuLibraryLoadFromFile),
+    G(cuLibraryUnload),
     N(nvmlDeviceGetMemoryInfo), N(nvmlDeviceGetMemoryInfo_v2),
 #undef G
 #undef N
@@ -114,6 +120,10 @@ static void load_real(void)
     real.cuDeviceGetCount = (PFN_cuDeviceGetCount)sym(real_lib, "cuDeviceGetCount");
     real.cuDeviceGetUuid = (PFN_cuDeviceGetUuid)sym(real_lib, "cuDeviceGetUuid");
     real.cuCtxGetDevice = (PFN_cuCtxGetDevice)sym(real_lib, "cuCtxGetDevice");
+    real.cuCtxGetCurrent = (PFN_cuCtxGetCurrent)sym(real_lib, "cuCtxGetCurrent");
+    real.cuCtxPushCurrent_v2 = (PFN_cuCtxPushCurrent_v2)sym(real_lib, "cuCtxPushCurrent_v2");
+    real.cuCtxPopCurrent_v2 = (PFN_cuCtxPopCurrent_v2)sym(real_lib, "cuCtxPopCurrent_v2");
+    real.cuDeviceGetName = (PFN_cuDeviceGetName)sym(real_lib, "cuDeviceGetName");
     real.cuDeviceGetMemPool = (PFN_cuDeviceGetMemPool)sym(real_lib, "cuDeviceGetMemPool");
     real.cuMemPoolGetAttribute = (PFN_cuMemPoolGetAttribute)sym(real_lib, "cuMemPoolGetAttribute");
     real.cuArrayGetMemoryRequirements =
@@ -123,6 +133,8 @@ static void load_real(void)
 }
 
 void need_real(void) { pthread_once(&real_once, load_real); }
+
+void *real_symbol(void *lib, const char *name) { return real_dlsym()(lib, name); }
 
 /* NVML is resolved separately, once the program has loaded it (until then
  * each NVML lookup tries again): the interposer never loads NVML on a
@@ -225,14 +237,20 @@ CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t))
     return rc;
 }
 
-void governed_refusal(int dev, enum record_family family, uint64_t bytes, uint64_t stream,
-                      const char *call, enum record_reason why)
+void record_governed_refusal(int dev, enum record_family family, uint64_t bytes,
+                             uint64_t stream, enum record_reason why)
 {
     if (RECORDER_ON()) {
         uint64_t in_use = 0;
         unsigned reason = budget_refusal(dev, &in_use);
         record_refusal(family, dev, bytes, in_use, why ? why : reason, stream);
     }
+}
+
+void governed_refusal(int dev, enum record_family family, uint64_t bytes, uint64_t stream,
+                      const char *call, enum record_reason why)
+{
+    record_governed_refusal(dev, family, bytes, stream, why);
     budget_report_oom(dev, bytes, call);
 }
 

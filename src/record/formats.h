@@ -4,7 +4,8 @@
  *          what `vram plot` and `vram record` read fastest.
  *   .csv   RMM's allocation log (Thread,Time,Action,Pointer,Size,Stream),
  *          read by vram-replay and RMM's REPLAY_BENCHMARK. One line per
- *          charge: an allocation is allocated and freed; a reservation
+ *          charge: an allocation (a context and a loaded module too: the
+ *          budget charges them) is allocated and freed; a reservation
  *          (pool, graph memory) is one block, and each change of its size
  *          is a free of the old size and an allocation of the new, so the
  *          log's peak is the recording's; a refusal is "allocate failure".

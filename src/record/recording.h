@@ -24,14 +24,16 @@
 /* What kind of memory an event is about: the families the interposer
  * governs. */
 enum record_family {
-    RECORD_NO_FAMILY = 0, /* budgets, refusals without a family, contexts, exit */
-    RECORD_PLAIN,         /* cuMemAlloc (and the legacy 32-bit one) */
-    RECORD_PITCHED,       /* cuMemAllocPitch */
-    RECORD_MANAGED,       /* cuMemAllocManaged */
-    RECORD_POOL,          /* stream-ordered pools: what a pool reserves */
-    RECORD_VMM,           /* cuMemCreate handles, their maps and unmaps */
-    RECORD_ARRAY,         /* arrays, 3D and mipmapped arrays */
-    RECORD_GRAPH,         /* graph memory: a device's graph reservation */
+    RECORD_NO_FAMILY = 0,  /* budgets, refusals without a family, context markers, exit */
+    RECORD_PLAIN,          /* cuMemAlloc (and the legacy 32-bit one) */
+    RECORD_PITCHED,        /* cuMemAllocPitch */
+    RECORD_MANAGED,        /* cuMemAllocManaged */
+    RECORD_POOL,           /* stream-ordered pools: what a pool reserves */
+    RECORD_VMM,            /* cuMemCreate handles, their maps and unmaps */
+    RECORD_ARRAY,          /* arrays, 3D and mipmapped arrays */
+    RECORD_GRAPH,          /* graph memory: a device's graph reservation */
+    RECORD_CONTEXT_MEMORY, /* what a CUDA context takes of the device; address: the context */
+    RECORD_MODULE,         /* a loaded module or library; address: its handle */
     RECORD_FAMILIES
 };
 
@@ -47,7 +49,9 @@ enum record_action {
     RECORD_REFUSE,    /* a request refused: bytes asked; aux: in use then;
                          reason: why */
     RECORD_BUDGET,    /* the budget of the device is now `bytes`; reason: scope */
-    RECORD_CONTEXT,   /* a context was created; address: the context */
+    RECORD_CONTEXT,   /* a context was created; address: the context (what it
+                         takes is the RECORD_CONTEXT_MEMORY allocation that
+                         follows, where a budget charges it) */
     RECORD_EXIT,      /* the process image ended (exit); the driver frees what
                          it still held */
     RECORD_ACTIONS

@@ -53,6 +53,15 @@ static void survey_change(const struct usage *u, const struct usage_change *c, v
         s->image_peak[k] = v;
 }
 
+/* Families from the bottom of the stack up: what a process holds from its
+ * start to its end (its contexts, its code) under what comes and goes. */
+static const int stack_order[RECORD_FAMILIES - 1] = {
+    RECORD_CONTEXT_MEMORY, RECORD_MODULE, RECORD_PLAIN, RECORD_PITCHED, RECORD_MANAGED,
+    RECORD_POOL,           RECORD_VMM,    RECORD_ARRAY, RECORD_GRAPH,
+};
+_Static_assert(RECORD_FAMILIES - 1 <= TIMELINE_MAX_SERIES, "a series for every family");
+_Static_assert(RECORD_FAMILIES == 10, "stack_order names every family once");
+
 /* ------------------------------------------- second pass: the columns */
 
 struct series_state {
@@ -263,7 +272,8 @@ int timeline_build(const struct recording *r, int ncols, int only_device, struct
         td->dev = dev;
         td->events = s.events[dev];
         struct timeline_chart *ch = &td->by_family;
-        for (int f = 1; f < RECORD_FAMILIES; f++) {
+        for (int k = 0; k < RECORD_FAMILIES - 1; k++) {
+            int f = stack_order[k];
             d->family_series[f] = ch->nseries;
             if (!(s.families[dev] & 1u << f))
                 continue;

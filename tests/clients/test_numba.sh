@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Numba, a program nobody here wrote, on the simulated GPU: alone (the whole
 # device less its CUDA context) and under `vram run --limit 2GiB` (a 2 GiB
-# device, all of it and not a byte more). Debian's numba runs with Debian's
+# device, its context inside it: all the rest and not a byte more). Debian's numba runs with Debian's
 # python3 (/usr/bin/python3), the one the package installs into.
 set -u
 build=$(cd "${1:?usage: test_numba.sh BUILD_DIR}" && pwd)
@@ -17,8 +17,9 @@ total=$((81559 * MiB)) context=$((392 * MiB))   # the H100 profile and its conte
 
 "$py" "$here/numba_client.py" $total $((total - context)) >"$tmp/direct" 2>&1
 check "numba alone: the whole device less the context" test $? = 0
-"$build/vram" run --limit 2GiB -- "$py" "$here/numba_client.py" $((2048 * MiB)) $((2048 * MiB)) >"$tmp/budget" 2>&1
-check "numba under vram run --limit 2GiB: a 2 GiB device, all of it, no more" test $? = 0
+"$build/vram" run --limit 2GiB -- "$py" "$here/numba_client.py" $((2048 * MiB)) $((2048 * MiB - context)) >"$tmp/budget" 2>&1
+check "numba under vram run --limit 2GiB: a 2 GiB device, all its context leaves, no more" test $? = 0
+check "the peak is the budget, the context inside it" contains "$tmp/budget" "peak 2.00 GiB of 2.00 GiB budget (context 392.00 MiB)"
 check "the refusal names the budget" contains "$tmp/budget" "budget 2.00 GiB"
 for f in direct budget; do echo "--- $f"; cat "$tmp/$f"; done
 echo "$passed passed, $failures failed"

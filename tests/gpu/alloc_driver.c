@@ -1,5 +1,8 @@
-/* A driver API program (linked with -lcuda): the device size it sees and
- * what it can allocate in 64 MiB steps. Built by tests/gpu/run.sh. */
+/* A driver API program (linked with -lcuda): the device size it sees, what
+ * it can allocate in 64 MiB steps, and what nvidia-smi then lists for it.
+ * Built by tests/gpu/run.sh. */
+#include "nvml_own.h"
+
 #include <cuda.h>
 #include <stdio.h>
 
@@ -18,6 +21,7 @@ int main(void)
         got += 64ull << 20;
     const char *name;
     cuGetErrorName(rc, &name);
-    printf("driver default total=%zu devicetotal=%zu got=%zu error=%s\n", total, total2, got, name);
+    printf("driver default total=%zu devicetotal=%zu got=%zu nvml=%lld error=%s\n", total, total2,
+           got, nvml_own(), name);
     return 0;
 }

@@ -1,5 +1,8 @@
-// A CUDA runtime program: reports the device size it sees and allocates in
-// 64 MiB steps until cudaMalloc fails. Built with nvcc by tests/gpu/run.sh.
+// A CUDA runtime program: reports the device size it sees, allocates in
+// 64 MiB steps until cudaMalloc fails, and reports what nvidia-smi then lists
+// for it. Built with nvcc by tests/gpu/run.sh.
+#include "nvml_own.h"
+
 #include <cstdio>
 #include <cuda_runtime.h>
 
@@ -13,6 +16,7 @@ int main()
     cudaError_t e;
     while ((e = cudaMalloc(&p, 64ull << 20)) == cudaSuccess)
         got += 64ull << 20;
-    printf("runtime default total=%zu got=%zu error=%s\n", total, got, cudaGetErrorName(e));
+    printf("runtime default total=%zu got=%zu nvml=%lld error=%s\n", total, got, nvml_own(),
+           cudaGetErrorName(e));
     return 0;
 }

@@ -5,11 +5,10 @@ tests/record/recorded.c wrote of what it did.
 
   check_recording.py REC LOG...     each LOG's process is one process image
       of REC whose events are exactly those its LOG expects, thread by
-      thread in order (context creation aside: the interposer records
-      those where it sees them); after each of its steps, what its events
-      hold in use is what the budget counted and what the simulated GPU
-      said it held; it wrote its exit record; and no other process
-      recorded anything.
+      thread in order (its contexts and modules, charged to the budget,
+      among them); after each of its steps, what its events hold in use is
+      what the budget counted and what the simulated GPU said it held; it
+      wrote its exit record; and no other process recorded anything.
   check_recording.py --killed REC LOG   the process of LOG (recorded churn)
       was killed: every pair it logged up to a second before its last is
       in REC, in order, and REC holds nothing it did not do.
@@ -21,6 +20,7 @@ import struct
 import sys
 
 ALLOC, FREE, RESIZE, MAP, UNMAP, RELEASE, REFUSE, BUDGET, CONTEXT, EXIT = range(1, 11)
+PLAIN = 1
 MASK = (1 << 64) - 1
 REC = ""
 
@@ -135,7 +135,7 @@ def peak(images):
 def exact(images, logs):
     by_pid = {}
     for im in images.values():
-        if [e for e in im["events"] if e["event"][0] != CONTEXT]:
+        if im["events"]:
             by_pid.setdefault(im["pid"], []).append(im)
     pids = sorted(log["pid"] for log in logs)
     if sorted(by_pid) != pids:
@@ -152,7 +152,7 @@ def exact(images, logs):
             fail(f"process {pid}: no exit record last")
         got = {}
         for e in events:
-            if e["event"][0] not in (CONTEXT, EXIT):
+            if e["event"][0] != EXIT:
                 got.setdefault(e["thread"], []).append(e["event"])
         if sorted(got) != sorted(log["expect"]):
             fail(f"process {pid}: threads {sorted(got)}; expected {sorted(log['expect'])}")
@@ -177,7 +177,8 @@ def killed(images, log):
     events = ims[0]["events"]
     if events and events[-1]["event"][0] == EXIT:
         fail("a killed process wrote an exit record")
-    frees = [e for e in events if e["event"][0] == FREE]
+    # Its pairs: plain allocations (its context is one more charge).
+    frees = [e for e in events if e["event"][:2] == (FREE, PLAIN)]
     done = log["done"]
     if not done:
         fail("the program logged nothing")
@@ -192,7 +193,7 @@ def killed(images, log):
     for i, (d, e) in enumerate(zip(done, frees)):
         if e["event"][3] != d[1]:
             fail(f"pair {i}: recorded free of {e['event'][3]:#x}, logged {d[1]:#x}")
-    allocs = [e for e in events if e["event"][0] == ALLOC]
+    allocs = [e for e in events if e["event"][:2] == (ALLOC, PLAIN)]
     if not len(frees) <= len(allocs) <= len(frees) + 1:
         fail(f"{len(allocs)} allocations recorded for {len(frees)} frees")
     return {"logged": len(done), "due": len(due), "recorded_pairs": len(frees)}

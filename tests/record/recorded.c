@@ -5,10 +5,11 @@
  * bytes each call was charged (the budget the program sees went down by
  * them), what was in use when a request was refused.
  *
- *   recorded families LOG   every family on device 0 (plain, legacy,
- *                           pitched, managed, pools, VMM, arrays, graph
- *                           memory), refusals of each, four threads at once,
- *                           then a peak of 900 MiB
+ *   recorded families LOG   every family on device 0 (its context and a
+ *                           second one, modules and a library, plain,
+ *                           legacy, pitched, managed, pools, VMM, arrays,
+ *                           graph memory), refusals of each, four threads at
+ *                           once, then a peak of its context and 512 MiB
  *   recorded pairs LOG N    N allocate-free pairs (2 MiB, 4 MiB, ...)
  *   recorded churn LOG      allocate and free without end (to be killed)
  *   recorded exec MIB PROGRAM ARGS...  allocate MIB MiB, hold it a second (the
@@ -35,8 +36,9 @@
  *          and what the simulated GPU says this process holds (NVML's
  *          process list)
  *   DONE time address   (churn) a pair done, written at once with write(2)
- * Runs under a budget of 1 GiB with contexts that cost nothing; every charge
- * is a multiple of 2 MiB, so cuMemGetInfo's figure is exact. */
+ * Runs under a budget of 1 GiB, its CUDA contexts inside it (the simulated
+ * GPU's 392 MiB each); every charge is a multiple of 2 MiB, so cuMemGetInfo's
+ * figure is exact. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -61,6 +63,12 @@
 DRIVER(cuInit);
 DRIVER(cuDevicePrimaryCtxRetain);
 DRIVER(cuCtxPushCurrent_v2);
+DRIVER(cuCtxCreate_v2);
+DRIVER(cuCtxDestroy_v2);
+DRIVER(cuModuleLoadData);
+DRIVER(cuModuleUnload);
+DRIVER(cuLibraryLoadData);
+DRIVER(cuLibraryUnload);
 DRIVER(cuCtxSetCurrent);
 DRIVER(cuStreamCreate);
 DRIVER(cuMemGetInfo_v2);
@@ -120,11 +128,12 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-static void cuda_up(void)
+static CUcontext cuda_up(void)
 {
     CUcontext ctx;
     MUST(cuInit(0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS &&
          cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
+    return ctx;
 }
 
 /* What the budget counts in use: its total less what is free in it. */
@@ -187,6 +196,20 @@ static void step(const char *name)
             (unsigned long long)nvml_used());
 }
 
+/* NVML started, the primary context made: the first governed call
+ * resolves the device's budget (its event), then the context is made and
+ * charged what the simulated GPU says this process holds now (nothing
+ * before it). */
+static void started(void)
+{
+    MUST(nvmlInit_v2() == NVML_SUCCESS && nvml_used() == 0);
+    CUcontext ctx = cuda_up();
+    expect(RECORD_BUDGET, RECORD_NO_FAMILY, 0, BUDGET, 0, 0, RECORD_COMMAND_BUDGET);
+    expect(RECORD_CONTEXT, RECORD_NO_FAMILY, (uint64_t)(uintptr_t)ctx, 0, 0, 0, 0);
+    expect(RECORD_ALLOC, RECORD_CONTEXT_MEMORY, (uint64_t)(uintptr_t)ctx, nvml_used(), 0, 0, 0);
+    step("start");
+}
+
 /* An allocation of `family` through `call`: what it was charged is what
  * the budget lost. */
 #define ALLOCATED(family, ptr, call)                                                           \
@@ -234,6 +257,54 @@ static void resized(enum record_family family, uint64_t key, uint64_t stream, ui
     uint64_t was = reserved;
     reserved = was + after - before;
     expect(RECORD_RESIZE, family, key, reserved, was, stream, 0);
+}
+
+/* A context of its own beside the primary one; a third has no room. */
+static void contexts(void)
+{
+    CUcontext c, x;
+    uint64_t before = used();
+    MUST(cuCtxCreate_v2(&c, 0, 0) == CUDA_SUCCESS); /* current now */
+    uint64_t size = used() - before;
+    expect(RECORD_CONTEXT, RECORD_NO_FAMILY, (uint64_t)(uintptr_t)c, 0, 0, 0, 0);
+    expect(RECORD_ALLOC, RECORD_CONTEXT_MEMORY, (uint64_t)(uintptr_t)c, size, 0, 0, 0);
+    step("context");
+    REFUSED(RECORD_CONTEXT_MEMORY, size, 0, cuCtxCreate_v2(&x, 0, 0));
+    FREED(RECORD_CONTEXT_MEMORY, c, cuCtxDestroy_v2(c)); /* the primary one is current again */
+    step("context-destroyed");
+}
+
+/* A PTX image of `bytes` (with its NUL). */
+static char *ptx(size_t bytes)
+{
+    static const char head[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                               ".visible .entry kernel()\n{\nret;\n}\n";
+    char *p = malloc(bytes);
+    MUST(p);
+    memset(p, ' ', bytes - 1);
+    memcpy(p, head, sizeof head - 1);
+    p[bytes - 1] = 0;
+    return p;
+}
+
+/* A module and a library charged their code; a fatbinary whose header says
+ * 2 GiB is refused before the driver reads it. */
+static void modules(void)
+{
+    char *image = ptx(3 * MiB + 1); /* whole 2 MiB pages: 4 MiB */
+    CUmodule m, x;
+    CUlibrary l;
+    ALLOCATED(RECORD_MODULE, m, cuModuleLoadData(&m, image));
+    ALLOCATED(RECORD_MODULE, l, cuLibraryLoadData(&l, image, NULL, NULL, 0, NULL, NULL, 0));
+    unsigned char fat[16] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0}; /* magic, version, header */
+    uint64_t body = 2 * GiB - sizeof fat;
+    memcpy(fat + 8, &body, sizeof body); /* little-endian, as the header's */
+    REFUSED(RECORD_MODULE, 2 * GiB, 0, cuModuleLoadData(&x, fat));
+    step("modules");
+    FREED(RECORD_MODULE, m, cuModuleUnload(m));
+    FREED(RECORD_MODULE, l, cuLibraryUnload(l));
+    step("modules-done");
+    free(image);
 }
 
 static void plain_pitched_managed(void)
@@ -391,13 +462,11 @@ static void threads(void)
 
 static int families(void)
 {
-    cuda_up();
-    MUST(nvmlInit_v2() == NVML_SUCCESS);
-    /* The first governed call resolves the device's budget: its event. */
-    expect(RECORD_BUDGET, RECORD_NO_FAMILY, 0, BUDGET, 0, 0, RECORD_COMMAND_BUDGET);
-    step("start");
+    started();
     CUstream st;
     MUST(cuStreamCreate(&st, 0) == CUDA_SUCCESS);
+    contexts();
+    modules();
     plain_pitched_managed();
     pools(st);
     virtual_memory();
@@ -405,7 +474,7 @@ static int families(void)
     graph_memory(st);
     threads();
     CUdeviceptr p;
-    ALLOCATED(RECORD_PLAIN, p, cuMemAlloc_v2(&p, 900 * MiB));
+    ALLOCATED(RECORD_PLAIN, p, cuMemAlloc_v2(&p, 512 * MiB));
     step("peak");
     FREED(RECORD_PLAIN, p, cuMemFree_v2(p));
     step("end");
@@ -417,10 +486,7 @@ static int families(void)
 static int pairs(int n)
 {
     alone = false;
-    cuda_up();
-    MUST(nvmlInit_v2() == NVML_SUCCESS);
-    expect(RECORD_BUDGET, RECORD_NO_FAMILY, 0, BUDGET, 0, 0, RECORD_COMMAND_BUDGET);
-    step("start");
+    started();
     for (int i = 0; i < n; i++) {
         CUdeviceptr p;
         uint64_t bytes = 2 * MiB * (uint64_t)(1 + i % 4);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # vram run --record: a program that uses every family the interposer
-# governs records exactly the events it caused, with what the budget
-# charged and what the simulated GPU held (check_recording.py reads the
-# file on its own), and the peak vram run reports; RMM's log of it replays
+# governs, its CUDA contexts and modules among them, records exactly the
+# events it caused, with what the budget charged and what the simulated GPU
+# held (check_recording.py reads the file on its own), and the peak vram run
+# reports; RMM's log of it replays
 # with vram-replay to that peak; its trace events are valid; several
 # processes record into one recording; a SIGKILLed program's events are
 # there up to its last buffer; what cannot be written is kept, and said how
@@ -21,6 +22,7 @@ export VRAM_SIM_DIR=$tmp/sim
 mkdir "$VRAM_SIM_DIR"
 run() { "$vram" run --limit 1GiB "$@"; }
 mib() { echo $(($1 * 1048576)); }
+context=$(mib 392) # what a context takes on the simulated H100, inside the budget
 
 # --- every family, as vram's own form -------------------------------------
 run --record "$tmp/fam.vrec" --summary "$tmp/fam-summary.json" -- \
@@ -31,7 +33,12 @@ $py "$here/check_recording.py" "$tmp/fam.vrec" "$tmp/fam.log" >"$tmp/fam.json" 2
 check "exactly the program's events, and what the budget and the GPU counted" test -s "$tmp/fam.json"
 cat "$tmp/err"
 peak=$(field "$tmp/fam-summary.json" 'd["devices"][0]["peak"]')
-check "the peak vram run reported is the program's" test "$peak" = "$(mib 900)"
+check "the peak vram run reported is the program's: its context and 512 MiB" \
+  test "$peak" = "$((context + $(mib 512)))"
+check "the contexts' part of it: two at once" \
+  test "$(field "$tmp/fam-summary.json" 'd["devices"][0]["context"]')" = "$((2 * context))"
+check "the modules' part: a module and a library of 4 MiB each" \
+  test "$(field "$tmp/fam-summary.json" 'd["devices"][0]["modules"]')" = "$(mib 8)"
 check "the recording's peak is vram run's" test "$(field "$tmp/fam.json" 'd["peak"]')" = "$peak"
 check "every refusal recorded" \
   test "$(field "$tmp/fam.json" 'd["refusals"]')" = "$(field "$tmp/fam.json" 'd["expected_refusals"]')"
@@ -41,7 +48,7 @@ check "vram record info reads the same peak" \
 check "and the command's budget" test "$(field "$tmp/info.json" 'd["devices"][0]["budget"]')" = "$(mib 1024)"
 check "every family in it" test "$(field "$tmp/info.json" \
   'sorted(k for k, v in d["devices"][0]["family_peaks"].items() if v)')" = \
-  "['array', 'graph', 'managed', 'pitched', 'plain', 'pool', 'vmm']"
+  "['array', 'context', 'graph', 'managed', 'module', 'pitched', 'plain', 'pool', 'vmm']"
 check "no recorders' directory left" sh -c "! ls -d '$tmp'/*.recording-* 2>/dev/null"
 check "nothing noted for a program that ended well" sh -c "! grep -q 'note:' '$tmp/fam.err'"
 
@@ -54,9 +61,9 @@ check "the log is a consistent history" test -s "$tmp/csv.json"
 cat "$tmp/err"
 peak=$(field "$tmp/csv-summary.json" 'd["devices"][0]["peak"]')
 check "the log's peak is vram run's" test "$(field "$tmp/csv.json" 'd["peak"]')" = "$peak"
-check "refusals are allocate failures" test "$(field "$tmp/csv.json" 'd["failures"]')" = 8
+check "refusals are allocate failures" test "$(field "$tmp/csv.json" 'd["failures"]')" = 10
 "$replay" --runs 1 "$tmp/fam.csv" >"$tmp/replay" 2>&1
-check "vram-replay replays it to the same peak" contains "$tmp/replay" "/ 900.00 MiB)"
+check "vram-replay replays it to the same peak" contains "$tmp/replay" "/ 904.00 MiB)"
 check "vram-replay: nothing failed" sh -c "! grep -q failed '$tmp/replay'"
 
 # --- trace events, by --format --------------------------------------------
@@ -67,7 +74,7 @@ check "valid trace-event JSON" test -s "$tmp/trace.json"
 cat "$tmp/err"
 check "its GPU 0 counter peaks at vram run's peak" test "$(field "$tmp/trace.json" \
   'd["gpus"]["0"]["peak"]')" = "$(field "$tmp/trace-summary.json" 'd["devices"][0]["peak"]')"
-check "its refusals marked" test "$(field "$tmp/trace.json" 'd["gpus"]["0"]["refusals"]')" = 8
+check "its refusals marked" test "$(field "$tmp/trace.json" 'd["gpus"]["0"]["refusals"]')" = 10
 check "its budget" test "$(field "$tmp/trace.json" 'd["gpus"]["0"]["budget"]')" = "$(mib 1024)"
 
 # --- several processes, one recording -------------------------------------
@@ -84,12 +91,12 @@ cat "$tmp/err"
 run --record "$tmp/exec.csv" --summary "$tmp/exec-summary.json" -- \
   "$recorded" exec 512 "$recorded" pairs "$tmp/exec.log" 10 2>"$tmp/exec.err"
 $py "$here/check_csv.py" "$tmp/exec.csv" >"$tmp/exec.json" 2>"$tmp/err"
-check "exec: the 512 MiB the first image held are in the recording" \
-  test "$(field "$tmp/exec.json" 'd["peak"]' 2>/dev/null)" = "$(mib 512)"
+check "exec: the 512 MiB and the context the first image held are in the recording" \
+  test "$(field "$tmp/exec.json" 'd["peak"]' 2>/dev/null)" = "$((context + $(mib 512)))"
 check "exec: and freed when the next image began, nothing held at the end" \
   test "$(field "$tmp/exec.json" 'd["live_at_end"]' 2>/dev/null)" = 0
 check "exec: the peak is vram run's" \
-  test "$(field "$tmp/exec-summary.json" 'd["devices"][0]["peak"]')" = "$(mib 512)"
+  test "$(field "$tmp/exec-summary.json" 'd["devices"][0]["peak"]')" = "$((context + $(mib 512)))"
 check "exec: the note says so" contains "$tmp/exec.err" "followed by another of its pid (exec)"
 cat "$tmp/err"
 
@@ -145,7 +152,8 @@ refused "a directory" "--record $tmp: a directory" --record "$tmp" --format vrec
 refused "a folder that is not there" "nodir/x.vrec: .*No such file" --record "$tmp/nodir/x.vrec"
 
 # Refusals say why: a budget that cannot be read, a command that cannot be
-# joined (the interposer alone, recording into a directory of its own).
+# joined (the interposer alone, recording into a directory of its own). The
+# one refusal is the program's first request: its context.
 refusal_reason() { # WHY ENV...: the reason of the one refusal a recording holds
   local why=$1; shift
   rm -rf "$tmp/why" && mkdir "$tmp/why"

@@ -114,11 +114,14 @@ if ! wait_for 30 sh -c '[ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ]'; then
 fi
 grab=$build/vram-demo-grab
 ledger() { "$build/vram" status --json; }
+# A task's CUDA context (the simulated H100's, sim/config.h) is inside its
+# budget: it takes the rest.
+C=$((392 << 20))
 
 # --- srun and sbatch with --gpu-mem ----------------------------------------------
 srun --help 2>&1 | grep -q -- "--gpu-mem=SIZE" && passed=$((passed + 1)) || { echo "FAIL: srun --help lists --gpu-mem"; failures=$((failures + 1)); }
 timeout 60 srun --gpu-mem=4G "$grab" A 1 >"$W/out/a" 2>&1
-check "srun: the task sees its budget and takes it" contains "$W/out/a" "RESULT A 4294967296 4294967296 ok"
+check "srun: the task sees its budget and takes what its context leaves" contains "$W/out/a" "RESULT A 4294967296 $((4294967296 - C)) ok"
 timeout 60 srun --gpu-mem=3G "$grab" B 1 >"$W/out/b" 2>&1
 check "srun: out of memory at the budget" contains "$W/out/b" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 budget 3.00 GiB"
 timeout 60 srun --gpu-mem=lots true >"$W/out/bad" 2>&1; rc=$?
@@ -129,13 +132,13 @@ check "sbatch refuses a bad value at submission" sh -c "[ $rc != 0 ] && grep -q 
 jid=$(timeout 30 sbatch --parsable --gpu-mem=5G -o "$W/out/s-%j" --wrap "'$grab' S 1")
 check "sbatch accepted" test -n "$jid"
 wait_for 30 sh -c "! squeue -h -j $jid 2>/dev/null | grep -q ."
-check "sbatch: the batch task has the budget" contains "$W/out/s-$jid" "RESULT S 5368709120 5368709120 ok"
+check "sbatch: the batch task has the budget" contains "$W/out/s-$jid" "RESULT S 5368709120 $((5368709120 - C)) ok"
 timeout 60 srun --gpu-mem=0=2G "$grab" P 1 >"$W/out/p" 2>&1
 check "the per-device form" contains "$W/out/p" "RESULT P 2147483648 0 OOM"
 
 # --- shards: N × shard_mem; more than they allow is refused -----------------------------
 timeout 60 srun --gres=shard:2 "$grab" H 1 >"$W/out/h" 2>&1
-check "shard:2 is a 4 GiB budget" contains "$W/out/h" "RESULT H 4294967296 4294967296 ok"
+check "shard:2 is a 4 GiB budget" contains "$W/out/h" "RESULT H 4294967296 $((4294967296 - C)) ok"
 timeout 60 srun --gres=shard:1 --gpu-mem=4G true >"$W/out/h2" 2>&1; rc=$?
 check "--gpu-mem beyond the shards is refused" sh -c "[ $rc != 0 ] && grep -q 'more than the 1 shard(s) of this job allow' '$W/out/h2'"
 timeout 60 srun --gres=shard:1 --gpu-mem=1G "$grab" K 1 >"$W/out/k" 2>&1
@@ -152,7 +155,7 @@ check "by Slurm job id and user" grep -q '"user":"root","role":"job","command":"
 timeout 60 srun --gpu-mem=5G true >"$W/out/j3" 2>&1; rc=$?
 check "a third does not fit beside them" sh -c "[ $rc != 0 ] && grep -q 'vram: job [0-9]*.0: vramd refused 5.00 GiB on GPU 0: .*10.00 GiB granted' '$W/out/j3'"
 wait $j1 $j2
-check "each took its own budget" sh -c "grep -q 'RESULT J1 5368709120 5368709120 ok' '$W/out/j1' && grep -q 'RESULT J2 5368709120 5368709120 ok' '$W/out/j2'"
+check "each took its own budget" sh -c "grep -q 'RESULT J1 5368709120 $((5368709120 - C)) ok' '$W/out/j1' && grep -q 'RESULT J2 5368709120 $((5368709120 - C)) ok' '$W/out/j2'"
 check "both grants gone with the jobs" wait_for 10 sh -c "! '$build/vram' status --json | grep -q '\"role\":\"job\"'"
 
 # --- a cancelled job's grant leaves the ledger -------------------------------------------

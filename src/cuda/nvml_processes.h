@@ -1,0 +1,36 @@
+/* nvml_processes: NVML's list of the compute processes holding memory on a
+ * GPU (what nvidia-smi shows per process), from whichever version of the
+ * call the library has: nvmlDeviceGetComputeRunningProcesses_v3, else the
+ * original. For vram devices, vram run's probe and the interposer's
+ * measures. */
+#ifndef VRAM_NVML_PROCESSES_H
+#define VRAM_NVML_PROCESSES_H
+
+#include "nvml_abi.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct nvml_process_calls {
+    PFN_nvmlDeviceGetComputeRunningProcesses_v3 v3; /* either may be NULL */
+    PFN_nvmlDeviceGetComputeRunningProcesses v1;
+};
+
+struct nvml_process {
+    unsigned pid;
+    bool used_known; /* NVML may not know (NVML_VALUE_NOT_AVAILABLE) */
+    uint64_t used;
+};
+
+/* Up to *count entries into out. NVML's convention: with too small a
+ * buffer, NVML_ERROR_INSUFFICIENT_SIZE and *count says how many there are. */
+nvmlReturn_t nvml_processes(const struct nvml_process_calls *c, nvmlDevice_t d, unsigned *count,
+                            struct nvml_process *out);
+
+/* What the process `pid` holds on the GPU: 1 with *bytes when NVML lists
+ * it, 0 when it does not (nothing held, or a process NVML cannot see, as
+ * in another PID namespace), -1 when NVML cannot say. */
+int nvml_process_usage(const struct nvml_process_calls *c, nvmlDevice_t d, unsigned pid,
+                       uint64_t *bytes);
+
+#endif

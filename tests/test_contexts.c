@@ -1,0 +1,550 @@
+/* What NVML shows for a process (nvidia-smi's per-process figure) stays
+ * within its budget: the CUDA contexts and loaded modules of a program under
+ * the interposer are charged to its budget beside its allocations, on the
+ * simulated driver whose contexts take 392 MiB (sim/config.h) and whose
+ * modules take their image's size, as a GPU's do.
+ *
+ * Checked: a primary context is charged when first retained and given back
+ * when last released or reset, on every device it is made on; created
+ * contexts (cuCtxCreate, every version, also through cuGetProcAddress) are
+ * charged each, refused when the budget has no room for one, and given back
+ * when destroyed; modules and libraries (from memory, from a file, the JIT
+ * linker's output) are charged what they take, refused when they do not fit,
+ * and given back when unloaded; the view (cuMemGetInfo, NVML's memory info)
+ * is the budget less all of it; and the budget filled to the edge through
+ * every allocation family, with a module loaded, never lets NVML's figure
+ * for the process pass the budget. A program it executes joins the command's
+ * budget with its own context.
+ *
+ * The test re-executes itself three times: with LD_PRELOAD set (a budget of
+ * its own), under `vram run` (the command's budget, which vram run measures
+ * a context for before the program starts), and under `vram run` where NVML
+ * cannot be loaded, so that contexts and modules are measured from the
+ * driver alone (a scratch context, the free memory). */
+#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/nvml_abi.h"
+#include "check.h"
+
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+
+CUresult cuInit(unsigned int);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxPushCurrent_v2(CUcontext);
+CUresult cuCtxPopCurrent_v2(CUcontext *);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
+                             CUdriverProcAddressQueryResult *);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
+CUresult cuMemPoolDestroy(CUmemoryPool);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                     unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+CUresult cuArrayDestroy(CUarray);
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
+CUresult cuGraphCreate(CUgraph *, unsigned int);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphDestroy(CUgraph);
+CUresult cuDeviceGraphMemTrim(CUdevice);
+CUresult cuModuleLoad(CUmodule *, const char *);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleUnload(CUmodule);
+CUresult cuLibraryLoadData(CUlibrary *, const void *, CUjit_option *, void **, unsigned int,
+                           CUlibraryOption *, void **, unsigned int);
+CUresult cuLibraryUnload(CUlibrary);
+CUresult cuLinkCreate_v2(unsigned int, CUjit_option *, void **, CUlinkState *);
+CUresult cuLinkAddData_v2(CUlinkState, CUjitInputType, void *, size_t, const char *, unsigned int,
+                          CUjit_option *, void **);
+CUresult cuLinkComplete(CUlinkState, void **, size_t *);
+CUresult cuLinkDestroy(CUlinkState);
+
+#define CTX (392 * MiB)     /* a context on the simulated H100 (sim/config.h) */
+#define BUDGET0 GiB         /* device 0 */
+#define BUDGET1 (768 * MiB) /* device 1 */
+
+static bool with_nvml; /* false in the run where NVML cannot be loaded */
+static const char *mode;
+
+/* ------------------------------------------------------------- figures */
+
+static PFN_nvmlDeviceGetComputeRunningProcesses_v3 nvml_procs;
+static PFN_nvmlDeviceGetMemoryInfo nvml_info;
+static nvmlDevice_t nvml_dev[2];
+
+static void nvml_up(void)
+{
+    if (!with_nvml)
+        return;
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    CHECK(lib != NULL);
+    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)dlsym(lib, "nvmlInit_v2");
+    PFN_nvmlDeviceGetHandleByIndex_v2 by_index =
+        (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    nvml_procs = (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
+        lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+    nvml_info = (PFN_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo");
+    CHECK(init && by_index && nvml_procs && nvml_info && init() == NVML_SUCCESS);
+    CHECK(by_index(0, &nvml_dev[0]) == NVML_SUCCESS && by_index(1, &nvml_dev[1]) == NVML_SUCCESS);
+}
+
+/* What NVML says `pid` holds on dev, as nvidia-smi shows it. */
+static uint64_t nvml_of(unsigned pid, int dev)
+{
+    nvmlProcessInfo_t list[64];
+    unsigned n = 64;
+    CHECK(nvml_procs(nvml_dev[dev], &n, list) == NVML_SUCCESS);
+    for (unsigned i = 0; i < n; i++)
+        if (list[i].pid == pid)
+            return list[i].usedGpuMemory;
+    return 0;
+}
+
+static uint64_t nvml_own(int dev) { return nvml_of((unsigned)getpid(), dev); }
+
+/* NVML's figure for this process on dev is `want` (when NVML can say). */
+#define NVML_OWN(dev, want)                                                                    \
+    do {                                                                                       \
+        if (with_nvml && nvml_own(dev) != (want)) {                                            \
+            fprintf(stderr, "%s:%d (%s): NVML shows %llu MiB for this process on device %d, "  \
+                            "expected %llu MiB\n", __FILE__, __LINE__, mode,                    \
+                    (unsigned long long)(nvml_own(dev) / MiB), dev,                             \
+                    (unsigned long long)((want) / MiB));                                        \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static size_t free_now(void)
+{
+    size_t f, t;
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
+    return f;
+}
+
+/* The view of the current context's device: total = budget, free = the
+ * budget less everything charged; NVML's memory info says the same. */
+#define VIEW(dev, budget, held)                                                                \
+    do {                                                                                       \
+        size_t f_, t_;                                                                         \
+        CHECK(cuMemGetInfo_v2(&f_, &t_) == CUDA_SUCCESS);                                      \
+        if (t_ != (budget) || f_ != (budget) - (held)) {                                       \
+            fprintf(stderr, "%s:%d (%s): the view is %zu MiB free of %zu MiB, expected %llu "  \
+                            "of %llu\n", __FILE__, __LINE__, mode, (size_t)(f_ / MiB),         \
+                    (size_t)(t_ / MiB),                                                        \
+                    (unsigned long long)(((budget) - (held)) / MiB),                           \
+                    (unsigned long long)((budget) / MiB));                                     \
+            exit(1);                                                                           \
+        }                                                                                      \
+        nvmlMemory_t m_;                                                                       \
+        CHECK(!with_nvml || (nvml_info(nvml_dev[dev], &m_) == NVML_SUCCESS &&                  \
+                             m_.total == t_ && m_.free == f_));                                \
+    } while (0)
+
+/* ------------------------------------------------------------ contexts */
+
+static CUcontext primary[2];
+
+static void primary_contexts(void)
+{
+    NVML_OWN(0, 0);
+    CHECK(cuDevicePrimaryCtxRetain(&primary[0], 0) == CUDA_SUCCESS);
+    CHECK(cuCtxPushCurrent_v2(primary[0]) == CUDA_SUCCESS);
+    NVML_OWN(0, CTX);
+    VIEW(0, BUDGET0, CTX);
+    /* Device 1's primary context: charged on device 1. */
+    CHECK(cuDevicePrimaryCtxRetain(&primary[1], 1) == CUDA_SUCCESS);
+    NVML_OWN(1, CTX);
+    NVML_OWN(0, CTX);
+    CHECK(cuCtxPushCurrent_v2(primary[1]) == CUDA_SUCCESS);
+    VIEW(1, BUDGET1, CTX);
+    CUcontext c;
+    CHECK(cuCtxPopCurrent_v2(&c) == CUDA_SUCCESS && c == primary[1]);
+    /* A second retain makes nothing new; its release ends nothing. */
+    CHECK(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS && c == primary[0]);
+    CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS);
+    VIEW(0, BUDGET0, CTX);
+    /* The last release gives device 1 its context's memory back, and so
+     * does a reset. */
+    CHECK(cuDevicePrimaryCtxRelease_v2(1) == CUDA_SUCCESS);
+    NVML_OWN(1, 0);
+    CHECK(cuDevicePrimaryCtxRetain(&primary[1], 1) == CUDA_SUCCESS);
+    NVML_OWN(1, CTX);
+    CHECK(cuDevicePrimaryCtxReset_v2(1) == CUDA_SUCCESS);
+    NVML_OWN(1, 0);
+    CHECK(cuDevicePrimaryCtxRetain(&primary[1], 1) == CUDA_SUCCESS);
+    CHECK(cuCtxPushCurrent_v2(primary[1]) == CUDA_SUCCESS);
+    VIEW(1, BUDGET1, CTX);
+    CHECK(cuCtxPopCurrent_v2(&c) == CUDA_SUCCESS);
+}
+
+static void created_contexts(void)
+{
+    CUcontext a, b;
+    CHECK(cuCtxCreate_v2(&a, 0, 0) == CUDA_SUCCESS); /* current now */
+    NVML_OWN(0, 2 * CTX);
+    VIEW(0, BUDGET0, 2 * CTX);
+    /* A third does not fit in 1 GiB: refused as a driver refuses it, and
+     * nothing of it is left on the device. */
+    CHECK(cuCtxCreate_v2(&b, 0, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+    NVML_OWN(0, 2 * CTX);
+    /* Device 1 has room for one more beside its primary context? No: 768 MiB. */
+    CHECK(cuCtxCreate_v2(&b, 0, 1) == CUDA_ERROR_OUT_OF_MEMORY);
+    NVML_OWN(1, CTX);
+    CHECK(cuCtxDestroy_v2(a) == CUDA_SUCCESS);
+    NVML_OWN(0, CTX);
+    CHECK(cuCtxSetCurrent(primary[0]) == CUDA_SUCCESS);
+    VIEW(0, BUDGET0, CTX);
+    /* The CUDA runtime's way: the versions cuGetProcAddress hands out. */
+    PFN_cuCtxCreate_v4 create4;
+    PFN_cuCtxDestroy_v2 destroy;
+    PFN_cuCtxCreate_v2 create2;
+    CHECK(cuGetProcAddress_v2("cuCtxCreate", (void **)&create4, 13000, 0, NULL) == CUDA_SUCCESS);
+    CHECK(cuGetProcAddress_v2("cuCtxCreate", (void **)&create2, 11000, 0, NULL) == CUDA_SUCCESS);
+    CHECK(cuGetProcAddress_v2("cuCtxDestroy", (void **)&destroy, 13000, 0, NULL) == CUDA_SUCCESS);
+    CHECK(create4(&a, NULL, 0, 0) == CUDA_SUCCESS);
+    NVML_OWN(0, 2 * CTX);
+    VIEW(0, BUDGET0, 2 * CTX);
+    CHECK(create2(&b, 0, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(destroy(a) == CUDA_SUCCESS);
+    NVML_OWN(0, CTX);
+    CHECK(cuCtxSetCurrent(primary[0]) == CUDA_SUCCESS);
+    VIEW(0, BUDGET0, CTX);
+}
+
+/* ------------------------------------------------------------- modules */
+
+/* A PTX image of `bytes` (with its NUL), one entry point. */
+static char *ptx(size_t bytes)
+{
+    char *p = malloc(bytes);
+    CHECK(p != NULL);
+    const char *head = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry kernel()\n{\nret;\n}\n";
+    memset(p, ' ', bytes - 1);
+    memcpy(p, head, strlen(head));
+    p[bytes - 1] = 0;
+    return p;
+}
+
+static void modules(void)
+{
+    uint64_t held = CTX;
+    char *image = ptx(3 * MiB + 1); /* takes 4 MiB: whole 2 MiB pages */
+    CUmodule m1, m2, m3;
+    CHECK(cuModuleLoadData(&m1, image) == CUDA_SUCCESS);
+    held += 4 * MiB;
+    NVML_OWN(0, held);
+    VIEW(0, BUDGET0, held);
+    /* From a file. */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/module.ptx", private_gpu_dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f && fwrite(image, 1, 3 * MiB, f) == 3 * MiB && fclose(f) == 0);
+    CHECK(cuModuleLoad(&m2, path) == CUDA_SUCCESS);
+    held += 4 * MiB;
+    NVML_OWN(0, held);
+    VIEW(0, BUDGET0, held);
+    /* A library, as the CUDA runtime loads a program's kernels. */
+    CUlibrary lib;
+    CHECK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0) == CUDA_SUCCESS);
+    held += 4 * MiB;
+    NVML_OWN(0, held);
+    VIEW(0, BUDGET0, held);
+    /* The JIT linker's output: nothing on the device until it is loaded. */
+    CUlinkState link;
+    void *cubin;
+    size_t size;
+    CHECK(cuLinkCreate_v2(0, NULL, NULL, &link) == CUDA_SUCCESS);
+    CHECK(cuLinkAddData_v2(link, 1, image, 5 * MiB / 2, "a.ptx", 0, NULL, NULL) == CUDA_SUCCESS);
+    CHECK(cuLinkComplete(link, &cubin, &size) == CUDA_SUCCESS);
+    VIEW(0, BUDGET0, held);
+    CHECK(cuModuleLoadData(&m3, cubin) == CUDA_SUCCESS);
+    held += 4 * MiB; /* 2.5 MiB and a header */
+    NVML_OWN(0, held);
+    VIEW(0, BUDGET0, held);
+    CHECK(cuLinkDestroy(link) == CUDA_SUCCESS);
+    /* A module the budget has no room for: refused, nothing left of it. */
+    CUdeviceptr fill;
+    CHECK(cuMemAlloc_v2(&fill, BUDGET0 - held - 2 * MiB) == CUDA_SUCCESS);
+    CUmodule none;
+    CHECK(cuModuleLoadData(&none, image) == CUDA_ERROR_OUT_OF_MEMORY);
+    NVML_OWN(0, BUDGET0 - 2 * MiB);
+    CHECK(cuMemFree_v2(fill) == CUDA_SUCCESS);
+    /* Unloading gives it all back. */
+    CHECK(cuModuleUnload(m1) == CUDA_SUCCESS && cuModuleUnload(m2) == CUDA_SUCCESS &&
+          cuModuleUnload(m3) == CUDA_SUCCESS && cuLibraryUnload(lib) == CUDA_SUCCESS);
+    NVML_OWN(0, CTX);
+    VIEW(0, BUDGET0, CTX);
+    free(image);
+}
+
+/* ------------------------------------------- every family to the edge */
+
+#define CHUNK (64 * MiB)
+#define MAXN 64
+
+/* After a family filled the budget: NVML's figure for the process is at
+ * the budget, never past it. */
+static void at_the_edge(const char *family, uint64_t step)
+{
+    size_t f = free_now();
+    if (f >= step) {
+        fprintf(stderr, "(%s) %s: refused with %zu MiB still free\n", mode, family, (size_t)(f / MiB));
+        exit(1);
+    }
+    if (!with_nvml)
+        return;
+    uint64_t own = nvml_own(0);
+    if (own > BUDGET0 || own + step + 2 * MiB < BUDGET0) {
+        fprintf(stderr, "(%s) %s filled to the edge: NVML shows %llu MiB for the process, the "
+                        "budget is %llu MiB\n", mode, family, (unsigned long long)(own / MiB),
+                (unsigned long long)(BUDGET0 / MiB));
+        exit(1);
+    }
+}
+
+/* A graph of `nodes` 64 MiB allocation nodes, instantiated; kept (in g)
+ * until the end, so that no graph's address is reused while the
+ * interposer knows it. */
+static CUgraphExec graph_of(int nodes, CUgraph *g)
+{
+    CUgraphNode n;
+    CUgraphExec e;
+    CHECK(cuGraphCreate(g, 0) == CUDA_SUCCESS);
+    for (int i = 0; i < nodes; i++) {
+        CUDA_MEM_ALLOC_NODE_PARAMS p = {
+            .poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                          .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}},
+            .bytesize = CHUNK};
+        CHECK(cuGraphAddMemAllocNode(&n, *g, NULL, 0, &p) == CUDA_SUCCESS);
+    }
+    CHECK(cuGraphInstantiateWithFlags(&e, *g, 0) == CUDA_SUCCESS);
+    return e;
+}
+
+static void every_family(void)
+{
+    uint64_t base = CTX + 4 * MiB; /* the context and a module loaded */
+    char *image = ptx(3 * MiB);
+    CUmodule m;
+    CHECK(cuModuleLoadData(&m, image) == CUDA_SUCCESS);
+    NVML_OWN(0, base);
+    CUdeviceptr p[MAXN];
+    int n;
+
+    for (n = 0; n < MAXN && cuMemAlloc_v2(&p[n], CHUNK) == CUDA_SUCCESS; n++)
+        ;
+    at_the_edge("cuMemAlloc", CHUNK);
+    while (n--)
+        CHECK(cuMemFree_v2(p[n]) == CUDA_SUCCESS);
+
+    size_t pitch;
+    for (n = 0; n < MAXN && cuMemAllocPitch_v2(&p[n], &pitch, 4000, 16000, 4) == CUDA_SUCCESS; n++)
+        ;
+    at_the_edge("cuMemAllocPitch", CHUNK);
+    while (n--)
+        CHECK(cuMemFree_v2(p[n]) == CUDA_SUCCESS);
+
+    for (n = 0; n < MAXN && cuMemAllocManaged(&p[n], CHUNK, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS; n++)
+        ;
+    at_the_edge("cuMemAllocManaged", CHUNK);
+    while (n--)
+        CHECK(cuMemFree_v2(p[n]) == CUDA_SUCCESS);
+
+    for (n = 0; n < MAXN && cuMemAllocAsync(&p[n], CHUNK, NULL) == CUDA_SUCCESS; n++)
+        ;
+    at_the_edge("cuMemAllocAsync", CHUNK);
+    while (n--)
+        CHECK(cuMemFreeAsync(p[n], NULL) == CUDA_SUCCESS);
+
+    CUmemoryPool pool;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+    for (n = 0; n < MAXN && cuMemAllocFromPoolAsync(&p[n], CHUNK, pool, NULL) == CUDA_SUCCESS; n++)
+        ;
+    at_the_edge("cuMemAllocFromPoolAsync", CHUNK);
+    while (n--)
+        CHECK(cuMemFreeAsync(p[n], NULL) == CUDA_SUCCESS);
+    CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CUmemGenericAllocationHandle h[MAXN];
+    for (n = 0; n < MAXN && cuMemCreate(&h[n], CHUNK, &prop, 0) == CUDA_SUCCESS; n++)
+        ;
+    at_the_edge("cuMemCreate", CHUNK);
+    while (n--)
+        CHECK(cuMemRelease(h[n]) == CUDA_SUCCESS);
+
+    CUarray a[MAXN];
+    CUDA_ARRAY_DESCRIPTOR d = {4096, 4096, CU_AD_FORMAT_FLOAT, 1}; /* 64 MiB */
+    for (n = 0; n < MAXN && cuArrayCreate_v2(&a[n], &d) == CUDA_SUCCESS; n++)
+        ;
+    at_the_edge("cuArrayCreate", CHUNK);
+    while (n--)
+        CHECK(cuArrayDestroy(a[n]) == CUDA_SUCCESS);
+
+    CUmipmappedArray mm[MAXN];
+    CUDA_ARRAY3D_DESCRIPTOR tex = {2048, 2048, 0, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+    for (n = 0; n < MAXN && cuMipmappedArrayCreate(&mm[n], &tex, 12) == CUDA_SUCCESS; n++)
+        ;
+    at_the_edge("cuMipmappedArrayCreate", 2 * CHUNK);
+    while (n--)
+        CHECK(cuMipmappedArrayDestroy(mm[n]) == CUDA_SUCCESS);
+
+    /* Graph memory: each graph one more 64 MiB allocation node. */
+    CUgraph g[MAXN];
+    CUgraphExec e[MAXN];
+    CUresult rc = CUDA_SUCCESS;
+    for (n = 0; n < MAXN && rc == CUDA_SUCCESS; n++) {
+        e[n] = graph_of(n + 1, &g[n]);
+        rc = cuGraphLaunch(e[n], NULL);
+    }
+    at_the_edge("graph memory", CHUNK);
+    while (n--)
+        CHECK(cuGraphExecDestroy(e[n]) == CUDA_SUCCESS && cuGraphDestroy(g[n]) == CUDA_SUCCESS);
+    CHECK(cuDeviceGraphMemTrim(0) == CUDA_SUCCESS);
+
+    NVML_OWN(0, base);
+    VIEW(0, BUDGET0, base);
+    CHECK(cuModuleUnload(m) == CUDA_SUCCESS);
+    NVML_OWN(0, CTX);
+    free(image);
+}
+
+/* ------------------------------------------- a program it executes */
+
+/* Under the command's budget the child's context and allocations count
+ * with the parent's: NVML's figures for both together stay within it. */
+static void executed_child(char **argv)
+{
+    CUdeviceptr held;
+    CHECK(cuMemAlloc_v2(&held, 100 * MiB) == CUDA_SUCCESS);
+    int out[2];
+    CHECK(pipe(out) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        setenv("VRAM_TEST_CHILD", "1", 1);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(out[1]);
+    char line[128] = "";
+    FILE *f = fdopen(out[0], "r");
+    CHECK(f && fgets(line, sizeof line, f));
+    /* The child holds its context and all it could take, and waits. */
+    unsigned long long child_took = 0;
+    CHECK(sscanf(line, "TOOK %llu", &child_took) == 1);
+    if (with_nvml) {
+        uint64_t both = nvml_own(0) + nvml_of((unsigned)pid, 0);
+        CHECK(nvml_of((unsigned)pid, 0) == CTX + child_took);
+        CHECK(both <= BUDGET0);
+        CHECK(both + 2 * MiB > BUDGET0);
+    }
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    fclose(f);
+    CHECK(cuMemFree_v2(held) == CUDA_SUCCESS);
+}
+
+static int child(void)
+{
+    CUcontext c;
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS && cuCtxPushCurrent_v2(c) == CUDA_SUCCESS);
+    size_t f = free_now();
+    /* The parent holds its context and 100 MiB; this process its context. */
+    CHECK(f == BUDGET0 - CTX - 100 * MiB - CTX);
+    CUdeviceptr p;
+    CHECK(cuMemAlloc_v2(&p, f + 1) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAlloc_v2(&p, f) == CUDA_SUCCESS);
+    printf("TOOK %zu\n", f);
+    fflush(stdout);
+    pause();
+    return 0;
+}
+
+/* ------------------------------------------------------------------ main */
+
+/* Runs this test again under the interposer: "process" (LD_PRELOAD),
+ * "command" (vram run) or "driver-only" (vram run, NVML not loadable). */
+static int again(const char *how, char **argv)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TEST_CONTEXTS_UNDER", how, 1);
+        unsetenv("VRAM_SIM_CONTEXT_SIZE"); /* the profile's: 392 MiB */
+        if (!strcmp(how, "process")) {
+            setenv("LD_PRELOAD", argv[1], 1);
+            setenv("VRAM_MEMORY_LIMIT", "0=1GiB,1=768MiB", 1);
+            execv("/proc/self/exe", argv);
+        } else {
+            if (!strcmp(how, "driver-only")) {
+                /* A folder with the driver and no NVML. */
+                char dir[4200], link[4300], sim[4300];
+                snprintf(dir, sizeof dir, "%s/driver-only", private_gpu_dir);
+                snprintf(link, sizeof link, "%s/libcuda.so.1", dir);
+                snprintf(sim, sizeof sim, "%s/sim/libcuda.so.1", argv[3]);
+                CHECK(mkdir(dir, 0700) == 0 && symlink(sim, link) == 0);
+                setenv("LD_LIBRARY_PATH", dir, 1);
+            }
+            char self[4096];
+            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+            self[n > 0 ? n : 0] = 0;
+            execl(argv[2], argv[2], "run", "--limit", "0=1GiB,1=768MiB", "--log", "off", "--",
+                  self, argv[1], argv[2], argv[3], (char *)NULL);
+        }
+        perror("exec");
+        _exit(1);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fprintf(stderr, "test_contexts: the run under %s failed\n", how);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int main(int argc, char **argv)
+{
+    mode = getenv("TEST_CONTEXTS_UNDER");
+    if (!mode) {
+        CHECK(argc == 4); /* the interposer's path, the vram command's, the build folder */
+        private_gpu("4GiB,2GiB");
+        int rc = again("process", argv);
+        rc = again("command", argv) || rc;
+        rc = again("driver-only", argv) || rc;
+        return rc;
+    }
+    with_nvml = strcmp(mode, "driver-only") != 0;
+    if (getenv("VRAM_TEST_CHILD"))
+        return child();
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    nvml_up();
+    primary_contexts();
+    created_contexts();
+    modules();
+    every_family();
+    if (strcmp(mode, "process") != 0)
+        executed_child(argv);
+    return 0;
+}
