@@ -1,6 +1,6 @@
 /* ledger: who holds how much of which GPU, and whether a request fits.
  *
- * Pure bookkeeping, no I/O: the daemon (src/daemon/vramd.c) feeds it what
+ * Pure bookkeeping, no I/O: the daemon (src/daemon/answers.c) feeds it what
  * the kernel and the clients say and sends what it answers. Keyed by GPU
  * UUID and by domain: a process, a job (a grant registered by root on a
  * user's behalf, which the job's processes draw from) and, through the

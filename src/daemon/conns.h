@@ -1,0 +1,13 @@
+/* conns: the clients' connections, for the loop (vramd.c). */
+#ifndef VRAM_CONNS_H
+#define VRAM_CONNS_H
+
+#include "daemon.h"
+
+void conns_init(int listen_fd, int ep);
+/* Accepts every pending connection. */
+void conns_accept(void);
+/* The client on `fd` has something to read (or has gone). */
+void conns_readable(int fd);
+
+#endif

@@ -1,0 +1,95 @@
+/* daemon: what the parts of vramd share.
+ *
+ * vramd is one thread and one epoll loop. Its parts, one job each:
+ *   vramd.c     options, set-up, the loop, signals, the 50 ms timer
+ *   conns.c     connections: accept, read, send, drop; the only code that
+ *               touches a client's socket
+ *   identity.c  who a client is, from the kernel
+ *   answers.c   the answer to each message, and reclaim when a client goes;
+ *               callable without the loop (the daemon-level fuzzer drives it)
+ *   files.c     the state file (grants, for re-registration after a
+ *               restart) and the metrics file
+ *   gpus.c      NVML
+ *
+ * The ledger (src/ledger) is pure bookkeeping; everything here is the I/O
+ * around it.
+ */
+#ifndef VRAM_DAEMON_H
+#define VRAM_DAEMON_H
+
+#include "../ledger/ledger.h"
+#include "../ledger/protocol.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define MAX_STRIKES 16 /* malformed messages before a client is dropped */
+
+/* One client connection. */
+struct conn {
+    int fd;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    struct ledger_client *client;
+    int strikes;
+};
+
+struct previous { /* a grant the daemon before this one made */
+    pid_t pid;
+    uint64_t start;
+    uid_t uid;
+    char uuid[48];
+    uint64_t grant;
+};
+
+struct daemon {
+    struct ledger L;
+    int ngpus; /* devices NVML knows: ledger slots 0..ngpus-1 */
+    int log_level;
+    bool state_dirty;
+    struct previous *prev;
+    int nprev;
+    char socket_path[108], policy_path[512], state_path[512], metrics_path[512];
+    uint64_t metrics_ms;
+};
+extern struct daemon D;
+
+enum { L_ERROR = 1, L_WARN = 2, L_INFO = 3, L_DEBUG = 4 };
+void dlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t now_ms(void);
+
+/* conns.c */
+/* Sends one message without waiting; -1 if the client does not take it. */
+int conn_send(struct conn *c, const char *buf, size_t len);
+/* Drops every connection whose strikes reached MAX_STRIKES. */
+void conns_drop_struck(void);
+
+/* identity.c */
+uint64_t start_time(pid_t pid);
+bool same_process(pid_t pid, uint64_t start);
+void read_groups(struct ledger_client *c);
+void user_name(uid_t uid, char *out, size_t n);
+
+/* answers.c */
+/* Answers one message; -1: drop the connection. */
+int answers_handle(struct conn *c, const char *buf, size_t len);
+/* Refuses a message with ERR; -1 when the client has run out of strikes. */
+int answers_strike(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The connection is gone: what its client held comes back. */
+void answers_gone(struct conn *c);
+/* Admits what now fits of the wait queue. */
+void answers_admit_waiting(void);
+
+/* files.c */
+/* Writes a file whole or not at all: a reader sees the old or the new. */
+int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *));
+void fill_state(FILE *f);
+void fill_metrics(FILE *f);
+void load_state(void);
+/* A re-registration the previous daemon's state vouches for (once). */
+bool vouched(const struct ledger_client *lc, const char *uuid, uint64_t bytes);
+
+#endif
