@@ -55,6 +55,12 @@ static void test_policy_file(void)
     /* Errors name the file, the line and what is accepted. */
     policy_error("cap user 1001 8GiB\ncap user 1001 lots\n", "test.conf:2: \"lots\"");
     policy_error("cap user 1001 lots\n", "accepted: a size");
+    /* The accepted forms are printed as written (issue 11, item 20: a '%'
+     * in them was once read as a conversion and printed garbage). */
+    policy_error("default-budget lots\n",
+                 "accepted: a size (4GiB, 512MiB) or a share of the device (25% or 0.25)");
+    policy_error("cap user 1001 lots\n",
+                 "accepted: a size (4GiB, 512MiB) or a share of the device (25% or 0.25)");
     policy_error("capp user x 1G\n", "test.conf:1: unknown directive \"capp\"");
     policy_error("reserve 1G to user x\n", "reserve takes");
     policy_error("cap job x 1G\n", "expected user or group");

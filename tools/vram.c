@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,11 +184,15 @@ static int find_preload(char *out, size_t n)
     return access(out, R_OK) == 0 ? 0 : -1;
 }
 
-static int run_fail(const char *fmt, const char *a, const char *b)
+static int run_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run_fail(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "vram run: ");
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
+    va_end(ap);
     return 2;
 }
 

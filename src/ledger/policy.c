@@ -3,6 +3,7 @@
 #include "../util/parse.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -53,10 +54,14 @@ struct line_ctx {
     size_t errlen;
 };
 
-static int bad(struct line_ctx *c, const char *fmt, const char *a, const char *b)
+static int bad(struct line_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(struct line_ctx *c, const char *fmt, ...)
 {
     char what[400];
-    snprintf(what, sizeof what, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
     snprintf(c->err, c->errlen, "%s:%d: %s", c->file, c->line, what);
     return -1;
 }
@@ -80,9 +85,9 @@ static int parse_on(struct line_ctx *c, char **words, int n, int i, struct polic
     if (i == n)
         return 0;
     if (i + 2 != n || strcmp(words[i], "on") != 0)
-        return bad(c, "unexpected \"%s\"%s; a rule may end with \"on DEVICE\"", words[i], "");
+        return bad(c, "unexpected \"%s\"; a rule may end with \"on DEVICE\"", words[i]);
     if (strlen(words[i + 1]) >= sizeof r->device)
-        return bad(c, "device \"%.60s\"%s is too long for an index or a UUID", words[i + 1], "");
+        return bad(c, "device \"%.60s\" is too long for an index or a UUID", words[i + 1]);
     snprintf(r->device, sizeof r->device, "%s", words[i + 1]);
     return 0;
 }
@@ -93,9 +98,9 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
     const char *d = w[0];
     if (strcmp(d, "default-budget") == 0) {
         if (n != 2)
-            return bad(c, "default-budget takes one amount: %s%s", AMOUNT_FORMS, "");
+            return bad(c, "default-budget takes one amount: %s", AMOUNT_FORMS);
         if (parse_amount(w[1], &p->default_budget, &why) != 0)
-            return bad(c, "default-budget \"%s\": %s; accepted: " AMOUNT_FORMS, w[1], why.text);
+            return bad(c, "default-budget \"%s\": %s; accepted: %s", w[1], why.text, AMOUNT_FORMS);
         p->has_default = true;
         return 0;
     }
@@ -106,32 +111,32 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
         }
         if (n == 3 && strcmp(w[1], "wait") == 0) {
             if (parse_duration(w[2], &p->wait_ms, &why) != 0)
-                return bad(c, "when-full wait \"%s\": %s; accepted: " PARSE_DURATION_FORMS, w[2],
-                           why.text);
+                return bad(c, "when-full wait \"%s\": %s; accepted: %s", w[2], why.text,
+                           PARSE_DURATION_FORMS);
             p->wait = true;
             return 0;
         }
-        return bad(c, "when-full takes \"wait DURATION\" or \"fail\"%s%s", "", "");
+        return bad(c, "when-full takes \"wait DURATION\" or \"fail\"");
     }
     if (strcmp(d, "over-margin") == 0) {
         if (n != 2 || parse_size(w[1], &p->over_margin, &why) != 0)
-            return bad(c, "over-margin \"%s\": %s; accepted: " PARSE_SIZE_FORMS,
-                       n > 1 ? w[1] : "", n > 1 ? why.text : "a size is needed");
+            return bad(c, "over-margin \"%s\": %s; accepted: %s", n > 1 ? w[1] : "",
+                       n > 1 ? why.text : "a size is needed", PARSE_SIZE_FORMS);
         return 0;
     }
     if (strcmp(d, "reconcile-every") == 0) {
         if (n != 2 || parse_duration(w[1], &p->reconcile_ms, &why) != 0)
-            return bad(c, "reconcile-every \"%s\": %s; accepted: " PARSE_DURATION_FORMS,
-                       n > 1 ? w[1] : "", n > 1 ? why.text : "a duration is needed");
+            return bad(c, "reconcile-every \"%s\": %s; accepted: %s", n > 1 ? w[1] : "",
+                       n > 1 ? why.text : "a duration is needed", PARSE_DURATION_FORMS);
         return 0;
     }
     bool cap = strcmp(d, "cap") == 0, reserve = strcmp(d, "reserve") == 0;
     if (!cap && !reserve)
-        return bad(c, "unknown directive \"%s\"%s; accepted: default-budget, cap, reserve, "
+        return bad(c, "unknown directive \"%s\"; accepted: default-budget, cap, reserve, "
                       "when-full, over-margin, reconcile-every",
-                   d, "");
+                   d);
     if (p->nrules == POLICY_MAX_RULES)
-        return bad(c, "more than %s rules%s", "256", "");
+        return bad(c, "more than %d rules", POLICY_MAX_RULES);
     struct policy_rule *r = &p->rules[p->nrules];
     memset(r, 0, sizeof *r);
     r->line = c->line;
@@ -139,29 +144,28 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
     int rest;
     if (cap) { /* cap user|group NAME AMOUNT [on DEVICE] */
         if (n < 4)
-            return bad(c, "cap takes: cap user|group NAME AMOUNT [on DEVICE]%s%s", "", "");
+            return bad(c, "cap takes: cap user|group NAME AMOUNT [on DEVICE]");
         r->kind = RULE_CAP;
         if (parse_who(c, w[1], &r->who, false) != 0)
             return -1;
         name = w[2], amount = w[3], rest = 4;
     } else { /* reserve AMOUNT for user|group|job NAME [on DEVICE] */
         if (n < 5 || strcmp(w[2], "for") != 0)
-            return bad(c, "reserve takes: reserve AMOUNT for user|group|job NAME [on DEVICE]%s%s",
-                       "", "");
+            return bad(c, "reserve takes: reserve AMOUNT for user|group|job NAME [on DEVICE]");
         r->kind = RULE_RESERVE;
         if (parse_who(c, w[3], &r->who, true) != 0)
             return -1;
         name = w[4], amount = w[1], rest = 5;
     }
     if (strlen(name) >= sizeof r->name)
-        return bad(c, "the name \"%.60s...\"%s is too long", name, "");
+        return bad(c, "the name \"%.60s...\" is too long", name);
     snprintf(r->name, sizeof r->name, "%s", name);
     uint64_t id;
     r->numeric = r->who != WHO_JOB && parse_uint(name, UINT32_MAX - 1, &id, &why) == 0;
     if (r->numeric)
         r->id = (uint32_t)id; /* a uid or gid as it is; names are resolved by policy_load */
     if (parse_amount(amount, &r->amount, &why) != 0)
-        return bad(c, "\"%s\": %s; accepted: " AMOUNT_FORMS, amount, why.text);
+        return bad(c, "\"%s\": %s; accepted: %s", amount, why.text, AMOUNT_FORMS);
     if (parse_on(c, w, n, rest, r) != 0)
         return -1;
     p->nrules++;
@@ -188,14 +192,14 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
         i++;
         char line[512];
         if (n >= sizeof line) {
-            bad(&c, "a line longer than %s characters%s", "511", "");
+            bad(&c, "a line longer than %d characters", 511);
             goto refused;
         }
         memcpy(line, text + start, n);
         line[n] = 0;
         for (size_t k = 0; k < n; k++) {
             if (line[k] == '\0') {
-                bad(&c, "a NUL byte%s%s", "", "");
+                bad(&c, "a NUL byte");
                 goto refused;
             }
             if (line[k] == '#') {
@@ -205,7 +209,7 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
             if (line[k] == '\t' || line[k] == '\r')
                 line[k] = ' ';
             else if ((unsigned char)line[k] < 0x20 || (unsigned char)line[k] > 0x7e) {
-                bad(&c, "a byte that is not printable ASCII%s%s", "", "");
+                bad(&c, "a byte that is not printable ASCII");
                 goto refused;
             }
         }
@@ -214,7 +218,7 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
         char *save = NULL;
         for (char *s = strtok_r(line, " ", &save); s; s = strtok_r(NULL, " ", &save)) {
             if (nw == MAX_WORDS) {
-                bad(&c, "too many words%s%s", "", "");
+                bad(&c, "too many words");
                 goto refused;
             }
             words[nw++] = s;
