@@ -96,34 +96,35 @@ int answers_strike(struct conn *c, const char *fmt, ...)
     return 0;
 }
 
-/* The device a message names, added if NVML does not know the node's GPUs. */
-static int device_of(struct conn *c, const struct proto_msg *m, uint64_t *total, int *dev)
+/* An answer that ends the handling of a message: 1, or -1 when the
+ * client is to be dropped. */
+static int answered(int rc) { return rc < 0 ? -1 : 1; }
+
+/* The device a message names, added if NVML does not know the node's GPUs.
+ * 0 with *dev; otherwise the message was answered (ERR or DENY) and is done:
+ * 1, or -1 when the client is to be dropped. */
+static int device_of(struct conn *c, const struct proto_msg *m, int *dev)
 {
-    const char *uuid = proto_get(m, "dev");
+    const char *uuid = proto_get(m, "dev"), *verb = proto_verb_name(m->verb);
     char err[256] = "";
+    uint64_t total = 0;
     if (!uuid || !proto_name_ok(uuid) || strlen(uuid) >= 48)
-        return answers_strike(c, "%s: dev= must be a GPU UUID such as GPU-5a1d...", proto_verb_name(m->verb));
-    *total = 0;
-    if (proto_get_u64(m, "total", (uint64_t)1 << 56, total, err, sizeof err) < 0)
-        return answers_strike(c, "%s: %s", proto_verb_name(m->verb), err);
+        return answered(answers_strike(c, "%s: dev= must be a GPU UUID such as GPU-5a1d...", verb));
+    if (proto_get_u64(m, "total", (uint64_t)1 << 56, &total, err, sizeof err) < 0)
+        return answered(answers_strike(c, "%s: %s", verb, err));
     *dev = ledger_find_device(&D.L, uuid);
     if (*dev >= 0)
         return 0;
-    if (D.ngpus > 0) {
-        if (reply_text(c, VERB_DENY, uuid, "%s is not a GPU of this node (NVML lists %d)", uuid,
-                       D.ngpus) != 0)
-            return -1;
-        return 1;
-    }
-    if (!*total)
-        return answers_strike(c, "%s: %s is new to this daemon and total= is missing",
-                      proto_verb_name(m->verb), uuid);
-    *dev = ledger_device(&D.L, uuid, *total);
-    if (*dev < 0) {
-        if (reply_text(c, VERB_DENY, uuid, "the daemon keeps at most %d devices", LEDGER_MAX_DEVICES) != 0)
-            return -1;
-        return 1;
-    }
+    if (D.ngpus > 0)
+        return answered(reply_text(c, VERB_DENY, uuid, "%s is not a GPU of this node (NVML lists %d)",
+                                   uuid, D.ngpus));
+    if (!total)
+        return answered(answers_strike(c, "%s: %s is new to this daemon and total= is missing",
+                                       verb, uuid));
+    *dev = ledger_device(&D.L, uuid, total);
+    if (*dev < 0)
+        return answered(reply_text(c, VERB_DENY, uuid, "the daemon keeps at most %d devices",
+                                   LEDGER_MAX_DEVICES));
     return 0;
 }
 
@@ -166,16 +167,17 @@ static int on_request(struct conn *c, const struct proto_msg *m)
     struct ledger_client *lc = c->client;
     if (!lc || lc->role != ROLE_PROCESS)
         return answers_strike(c, "REQUEST before HELLO role=process");
-    uint64_t total, bytes = 0, wait = 0, restore = 0;
+    uint64_t bytes = 0, wait = 0, restore = 0;
     int dev, r;
     char err[256] = "";
-    if ((r = device_of(c, m, &total, &dev)) != 0)
-        return r < 0 ? -1 : 0;
-    const char *uuid = D.L.dev[dev].uuid;
+    /* Every field is checked before anything changes, the device included. */
     if (proto_get_u64(m, "bytes", (uint64_t)1 << 56, &bytes, err, sizeof err) != 0 ||
         proto_get_u64(m, "wait", UINT64_MAX, &wait, err, sizeof err) < 0 ||
         proto_get_u64(m, "restore", (uint64_t)1 << 56, &restore, err, sizeof err) < 0)
         return answers_strike(c, "REQUEST: %s", err[0] ? err : "bytes= is required");
+    if ((r = device_of(c, m, &dev)) != 0)
+        return r < 0 ? -1 : 0;
+    const char *uuid = D.L.dev[dev].uuid;
     if (restore && !lc->use[dev].grant && vouched(lc, uuid, restore)) {
         ledger_restore(&D.L, lc, dev, restore);
         D.state_dirty = true;
@@ -248,7 +250,7 @@ static int on_job(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "JOB is only for root (the Slurm plugin); uid %u may not register jobs",
                       (unsigned)c->uid);
     const char *job = proto_get(m, "job");
-    uint64_t uid = 0, gid = 0, total, bytes = 0;
+    uint64_t uid = 0, gid = 0, bytes = 0;
     char err[256] = "";
     if (!job || !proto_name_ok(job))
         return answers_strike(c, "JOB: job= must be a name of [A-Za-z0-9._:@+/-]");
@@ -273,7 +275,7 @@ static int on_job(struct conn *c, const struct proto_msg *m)
             return 0;
         }
         dev = (int)index;
-    } else if ((r = device_of(c, m, &total, &dev)) != 0) {
+    } else if ((r = device_of(c, m, &dev)) != 0) {
         return r < 0 ? -1 : 0;
     }
     if (!lc) {
