@@ -63,9 +63,66 @@ static void test_err_changes_nothing(void)
     fake_daemon_end();
 }
 
+static uint64_t used_on(int dev)
+{
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&D.L, 0, &s);
+    uint64_t u = s.dev[dev].used;
+    snapshot_free(&s);
+    return u;
+}
+
+/* Item 16: usage is reported only for a grant held, and only up to the
+ * device's size. */
+static void test_report_checked(void)
+{
+    fake_daemon("default-budget 2GiB\n", one_gpu, 12 * GiB);
+    struct fake_conn *a = process(100, 1000);
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=72057594037927936 peak=0") == 0);
+    CHECK(fake_answer(a, "VRAM/1 ERR") && used_on(0) == 0);
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=1048576 peak=1048576") == 0);
+    CHECK(fake_answer(a, "VRAM/1 ERR") && used_on(0) == 0); /* no grant */
+    CHECK(fake_say(a, "VRAM/1 REQUEST dev=" U0 " bytes=0") == 0 && fake_answer(a, "GRANT"));
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=13958643712 peak=0") == 0);
+    CHECK(fake_answer(a, "VRAM/1 ERR") && used_on(0) == 0); /* 13 GiB of 12 */
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=1048576 peak=72057594037927936") == 0);
+    CHECK(fake_answer(a, "VRAM/1 ERR") && used_on(0) == 0);
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=1048576 peak=2097152") == 0);
+    CHECK(a->sent == 0 && used_on(0) == 1 * MiB); /* a good report is not answered */
+    fake_daemon_end();
+}
+
+/* Item 18: without NVML, devices are learnt only from root's or the daemon
+ * user's own processes: another user cannot set a GPU's size or fill the
+ * device table. */
+static void test_learning_without_nvml(void)
+{
+    fake_daemon("default-budget 2GiB\n", NULL, 0);
+    uid_t other = geteuid() == 4242 ? 4243 : 4242;
+    struct fake_conn *m = process(300, other);
+    CHECK(fake_say(m, "VRAM/1 REQUEST dev=GPU-x total=1 bytes=0") == 0);
+    CHECK(fake_answer(m, "VRAM/1 DENY") && D.L.ndev == 0);
+    for (int i = 0; i < 20; i++) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "VRAM/1 REQUEST dev=GPU-fake%d total=1099511627776 bytes=1", i);
+        CHECK(fake_say(m, msg) == 0 && fake_answer(m, "VRAM/1 DENY"));
+    }
+    CHECK(D.L.ndev == 0);
+    struct fake_conn *r = process(301, geteuid());
+    CHECK(fake_say(r, "VRAM/1 REQUEST dev=GPU-x total=12884901888 bytes=4294967296") == 0);
+    CHECK(fake_answer(r, "GRANT") && D.L.ndev == 1 && D.L.dev[0].total == 12 * GiB);
+    /* Once learnt, the device serves everyone; its size is not theirs to say. */
+    CHECK(fake_say(m, "VRAM/1 REQUEST dev=GPU-x total=1 bytes=0") == 0);
+    CHECK(fake_answer(m, "VRAM/1 GRANT dev=GPU-x bytes=2147483648") && D.L.dev[0].total == 12 * GiB);
+    fake_daemon_end();
+}
+
 int main(void)
 {
     test_err_changes_nothing();
+    test_report_checked();
+    test_learning_without_nvml();
     printf("test_answers: ok\n");
     return 0;
 }

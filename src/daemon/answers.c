@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ sending */
 
@@ -118,6 +119,13 @@ static int device_of(struct conn *c, const struct proto_msg *m, int *dev)
     if (D.ngpus > 0)
         return answered(reply_text(c, VERB_DENY, uuid, "%s is not a GPU of this node (NVML lists %d)",
                                    uuid, D.ngpus));
+    /* Without NVML the daemon learns GPUs from its clients, but believes a
+     * GPU's existence and size only from root or its own user: anyone else
+     * could make every request fail (total=1) or fill the device table. */
+    if (c->uid != 0 && c->uid != geteuid())
+        return answered(reply_text(c, VERB_DENY, uuid, "%s is not known to this daemon (it has no "
+                                   "NVML, and learns GPUs only from processes of root or uid %u)",
+                                   uuid, (unsigned)geteuid()));
     if (!total)
         return answered(answers_strike(c, "%s: %s is new to this daemon and total= is missing",
                                        verb, uuid));
@@ -218,10 +226,12 @@ static int on_report(struct conn *c, const struct proto_msg *m)
     int dev = uuid ? ledger_find_device(&D.L, uuid) : -1;
     uint64_t used = 0, peak = 0;
     char err[256] = "";
-    if (dev < 0)
-        return answers_strike(c, "REPORT: dev= is not a device this client was granted");
-    if (proto_get_u64(m, "used", (uint64_t)1 << 56, &used, err, sizeof err) != 0 ||
-        proto_get_u64(m, "peak", (uint64_t)1 << 56, &peak, err, sizeof err) < 0)
+    if (dev < 0 || !lc->use[dev].grant)
+        return answers_strike(c, "REPORT: dev= is not a device this client holds a grant on");
+    /* Usage is of one device: never more than it has. */
+    uint64_t most = D.L.dev[dev].total;
+    if (proto_get_u64(m, "used", most, &used, err, sizeof err) != 0 ||
+        proto_get_u64(m, "peak", most, &peak, err, sizeof err) < 0)
         return answers_strike(c, "REPORT: %s", err[0] ? err : "used= is required");
     ledger_report(&D.L, lc, dev, used, peak);
     return 0;

@@ -181,7 +181,7 @@ static void *reporter(void *arg)
         }
         for (int i = 0; i < AGENT_MAX_SLOTS && A.fd >= 0; i++) {
             struct slot *s = &A.slot[i];
-            if (!s->known || !A.usage)
+            if (!s->known || !s->granted || !A.usage) /* the daemon takes usage of grants only */
                 continue;
             uint64_t used = 0, peak = 0;
             A.usage(i, &used, &peak);
