@@ -13,3 +13,47 @@ wait_for() {
     sleep 0.1
   done
 }
+
+# Users of this run only, for tests of what one user can do to another:
+# `test_users a b` (as root, with useradd) sets user_a, user_b to fresh
+# names (and uid_a, uid_b, gid_a, gid_b); `test_group g user_a...` makes a
+# group with them as supplementary members (group_g, gid_group_g).
+# remove_test_users stops everything they run and deletes them. Names carry
+# this shell's pid, so runs side by side never share a user.
+_test_users=() _test_groups=()
+_retry() { local i; for i in $(seq 40); do "$@" 2>/dev/null && return 0; sleep 0.25; done; "$@"; }
+test_users() {
+  local n u
+  for n in "$@"; do
+    u=vt$$$n
+    _retry useradd --no-create-home --user-group --shell /usr/sbin/nologin "$u" || return 1
+    _test_users+=("$u")
+    eval "user_$n=$u uid_$n=$(id -u "$u") gid_$n=$(id -g "$u")"
+  done
+}
+test_group() {
+  local n=$1 g=vt$$$1; shift
+  _retry groupadd "$g" || return 1
+  _test_groups+=("$g")
+  local m; for m in "$@"; do _retry usermod -aG "$g" "$m" || return 1; done
+  eval "group_$n=$g gid_group_$n=$(getent group "$g" | cut -d: -f3)"
+}
+remove_test_users() {
+  local u g
+  for u in "${_test_users[@]}"; do pkill -9 -u "$u" 2>/dev/null; done
+  for u in "${_test_users[@]}"; do
+    for _ in $(seq 20); do pgrep -u "$u" >/dev/null || break; sleep 0.1; done
+    _retry userdel "$u"
+  done
+  for g in "${_test_groups[@]}"; do getent group "$g" >/dev/null && _retry groupdel "$g"; done
+  _test_users=() _test_groups=()
+}
+# A copy of what another user runs (the build may be unreadable to them):
+# make_kit BUILD PEER DIR puts vram, the interposer, the demo's grab program,
+# peer and the simulated libraries in DIR, readable by all.
+make_kit() {
+  mkdir -p "$3/sim"
+  cp "$1/vram" "$1/libvram-preload.so" "$1/vram-demo-grab" "$2" "$3/"
+  cp -P "$1"/sim/lib* "$3/sim/"
+  chmod -R a+rX "$3"
+}

@@ -10,6 +10,11 @@
  *                                  driver behind the daemon's back
  *   peer SOCKET job JOB UID GID UUID BYTES
  *                                  as root: holds a job's grant until killed
+ *   peer SOCKET forkhello UUID BYTES
+ *                                  connects, forks, and the parent exits; the
+ *                                  child, once it is an orphan, says HELLO on
+ *                                  the inherited connection, asks for BYTES,
+ *                                  prints the answer and holds it until killed
  */
 #include "../src/cuda/cuda_abi.h"
 #include "../src/ledger/client.h"
@@ -18,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 CUresult cuInit(unsigned int);
@@ -86,6 +92,21 @@ int main(int argc, char **argv)
                 return 0;
         }
         return 0;
+    }
+    if (strcmp(argv[2], "forkhello") == 0 && argc == 5) {
+        pid_t parent = getpid();
+        pid_t child = fork();
+        if (child != 0)
+            _exit(child < 0); /* the process the kernel saw connect is gone */
+        for (int i = 0; i < 500 && getppid() == parent; i++) {
+            struct timespec t = {0, 10000000};
+            nanosleep(&t, NULL);
+        }
+        struct timespec t = {0, 100000000}; /* and reaped */
+        nanosleep(&t, NULL);
+        printf("pid %d\n", (int)getpid());
+        static char hold_mode[] = "hold";
+        argv[2] = hold_mode;
     }
     if (strcmp(argv[2], "hold") == 0 && argc >= 5) {
         proto_begin(&w, VERB_HELLO);

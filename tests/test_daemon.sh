@@ -18,7 +18,7 @@ daemon_pid=
 cleanup() {
   kill -9 $(jobs -p) 2>/dev/null
   [ -n "$daemon_pid" ] && kill -9 "$daemon_pid" 2>/dev/null
-  for u in vramtest-a vramtest-b; do pkill -9 -u "$u" 2>/dev/null; done
+  remove_test_users
   wait 2>/dev/null
   [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
@@ -195,30 +195,25 @@ check "storm: the daemon survived" kill -0 $daemon_pid
 check "storm: clients did register" sh -c "[ \$(grep -c 'churn): granted 512.00 MiB' '$tmp/daemon.out') -ge 100 ]"
 
 # --- users: one cannot release, read or exceed another's grant -------------
-if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/dev/null; then
-  for u in vramtest-a vramtest-b; do
-    id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
-  done
-  # The build may sit where other users cannot read it: give them a copy.
-  kit=$tmp/kit; mkdir -p "$kit/sim"
-  cp "$vram" "$build/libvram-preload.so" "$grab" "$peer" "$kit/"
-  cp -P "$build"/sim/lib* "$kit/sim/"
-  chmod -R a+rX "$kit"
-  ua=$(id -u vramtest-a) ub=$(id -u vramtest-b)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/dev/null &&
+   test_users a b; then
+  kit=$tmp/kit
+  make_kit "$build" "$peer" "$kit"
+  ua=$uid_a ub=$uid_b
   # As another user, with nothing but the kit (setpriv and env exec: $! is the program).
-  as_a=(setpriv --reuid="$ua" --regid="$(id -g vramtest-a)" --clear-groups env LD_LIBRARY_PATH="$kit/sim" VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB)
-  as_b=(setpriv --reuid="$ub" --regid="$(id -g vramtest-b)" --clear-groups env LD_LIBRARY_PATH="$kit/sim" VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB)
-  printf 'cap user vramtest-b 4GiB\nwhen-full fail\nreconcile-every 100ms\n' >"$tmp/policy"
+  as_a=(setpriv --reuid="$ua" --regid="$gid_a" --clear-groups env LD_LIBRARY_PATH="$kit/sim" VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB)
+  as_b=(setpriv --reuid="$ub" --regid="$gid_b" --clear-groups env LD_LIBRARY_PATH="$kit/sim" VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB)
+  printf 'cap user %s 4GiB\nwhen-full fail\nreconcile-every 100ms\n' "$user_b" >"$tmp/policy"
   kill -HUP $daemon_pid
   wait_for 5 sh -c "[ \$(grep -c 'reloaded' '$tmp/daemon.out') -ge 3 ]"
   "${as_a[@]}" "$kit/peer" "$S" hold "$uuid" $((5 * G)) >"$tmp/ua" 2>&1 &
   pa=$!
   check "user a granted" wait_for 5 contains "$tmp/ua" GRANT
   "${as_b[@]}" "$kit/vram" status --json >"$tmp/ub-view"
-  check "user b sees a's total" grep -q "\"uid\":$ua,\"user\":\"vramtest-a\"" "$tmp/ub-view"
+  check "user b sees a's total" grep -q "\"uid\":$ua,\"user\":\"$user_a\"" "$tmp/ub-view"
   check "but not a's process" sh -c "! grep -q '\"pid\":$pa' '$tmp/ub-view' && grep -q '\"pid\":0,\"uid\":$ua' '$tmp/ub-view'"
   "$vram" status --json >"$tmp/root-view"
-  check "root sees a's process" grep -q "\"uid\":$ua,\"user\":\"vramtest-a\",\"role\":\"process\",\"command\":\"peer\"" "$tmp/root-view"
+  check "root sees a's process" grep -q "\"uid\":$ua,\"user\":\"$user_a\",\"role\":\"process\",\"command\":\"peer\"" "$tmp/root-view"
   "${as_b[@]}" "$kit/peer" "$S" send "VRAM/1 RELEASE dev=$uuid" >"$tmp/ub-release"
   check "b cannot release a's grant" is granted $((5 * G))
   "${as_b[@]}" "$kit/peer" "$S" send "VRAM/1 JOB job=1 uid=0 gid=0 dev=$uuid total=0 bytes=1" >"$tmp/ub-job"
@@ -227,13 +222,14 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/d
   "${as_b[@]}" "$kit/peer" "$S" hold "$uuid" $((3 * G)) >"$tmp/ub1" &
   pb1=$!
   wait_for 5 contains "$tmp/ub1" GRANT
-  check "b is who the kernel says, whatever b claims" grep -q "\"uid\":$ub,\"user\":\"vramtest-b\"" <("$vram" status --json)
+  check "b is who the kernel says, whatever b claims" grep -q "\"uid\":$ub,\"user\":\"$user_b\"" <("$vram" status --json)
   "${as_b[@]}" "$kit/vram" run --limit 2GiB -- "$kit/vram-demo-grab" B2 1 >"$tmp/ub2" 2>&1
-  check "b cannot exceed the cap across processes" contains "$tmp/ub2" "user vramtest-b may hold 4.00 GiB"
+  check "b cannot exceed the cap across processes" contains "$tmp/ub2" "user $user_b may hold 4.00 GiB"
   kill -9 $pa $pb1; wait $pa $pb1 2>/dev/null
   check "users' grants back" wait_for 5 is granted 0
 else
   echo "SKIP: the several-users part needs root, setpriv and useradd"
+  remove_test_users
 fi
 
 kill -TERM $daemon_pid; wait $daemon_pid 2>/dev/null

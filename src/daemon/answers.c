@@ -154,8 +154,11 @@ static int on_hello(struct conn *c, const struct proto_msg *m)
     if (!lc)
         return answers_strike(c, "HELLO: the daemon is out of memory");
     lc->owner = c;
-    lc->start = start_time(c->pid);
-    read_groups(lc);
+    lc->start = c->start;
+    if (ledger_set_groups(lc, c->groups, c->ngroups) != 0) {
+        ledger_leave(&D.L, lc);
+        return answers_strike(c, "HELLO: the daemon is out of memory");
+    }
     user_name(c->uid, lc->user, sizeof lc->user);
     if (cmd)
         snprintf(lc->cmd, sizeof lc->cmd, "%s", cmd);
@@ -293,7 +296,7 @@ static int on_job(struct conn *c, const struct proto_msg *m)
         if (!lc)
             return answers_strike(c, "JOB: the daemon is out of memory");
         lc->owner = c;
-        lc->start = start_time(c->pid);
+        lc->start = c->start;
         user_name((uid_t)uid, lc->user, sizeof lc->user);
         snprintf(lc->job, sizeof lc->job, "%s", job);
         snprintf(lc->cmd, sizeof lc->cmd, "job");

@@ -41,6 +41,7 @@ static void drop(struct conn *c)
     epoll_ctl(C.ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     C.conn[c->fd] = NULL;
+    free(c->groups);
     free(c);
 }
 
@@ -60,11 +61,10 @@ void conns_accept(void)
                 dlog(L_WARN, "accept: %s", strerror(errno));
             return;
         }
-        struct ucred cred;
-        socklen_t len = sizeof cred;
         struct conn *c = calloc(1, sizeof *c);
-        if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-            fd >= (1 << 24)) {
+        if (!c || fd >= (1 << 24) || identity_of(fd, c) != 0) {
+            if (c)
+                free(c->groups);
             free(c);
             close(fd);
             continue;
@@ -73,6 +73,7 @@ void conns_accept(void)
             int n = fd * 2 + 64;
             struct conn **t = realloc(C.conn, (size_t)n * sizeof *t);
             if (!t) {
+                free(c->groups);
                 free(c);
                 close(fd);
                 continue;
@@ -82,9 +83,6 @@ void conns_accept(void)
             C.nslots = n;
         }
         c->fd = fd;
-        c->pid = cred.pid;
-        c->uid = cred.uid;
-        c->gid = cred.gid;
         C.conn[fd] = c;
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
         epoll_ctl(C.ep, EPOLL_CTL_ADD, fd, &ev);

@@ -27,12 +27,18 @@
 
 #define MAX_STRIKES 16 /* malformed messages before a client is dropped */
 
-/* One client connection. */
+/* One client connection. Who is at the other end is what the kernel said
+ * when the connection was accepted (identity.c), never read again later:
+ * by then the connecting process may have exited and another taken its
+ * place on the socket. */
 struct conn {
     int fd;
     pid_t pid;
     uid_t uid;
     gid_t gid;
+    uint64_t start; /* the connecting process's start time; 0 if it was already gone */
+    int ngroups;
+    gid_t *groups; /* its supplementary groups */
     struct ledger_client *client;
     int strikes;
 };
@@ -68,9 +74,11 @@ int conn_send(struct conn *c, const char *buf, size_t len);
 void conns_drop_struck(void);
 
 /* identity.c */
+/* Fills c's identity from the kernel: SO_PEERCRED, SO_PEERGROUPS and the
+ * process's start time. 0, or -1 (the connection is to be closed). */
+int identity_of(int fd, struct conn *c);
 uint64_t start_time(pid_t pid);
 bool same_process(pid_t pid, uint64_t start);
-void read_groups(struct ledger_client *c);
 void user_name(uid_t uid, char *out, size_t n);
 
 /* answers.c */

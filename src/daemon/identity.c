@@ -4,11 +4,13 @@
 
 #include "../ledger/protocol.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* Field 22 of /proc/PID/stat: when the process started, in clock ticks.
@@ -37,25 +39,33 @@ uint64_t start_time(pid_t pid)
 
 bool same_process(pid_t pid, uint64_t start) { return start && start_time(pid) == start; }
 
-void read_groups(struct ledger_client *c)
+int identity_of(int fd, struct conn *c)
 {
-    char path[64], line[4096];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)c->pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "Groups:", 7) == 0) {
-            char *p = line + 7, *end;
-            while (c->ngroups < LEDGER_MAX_GROUPS) {
-                unsigned long g = strtoul(p, &end, 10);
-                if (end == p)
-                    break;
-                c->groups[c->ngroups++] = (gid_t)g;
-                p = end;
-            }
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return -1;
+    c->pid = cred.pid;
+    c->uid = cred.uid;
+    c->gid = cred.gid;
+    /* The groups the process had when it connected: asking the kernel for
+     * the size first, as a user may be in many. */
+    len = 0;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) != 0 && errno != ERANGE)
+        return -1;
+    c->ngroups = (int)(len / sizeof(gid_t));
+    c->groups = NULL;
+    if (c->ngroups > 0) {
+        c->groups = malloc(len);
+        if (!c->groups || getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &len) != 0) {
+            free(c->groups);
+            c->groups = NULL;
+            return -1;
         }
-    fclose(f);
+        c->ngroups = (int)(len / sizeof(gid_t));
+    }
+    c->start = start_time(c->pid);
+    return 0;
 }
 
 void user_name(uid_t uid, char *out, size_t n)

@@ -15,8 +15,10 @@ void ledger_init(struct ledger *l, const struct policy *p)
 
 void ledger_destroy(struct ledger *l)
 {
-    for (int i = 0; i < l->nclients; i++)
+    for (int i = 0; i < l->nclients; i++) {
+        free(l->clients[i]->groups);
         free(l->clients[i]);
+    }
     free(l->clients);
     memset(l, 0, sizeof *l);
 }
@@ -69,11 +71,25 @@ struct ledger_client *ledger_join(struct ledger *l, enum client_role role, pid_t
     return c;
 }
 
+int ledger_set_groups(struct ledger_client *c, const gid_t *groups, int n)
+{
+    gid_t *g = n > 0 ? malloc((size_t)n * sizeof *g) : NULL;
+    if (n > 0 && !g)
+        return -1;
+    if (n > 0)
+        memcpy(g, groups, (size_t)n * sizeof *g);
+    free(c->groups);
+    c->groups = g;
+    c->ngroups = n > 0 ? n : 0;
+    return 0;
+}
+
 void ledger_leave(struct ledger *l, struct ledger_client *c)
 {
     for (int i = 0; i < l->nclients; i++)
         if (l->clients[i] == c) {
             l->clients[i] = l->clients[--l->nclients];
+            free(c->groups);
             free(c);
             return;
         }

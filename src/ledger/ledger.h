@@ -27,7 +27,6 @@
 #include <sys/types.h>
 
 #define LEDGER_MAX_DEVICES SNAP_MAX_DEVICES
-#define LEDGER_MAX_GROUPS 32
 
 enum client_role { ROLE_PROCESS, ROLE_JOB, ROLE_MONITOR };
 
@@ -46,7 +45,7 @@ struct ledger_client {
     uid_t uid; /* for a job: the job's user */
     gid_t gid;
     int ngroups;
-    gid_t groups[LEDGER_MAX_GROUPS];
+    gid_t *groups; /* supplementary, as the kernel gave them at connect */
     uint64_t start; /* the process's start time, against PID reuse */
     char user[64], cmd[64], job[64];
     void *owner; /* the daemon's connection; the ledger never touches it */
@@ -79,6 +78,8 @@ int ledger_find_device(const struct ledger *l, const char *uuid);
 
 struct ledger_client *ledger_join(struct ledger *l, enum client_role role, pid_t pid, uid_t uid,
                                   gid_t gid);
+/* The client's supplementary groups (copied); -1 if out of memory. */
+int ledger_set_groups(struct ledger_client *c, const gid_t *groups, int n);
 /* Removes the client and everything it held. */
 void ledger_leave(struct ledger *l, struct ledger_client *c);
 
