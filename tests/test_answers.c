@@ -5,6 +5,9 @@
 #include "fake_conns.h"
 #include "../src/ledger/snapshot.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+
 static const char *const one_gpu[] = {"GPU-00000000-0000-4000-8000-000000000001", NULL};
 #define U0 "GPU-00000000-0000-4000-8000-000000000001"
 
@@ -118,11 +121,86 @@ static void test_learning_without_nvml(void)
     fake_daemon_end();
 }
 
+static void fill_hello(FILE *f) { fprintf(f, "hello\n"); }
+
+static bool file_is(const char *path, const char *text)
+{
+    char buf[256] = "";
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strcmp(buf, text) == 0;
+}
+
+/* Item 12: the daemon's files are written whole, by it, and never through
+ * what someone else put where they go: a FIFO does not block it (a child
+ * with an alarm holds the old behaviour, which blocked for ever), a link is
+ * not followed, and a file another user made beside it is left alone. */
+static void test_files_not_hijacked(void)
+{
+    char dir[] = "/tmp/vram-files.XXXXXX", path[300], other[300], tmp[400];
+    CHECK(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/metrics.prom", dir);
+    snprintf(other, sizeof other, "%s/theirs", dir);
+    /* What the daemon wrote, or whatever name a daemon before used for its
+     * temporary file, taken by another: a FIFO and a file. */
+    pid_t child = fork();
+    if (child == 0) {
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+        if (mkfifo(tmp, 0666) != 0)
+            _exit(2);
+        alarm(5);
+        _exit(write_atomically(path, 0644, fill_hello) == 0 ? 0 : 1);
+    }
+    int st;
+    CHECK(waitpid(child, &st, 0) == child);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* not killed by the alarm */
+    CHECK(file_is(path, "hello\n"));
+    struct stat sb;
+    CHECK(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+          (sb.st_mode & 0777) == 0644);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)child);
+    unlink(tmp);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    /* A regular file someone made at the old temporary name stays theirs and
+     * never becomes the daemon's file. */
+    FILE *f = fopen(tmp, "w");
+    fputs("mine\n", f);
+    fclose(f);
+    CHECK(write_atomically(path, 0600, fill_hello) == 0);
+    CHECK(file_is(tmp, "mine\n"));
+    CHECK(lstat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600 && sb.st_uid == geteuid());
+    unlink(tmp);
+    /* The file itself replaced by a link or a FIFO: refused, nothing followed. */
+    f = fopen(other, "w");
+    fputs("theirs\n", f);
+    fclose(f);
+    unlink(path);
+    CHECK(symlink(other, path) == 0);
+    CHECK(write_atomically(path, 0644, fill_hello) != 0);
+    CHECK(file_is(other, "theirs\n"));
+    unlink(path);
+    CHECK(mkfifo(path, 0666) == 0);
+    child = fork();
+    if (child == 0) {
+        alarm(5);
+        _exit(write_atomically(path, 0644, fill_hello) != 0 ? 0 : 1);
+    }
+    CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     test_err_changes_nothing();
     test_report_checked();
     test_learning_without_nvml();
+    test_files_not_hijacked();
     printf("test_answers: ok\n");
     return 0;
 }

@@ -41,8 +41,10 @@ start_daemon() { # POLICY-TEXT [extra options]
   daemon_pid=$!
   wait_for 10 test -S "$S"
 }
-stop_daemon() {
-  kill -TERM "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null; daemon_pid=
+stop_daemon() { # (bounded: a daemon stuck in a trap is killed)
+  kill -TERM "$daemon_pid" 2>/dev/null
+  wait_for 5 sh -c "! kill -0 $daemon_pid 2>/dev/null" || kill -9 "$daemon_pid" 2>/dev/null
+  wait "$daemon_pid" 2>/dev/null; daemon_pid=
 }
 
 test_users a b || { echo "FAIL: cannot make test users"; exit 1; }
@@ -64,6 +66,37 @@ check "item 10: also for a child that speaks after the connecting parent exited"
   wait_for 10 contains "$tmp/g2" "DENY.*group $group_g may hold 2.00 GiB"
 check "item 10: and nothing was granted" is granted 0
 pkill -9 -u "$user_a"
+
+# --- item 12: the daemon's files in a shared directory stay its own ----------
+# Started after a pause, so that user b knows its pid, and with it the names
+# a daemon once used for its temporary files, and lays traps there first.
+stop_daemon
+shared=$tmp/shared
+mkdir -m 1777 "$shared"
+sh -c 'sleep 1; exec "$@"' sh "$vramd" --socket "$S" --policy "$tmp/policy" \
+  --state "$shared/state" --metrics-file "$shared/m.prom" --metrics-every 100ms \
+  >>"$tmp/daemon.out" 2>&1 &
+daemon_pid=$!
+"${as_b[@]}" sh -c "mkfifo '$shared/m.prom.tmp.$daemon_pid' && echo x >'$shared/state.tmp.$daemon_pid' && chmod 666 '$shared/state.tmp.$daemon_pid'"
+wait_for 10 test -S "$S"
+check "item 12: a FIFO where the metrics go does not stop the daemon" sh -c "timeout 5 '$vram' status --json >/dev/null"
+check "item 12: the metrics file is the daemon's" wait_for 5 sh -c "[ \"\$(stat -c %U:%a '$shared/m.prom' 2>/dev/null)\" = root:644 ]"
+timeout 10 "$peer" "$S" hold "$uuid" $G >"$tmp/h12" 2>&1 &
+h12=$!
+wait_for 5 contains "$tmp/h12" GRANT
+check "item 12: the state file is the daemon's alone" wait_for 5 sh -c "[ \"\$(stat -c %U:%a '$shared/state' 2>/dev/null)\" = root:600 ] && grep -q ' GPU-' '$shared/state'"
+kill -9 $h12; wait $h12 2>/dev/null
+
+# --- item 17: a state file that could not be written is written when it can --
+stop_daemon
+start_daemon "when-full fail\n" --state "$tmp/later/state"
+"$peer" "$S" hold "$uuid" $G >"$tmp/h17" 2>&1 &
+h17=$!
+wait_for 5 contains "$tmp/h17" GRANT
+sleep 0.3
+mkdir "$tmp/later"
+check "item 17: the state file is written once its directory exists" wait_for 3 grep -qs ' GPU-' "$tmp/later/state"
+kill -9 $h17; wait $h17 2>/dev/null
 
 stop_daemon
 echo "test_attack: $passed passed, $failures failed"

@@ -92,8 +92,16 @@ void answers_gone(struct conn *c);
 void answers_admit_waiting(void);
 
 /* files.c */
-/* Writes a file whole or not at all: a reader sees the old or the new. */
+#define STATE_EVERY_MS 100
+/* Writes a file whole or not at all: a reader sees the old or the new. A
+ * name that exists and is not a regular file is refused (EEXIST), and
+ * nothing at it is followed or written through. */
 int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *));
+/* On the timer: the state file within STATE_EVERY_MS of a change (until a
+ * write succeeds), the metrics file every D.metrics_ms. */
+void files_tick(uint64_t now);
+/* The state file now, if it changed (the daemon stops). */
+void files_flush(void);
 void fill_state(FILE *f);
 void fill_metrics(FILE *f);
 void load_state(void);

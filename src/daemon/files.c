@@ -19,27 +19,45 @@
 
 int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *))
 {
+    /* The file may be in a directory others can write (an administrator's
+     * choice): whatever they put at its name is replaced, never written
+     * through, and a name that is not a plain file is refused. */
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        errno = EEXIST;
+        return -1;
+    }
+    /* A temporary name nobody can guess, created here (O_EXCL: never an
+     * existing file, FIFO or link), so it is ours before a byte is written. */
     char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return -1;
-    fchmod(fd, mode);
-    FILE *f = fdopen(fd, "w");
+    FILE *f = fchmod(fd, mode) == 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
+        int e = errno;
         close(fd);
         unlink(tmp);
+        errno = e;
         return -1;
     }
     fill(f);
     if (fflush(f) != 0 || ferror(f)) {
+        int e = errno;
         fclose(f);
         unlink(tmp);
+        errno = e ? e : EIO;
         return -1;
     }
     fclose(f);
     if (rename(tmp, path) != 0) {
+        int e = errno;
         unlink(tmp);
+        errno = e;
         return -1;
     }
     return 0;
@@ -113,4 +131,48 @@ bool vouched(const struct ledger_client *lc, const char *uuid, uint64_t bytes)
         }
     }
     return false;
+}
+
+/* One file, written every `every_ms` while `due`; a failed write is tried
+ * again at the next turn, and said once until it works again. */
+struct output {
+    const char *what;
+    uint64_t last_ms;
+    bool failing;
+};
+
+static void write_one(struct output *o, const char *path, mode_t mode, void (*fill)(FILE *),
+                      bool *due)
+{
+    if (write_atomically(path, mode, fill) != 0) {
+        if (!o->failing)
+            dlog(L_WARN, "cannot write the %s file %s: %s%s; trying again", o->what, path,
+                 strerror(errno), errno == EEXIST ? " (it is not a regular file)" : "");
+        o->failing = true;
+        return;
+    }
+    if (o->failing)
+        dlog(L_WARN, "the %s file %s is written again", o->what, path);
+    o->failing = false;
+    if (due)
+        *due = false;
+}
+
+void files_tick(uint64_t now)
+{
+    static struct output state = {"state", 0, false}, metrics = {"metrics", 0, false};
+    if (D.state_dirty && D.state_path[0] && now - state.last_ms >= STATE_EVERY_MS) {
+        state.last_ms = now;
+        write_one(&state, D.state_path, 0600, fill_state, &D.state_dirty);
+    }
+    if (D.metrics_path[0] && now - metrics.last_ms >= D.metrics_ms) {
+        metrics.last_ms = now;
+        write_one(&metrics, D.metrics_path, 0644, fill_metrics, NULL);
+    }
+}
+
+void files_flush(void)
+{
+    if (D.state_dirty && D.state_path[0] && write_atomically(D.state_path, 0600, fill_state) != 0)
+        dlog(L_ERROR, "cannot write the state file %s: %s", D.state_path, strerror(errno));
 }

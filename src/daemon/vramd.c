@@ -28,10 +28,9 @@
 #include <unistd.h>
 
 #define TICK_MS 50
-#define STATE_EVERY_MS 100
 
 static struct {
-    uint64_t last_metrics, last_reconcile, last_state;
+    uint64_t last_reconcile;
 } T;
 
 static void reconcile(void)
@@ -62,17 +61,7 @@ static void tick(void)
         reconcile();
         answers_admit_waiting(); /* unseen usage may have gone */
     }
-    if (D.state_dirty && D.state_path[0] && now - T.last_state >= STATE_EVERY_MS) {
-        T.last_state = now;
-        D.state_dirty = false;
-        if (write_atomically(D.state_path, 0600, fill_state) != 0)
-            dlog(L_WARN, "cannot write %s: %s", D.state_path, strerror(errno));
-    }
-    if (D.metrics_path[0] && now - T.last_metrics >= D.metrics_ms) {
-        T.last_metrics = now;
-        if (write_atomically(D.metrics_path, 0644, fill_metrics) != 0)
-            dlog(L_WARN, "cannot write the metrics file %s: %s", D.metrics_path, strerror(errno));
-    }
+    files_tick(now);
 }
 
 static void reload(void)
@@ -343,8 +332,7 @@ int main(int argc, char **argv)
                         struct stat st;
                         if (stat(D.socket_path, &st) == 0 && S_ISSOCK(st.st_mode))
                             unlink(D.socket_path);
-                        if (D.state_dirty)
-                            write_atomically(D.state_path, 0600, fill_state);
+                        files_flush();
                         return 0;
                     }
                 }
