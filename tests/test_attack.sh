@@ -67,6 +67,19 @@ check "item 10: also for a child that speaks after the connecting parent exited"
 check "item 10: and nothing was granted" is granted 0
 pkill -9 -u "$user_a"
 
+# --- item 15: a policy caught half-written is not loaded ----------------------
+stop_daemon
+start_daemon "cap user $user_b 1GiB\nwhen-full fail\n"
+: >"$tmp/policy"   # as an in-place rewrite leaves it for a moment
+kill -HUP $daemon_pid
+check "item 15: an empty policy is refused on reload" wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: the file is empty.*keeping the policy in force"
+printf 'cap user %s 1GiB\nwhen-full f' "$user_b" >"$tmp/policy"
+kill -HUP $daemon_pid
+check "item 15: so is one cut short" wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: the last line does not end with a newline.*keeping the policy in force"
+timeout 10 "${as_b[@]}" "$kit/peer" "$S" hold "$uuid" $((2 * G)) >"$tmp/p15" 2>&1
+check "item 15: and the cap in force still holds" contains "$tmp/p15" "DENY.*may hold 1.00 GiB"
+printf 'when-full fail\n' >"$tmp/policy"
+
 # --- item 12: the daemon's files in a shared directory stay its own ----------
 # Started after a pause, so that user b knows its pid, and with it the names
 # a daemon once used for its temporary files, and lays traps there first.

@@ -44,7 +44,19 @@ when-full wait 20s
 reconcile-every 100ms
 over-margin 64MiB
 EOC
-check "policy check" sh -c "'$vramd' --check --policy '$tmp/policy' | grep -q '0 rules; default budget set; when full: wait'"
+"$vramd" --check --policy "$tmp/policy" >"$tmp/check" 2>&1
+check "policy check: what the file says" contains "$tmp/check" "$tmp/policy: 4 directives, 0 rules"
+check "policy check: line by line" contains "$tmp/check" "line 2: when-full wait 20s"
+check "policy check: against NVML's GPUs" contains "$tmp/check" "checked against the 1 GPU NVML lists"
+# Item 23 of issue 11: rules that cannot hold on this node are errors with their line.
+printf 'cap user root 8GiB on 5\nreserve 100GiB for user root on GPU-ffff\n' >"$tmp/bad-policy"
+"$vramd" --check --policy "$tmp/bad-policy" >"$tmp/check" 2>&1; rc=$?
+check "policy check: a GPU that is not there" sh -c "[ $rc = 1 ] && grep -q 'bad-policy:1: \"on 5\": this node has 1 GPU' '$tmp/check'"
+printf 'reserve 4GiB for user root\nreserve 40GiB for job x\n' >"$tmp/bad-policy"
+"$vramd" --check --policy "$tmp/bad-policy" >"$tmp/check" 2>&1; rc=$?
+check "policy check: reservations beyond the GPU" sh -c "[ $rc = 1 ] && grep -q 'bad-policy:2: reservations on GPU 0 .* add up to 44.00 GiB, more than its 12.00 GiB' '$tmp/check'"
+"$vramd" --socket "$tmp/never.sock" --policy "$tmp/bad-policy" >"$tmp/check" 2>&1; rc=$?
+check "and the daemon does not start with them" sh -c "[ $rc = 1 ] && [ ! -e '$tmp/never.sock' ]"
 "$vramd" --policy /nonexistent.conf 2>"$tmp/err"; rc=$?
 check "a missing policy file stops the daemon" test $rc = 1
 check "and says which" contains "$tmp/err" "/nonexistent.conf: cannot open"
@@ -138,7 +150,7 @@ check "and empty again" wait_for 2 is granted 0
 # --- SIGHUP: a bad policy is refused and the good one kept ----------------
 printf 'default-budget 2GiB\ncap user root 3GiB\nwhen-full wait 20s\nreconcile-every 100ms\n' >"$tmp/policy"
 kill -HUP $daemon_pid
-check "reload applied" wait_for 5 contains "$tmp/daemon.out" "policy $tmp/policy reloaded (1 rules)"
+check "reload applied" wait_for 5 contains "$tmp/daemon.out" "policy $tmp/policy reloaded (4 directives, 1 rules)"
 printf 'cap user root 3GiB\ncap usr root 1GiB\n' >"$tmp/policy"
 kill -HUP $daemon_pid
 check "bad reload names file and line" wait_for 5 contains "$tmp/daemon.out" "$tmp/policy:2: \"usr\": expected user or group; keeping the policy in force"

@@ -85,6 +85,80 @@ static void test_policy_file(void)
     CHECK_CONTAINS(err, "/nonexistent/policy.conf: cannot open");
 }
 
+/* Item 15: a policy file caught half-written, or not a file at all, is
+ * refused (the daemon then keeps the policy it has), never read as a
+ * policy with fewer rules. */
+static void test_policy_whole_files(void)
+{
+    char dir[] = "/tmp/vram-policy.XXXXXX", path[300], err[512];
+    CHECK(mkdtemp(dir));
+    struct policy q;
+    q.nrules = 42;
+    CHECK(policy_load(dir, &q, err, sizeof err) == -1 && q.nrules == 42);
+    CHECK_CONTAINS(err, "not a regular file");
+    snprintf(path, sizeof path, "%s/policy.conf", dir);
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"", "empty"},
+        {"cap user 1001 8GiB\ncap user 1002 4G", "does not end with a newline"},
+        {"cap user 1001 8GiB\ncap user", "does not end with a newline"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        FILE *f = fopen(path, "w");
+        fputs(bad[i].text, f);
+        fclose(f);
+        err[0] = 0;
+        CHECK(policy_load(path, &q, err, sizeof err) == -1 && q.nrules == 42);
+        CHECK_CONTAINS(err, bad[i].why);
+        CHECK_CONTAINS(err, "rename");
+    }
+    FILE *f = fopen(path, "w");
+    fputs("# only comments: a file that means no rules says so\n", f);
+    fclose(f);
+    CHECK(policy_load(path, &q, err, sizeof err) == 0 && q.nrules == 0);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Item 23: with the node's GPUs known, a rule that cannot hold is an error
+ * with its line: a device that is not there, reservations beyond a GPU, a
+ * default budget larger than the GPU. What was understood can be printed. */
+static void test_policy_against_devices(void)
+{
+    const char *uuids[] = {"GPU-5a1d0e5a-a000-4000-8000-000000000000"};
+    uint64_t totals[] = {12 * GiB};
+    char err[512] = "";
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"cap user 0 8GiB on 5\n", "test.conf:1: \"on 5\": this node has 1 GPU"},
+        {"reserve 100GiB for user 0 on GPU-ffff\n", "test.conf:1: \"on GPU-ffff\": this node has 1 GPU"},
+        {"cap user 0 1G\nreserve 40GiB for user 0\n", "test.conf:2: reservations on GPU 0"},
+        {"reserve 8GiB for user 0\nreserve 50% for job x on 0\n", "test.conf:2: reservations on GPU 0"},
+        {"default-budget 16GiB\n", "test.conf:1: default-budget 16.00 GiB is more than GPU 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        policy_of(bad[i].text);
+        err[0] = 0;
+        CHECK(policy_check_devices(&P, uuids, totals, 1, err, sizeof err) == -1);
+        CHECK_CONTAINS(err, bad[i].why);
+    }
+    policy_of("default-budget 25%\ncap user 0 20GiB\nreserve 6GiB for job crit-* on GPU-5a1d\n"
+              "reserve 50% for user 0 on 0\nwhen-full wait 30m\n");
+    CHECK(policy_check_devices(&P, uuids, totals, 1, err, sizeof err) == 0);
+    char out[4096];
+    FILE *f = fmemopen(out, sizeof out, "w");
+    policy_describe(&P, f);
+    fclose(f);
+    CHECK_CONTAINS(out, "test.conf: 5 directives, 3 rules");
+    CHECK_CONTAINS(out, "line 1: default-budget 25% of each GPU");
+    CHECK_CONTAINS(out, "line 2: cap user 0: 20.00 GiB on each GPU");
+    CHECK_CONTAINS(out, "line 3: reserve 6.00 GiB for job crit-* on GPU-5a1d");
+    CHECK_CONTAINS(out, "line 4: reserve 50% for user 0 on 0");
+    CHECK_CONTAINS(out, "line 5: when-full wait 30m");
+}
+
 static void test_protocol(void)
 {
     struct proto_msg m;
@@ -298,6 +372,8 @@ static void test_jobs_and_privacy(void)
 int main(void)
 {
     test_policy_file();
+    test_policy_whole_files();
+    test_policy_against_devices();
     test_protocol();
     test_admission();
     test_jobs_and_privacy();

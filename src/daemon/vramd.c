@@ -64,6 +64,18 @@ static void tick(void)
     files_tick(now);
 }
 
+/* The policy against the GPUs NVML listed (none known: nothing to check). */
+static int check_policy(const struct policy *p, char *err, size_t errlen)
+{
+    const char *uuids[LEDGER_MAX_DEVICES];
+    uint64_t totals[LEDGER_MAX_DEVICES];
+    if (!D.ngpus)
+        return 0;
+    for (int d = 0; d < D.ngpus; d++)
+        uuids[d] = D.L.dev[d].uuid, totals[d] = D.L.dev[d].total;
+    return policy_check_devices(p, uuids, totals, D.ngpus, err, errlen);
+}
+
 static void reload(void)
 {
     if (!D.policy_path[0]) {
@@ -74,14 +86,41 @@ static void reload(void)
     char err[600];
     if (!p)
         return;
-    if (policy_load(D.policy_path, p, err, sizeof err) != 0) {
+    if (policy_load(D.policy_path, p, err, sizeof err) != 0 ||
+        check_policy(p, err, sizeof err) != 0) {
         dlog(L_ERROR, "SIGHUP: %s; keeping the policy in force", err);
     } else {
         D.L.policy = *p;
-        dlog(L_INFO, "SIGHUP: policy %s reloaded (%d rules)", D.policy_path, p->nrules);
+        dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directives, %d rules)", D.policy_path,
+             p->ndirectives, p->nrules);
         answers_admit_waiting();
     }
     free(p);
+}
+
+/* The node's GPUs, from NVML, into the ledger. -1 with err if NVML cannot
+ * be used; then devices are learnt from clients. */
+static int open_gpus(const char *library, char *err, size_t errlen)
+{
+    int n;
+    if (gpus_open(library, &n, err, errlen) != 0)
+        return -1;
+    if (n > LEDGER_MAX_DEVICES) {
+        dlog(L_WARN, "NVML lists %d GPUs; this daemon keeps the first %d", n, LEDGER_MAX_DEVICES);
+        n = LEDGER_MAX_DEVICES;
+    }
+    for (int i = 0; i < n; i++) {
+        char uuid[96];
+        uint64_t total;
+        if (gpus_device(i, uuid, sizeof uuid, &total) != 0 || strlen(uuid) >= 48 ||
+            ledger_device(&D.L, uuid, total) != i) {
+            snprintf(err, errlen, "NVML device %d cannot be read", i);
+            D.L.ndev = 0;
+            return -1;
+        }
+    }
+    D.ngpus = n;
+    return 0;
 }
 
 /* ------------------------------------------------------------- set-up */
@@ -149,7 +188,8 @@ static void usage(FILE *out)
             "                        root's is " LEDGER_SYSTEM_SOCKET ")\n"
             "  --policy FILE         the policy (default /etc/vram/policy.conf if it exists);\n"
             "                        SIGHUP reloads it, and a bad file keeps the last good one\n"
-            "  --check               check the policy file, print its rules' count, and exit\n"
+            "  --check               check the policy file (against NVML's GPUs), print what\n"
+            "                        it says, and exit: 0 if it is good, 1 if not\n"
             "  --state FILE          grants, for clients re-registering after a restart\n"
             "                        (default: beside the socket, vramd.state)\n"
             "  --metrics-file FILE   write the ledger in Prometheus text format, atomically,\n"
@@ -236,15 +276,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "vramd: %s\n", err);
         return 1;
     }
-    if (check) {
-        printf("%s: %d rules; default budget %s; when full: %s\n",
-               D.policy_path[0] ? D.policy_path : "(no policy file)", policy->nrules,
-               policy->has_default ? "set" : "none", policy->wait ? "wait" : "fail");
-        free(policy);
-        return 0;
-    }
     ledger_init(&D.L, policy);
+    char nvml_err[600] = "";
+    if (nvml && open_gpus(nvml, nvml_err, sizeof nvml_err) != 0 && !check)
+        dlog(L_WARN, "%s; devices will be learnt from clients, and real usage is not reconciled",
+             nvml_err);
+    int checked = check_policy(policy, err, sizeof err);
+    if (check) {
+        policy_describe(policy, stdout);
+        if (D.ngpus) {
+            printf("checked against the %d GPU%s NVML lists:\n", D.ngpus, D.ngpus == 1 ? "" : "s");
+            for (int d = 0; d < D.ngpus; d++)
+                printf("  %d %s %s\n", d, D.L.dev[d].uuid, format_size(D.L.dev[d].total).text);
+        } else {
+            printf("not checked against GPUs: %s\n", nvml ? nvml_err : "--nvml off");
+        }
+    }
+    fflush(stdout);
+    if (checked != 0)
+        fprintf(stderr, "vramd: %s\n", err);
     free(policy);
+    if (check || checked != 0)
+        return checked != 0;
 
     if (!D.socket_path[0])
         ledger_default_socket(D.socket_path, sizeof D.socket_path);
@@ -253,26 +306,6 @@ int main(int argc, char **argv)
         char *slash = strrchr(D.state_path, '/');
         snprintf(slash + 1, sizeof D.state_path - (size_t)(slash + 1 - D.state_path),
                  "vramd.state");
-    }
-
-    if (nvml) {
-        int n;
-        if (gpus_open(nvml, &n, err, sizeof err) != 0) {
-            dlog(L_WARN, "%s; devices will be learnt from clients, and real usage is not reconciled",
-                 err);
-        } else {
-            for (int i = 0; i < n && i < LEDGER_MAX_DEVICES; i++) {
-                char uuid[96];
-                uint64_t total;
-                if (gpus_device(i, uuid, sizeof uuid, &total) != 0 || strlen(uuid) >= 48 ||
-                    ledger_device(&D.L, uuid, total) != i) {
-                    dlog(L_ERROR, "NVML device %d cannot be read; not reconciling", i);
-                    n = 0;
-                    break;
-                }
-            }
-            D.ngpus = n < LEDGER_MAX_DEVICES ? n : LEDGER_MAX_DEVICES;
-        }
     }
 
     /* Room for a thousand clients and more. */

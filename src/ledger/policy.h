@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define POLICY_MAX_RULES 256
@@ -55,6 +56,10 @@ struct policy_rule {
 };
 
 struct policy {
+    char file[256]; /* where it was read from, for messages */
+    int ndirectives;
+    /* The lines of the settings (0: not in the file). */
+    int default_line, wait_line, margin_line, reconcile_line;
     bool has_default;
     struct amount default_budget;
     bool wait;         /* when-full wait */
@@ -71,7 +76,19 @@ void policy_default(struct policy *p);
 /* 0, or -1 with "FILE:LINE: reason" in err; p is written only on success. */
 int policy_parse(const char *text, size_t len, const char *file, struct policy *p, char *err,
                  size_t errlen);
+/* Reads the file: it must be a regular file, not empty, ending with a
+ * newline and unchanged while read, so that one caught half-written is
+ * refused rather than read as a policy with fewer rules. */
 int policy_load(const char *path, struct policy *p, char *err, size_t errlen);
+
+/* Checks the rules against the node's GPUs (their UUIDs and sizes): every
+ * "on DEVICE" names one of them, a GPU's reservations fit in it, and the
+ * default budget fits in each. 0, or -1 with "FILE:LINE: reason". */
+int policy_check_devices(const struct policy *p, const char *const *uuids,
+                         const uint64_t *totals, int n, char *err, size_t errlen);
+
+/* What the policy says, one line per directive, as understood. */
+void policy_describe(const struct policy *p, FILE *out);
 
 /* True if a rule's device selector names this device. */
 bool policy_on_device(const struct policy_rule *r, int index, const char *uuid);
