@@ -10,6 +10,11 @@
  *                                  driver behind the daemon's back
  *   peer SOCKET job JOB UID GID UUID BYTES
  *                                  as root: holds a job's grant until killed
+ *   peer SOCKET waiters N UUID BYTES JOB WAIT_MS
+ *                                  N processes' worth of connections, each with
+ *                                  the job name JOB, asking for BYTES and
+ *                                  waiting; prints how many wait, then holds
+ *                                  them until killed
  *   peer SOCKET forkhello UUID BYTES
  *                                  connects, forks, and the parent exits; the
  *                                  child, once it is an orphan, says HELLO on
@@ -92,6 +97,33 @@ int main(int argc, char **argv)
                 return 0;
         }
         return 0;
+    }
+    if (strcmp(argv[2], "waiters") == 0 && argc == 8) {
+        int n = atoi(argv[3]), waiting = 0;
+        close(fd);
+        for (int i = 0; i < n; i++) {
+            int c = ledger_connect(argv[1]);
+            if (c < 0)
+                break;
+            proto_begin(&w, VERB_HELLO);
+            proto_add(&w, "role", "process");
+            proto_add(&w, "job", argv[6]);
+            struct proto_msg m;
+            char err[256];
+            if (ledger_send(c, &w) != 0 || ledger_recv(c, &m, 5000, err, sizeof err) != 0)
+                break;
+            proto_begin(&w, VERB_REQUEST);
+            proto_add(&w, "dev", argv[4]);
+            proto_add(&w, "bytes", argv[5]);
+            proto_add(&w, "wait", argv[7]);
+            if (ledger_send(c, &w) != 0 || ledger_recv(c, &m, 5000, err, sizeof err) != 0)
+                break;
+            waiting += m.verb == VERB_WAIT;
+        }
+        printf("%d waiting\n", waiting);
+        fflush(stdout);
+        for (;;)
+            pause();
     }
     if (strcmp(argv[2], "forkhello") == 0 && argc == 5) {
         pid_t parent = getpid();

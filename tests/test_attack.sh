@@ -67,6 +67,32 @@ check "item 10: also for a child that speaks after the connecting parent exited"
 check "item 10: and nothing was granted" is granted 0
 pkill -9 -u "$user_a"
 
+# --- item 8: a reservation for jobs is for the jobs root registered ----------
+stop_daemon
+start_daemon "reserve 8GiB for job critical-*\nwhen-full fail\n"
+"${as_b[@]}" "$kit/vram" run --job critical-x --limit 10GiB -- "$kit/vram-demo-grab" J 1 >"$tmp/j8" 2>&1
+check "item 8: a job name a user gives itself does not open a reservation" \
+  contains "$tmp/j8" "no GPU memory granted by vramd: .*8.00 GiB reserved for others"
+"$peer" "$S" job critical-1 "$uid_b" "$gid_b" "$uuid" $((10 * G)) >"$tmp/j8b" 2>&1 &
+j8=$!
+check "item 8: a job root registered may use it" wait_for 5 contains "$tmp/j8b" GRANT
+kill -9 $j8; wait $j8 2>/dev/null
+
+# --- item 7: many waiters with a job name cost the daemon little ----------------
+stop_daemon
+start_daemon "when-full wait 1m\n"
+"$peer" "$S" hold "$uuid" $((12 * G)) >"$tmp/full" 2>&1 &
+full=$!
+wait_for 5 contains "$tmp/full" GRANT
+"${as_a[@]}" "$kit/peer" "$S" waiters 1200 "$uuid" $G 42.0 60000 >"$tmp/w7" 2>&1 &
+w7=$!
+check "item 7: 1,200 requests with a job name wait" wait_for 60 contains "$tmp/w7" "^1200 waiting"
+check "item 7: root's status still answers" sh -c "timeout 10 '$vram' status --json >'$tmp/s7'"
+check "item 7: and shows them" sh -c "[ \$(grep -o '\"waiting_for\":1073741824' '$tmp/s7' | wc -l) = 1200 ]"
+kill -9 $full; wait $full 2>/dev/null
+check "item 7: a freed GPU goes to the first waiters at once" wait_for 10 is granted $((12 * G))
+kill -9 $w7; wait $w7 2>/dev/null
+
 # --- item 15: a policy caught half-written is not loaded ----------------------
 stop_daemon
 start_daemon "cap user $user_b 1GiB\nwhen-full fail\n"

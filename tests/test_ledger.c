@@ -234,8 +234,19 @@ static struct ledger_client *proc(struct ledger *l, pid_t pid, uid_t uid, const 
 {
     struct ledger_client *c = ledger_join(l, ROLE_PROCESS, pid, uid, uid);
     CHECK(c);
+    c->start = 1000 + (uint64_t)pid; /* as /proc would say */
     snprintf(c->user, sizeof c->user, "%s", user);
     return c;
+}
+
+/* The ledger's kept sums agree with a count from scratch. */
+static void consistent(const struct ledger *l)
+{
+    char err[256];
+    if (ledger_check(l, err, sizeof err) != 0) {
+        fprintf(stderr, "ledger_check: %s\n", err);
+        exit(1);
+    }
 }
 
 static uint64_t granted;
@@ -311,12 +322,13 @@ static void test_admission(void)
 
     /* Release returns a grant; usage NVML sees outside grants counts. */
     ledger_release(&l, c, 0);
-    unsigned pids[] = {999, 21};
-    uint64_t used[] = {3 * GiB, 2 * GiB + 512 * MiB};
+    struct ledger_nvml_process nv[] = {{999, 5, 3 * GiB}, {21, 1021, 2 * GiB + 512 * MiB},
+                                       {31, 77, 1 * GiB}}; /* a new process with carol's old pid */
     struct ledger_client *over[4];
-    CHECK(ledger_reconcile(&l, 0, pids, used, 2, NULL, over, 4) == 1 && over[0] == b);
-    CHECK(l.dev[0].unseen == 3 * GiB && b->use[0].over);
-    CHECK(ledger_reconcile(&l, 0, pids, used, 2, NULL, over, 4) == 0); /* reported once */
+    CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 1 && over[0] == b);
+    CHECK(l.dev[0].unseen == 4 * GiB && b->use[0].over);
+    CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 0); /* reported once */
+    consistent(&l);
     ledger_destroy(&l);
 }
 
@@ -366,6 +378,109 @@ static void test_jobs_and_privacy(void)
     /* The job ends: its grant goes, and its processes' with their connections. */
     ledger_leave(&l, job);
     CHECK(ledger_job_of(&l, t1, 0) == NULL);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+static struct ledger_client *job_client(struct ledger *l, uid_t uid, const char *name)
+{
+    struct ledger_client *j = ledger_join(l, ROLE_JOB, 1, uid, uid);
+    CHECK(j);
+    snprintf(j->job, sizeof j->job, "%s", name);
+    snprintf(j->user, sizeof j->user, "uid%u", (unsigned)uid);
+    return j;
+}
+
+/* Item 8: memory reserved "for job NAME" is for jobs root registered (the
+ * Slurm plugin); a name a process gives itself is a label. */
+static void test_job_reservation_is_for_registered_jobs(void)
+{
+    struct ledger l;
+    policy_of("reserve 8GiB for job critical-*\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *m = proc(&l, 11, 1001, "mallory");
+    snprintf(m->job, sizeof m->job, "critical-x");
+    CHECK(ask(&l, m, 10 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "8.00 GiB reserved for others");
+    CHECK(ask(&l, m, 4 * GiB, false) == VERDICT_GRANT);
+    struct ledger_client *j = job_client(&l, 1002, "critical-1");
+    CHECK(ask(&l, j, 8 * GiB, false) == VERDICT_GRANT);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+/* Item 9: a grant counts for its user however jobs come and go: a process's
+ * grant made before its job was registered does not stop counting then. */
+static void test_cap_holds_across_jobs(void)
+{
+    struct ledger l;
+    policy_of("cap user 1001 4GiB\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *p1 = proc(&l, 11, 1001, "alice");
+    snprintf(p1->job, sizeof p1->job, "7.0");
+    CHECK(ask(&l, p1, 3 * GiB, false) == VERDICT_GRANT); /* no job yet: for itself */
+    struct ledger_client *j = job_client(&l, 1001, "7.0");
+    CHECK(ask(&l, j, 3 * GiB, false) == VERDICT_DENY); /* 3 + 3 > 4 */
+    CHECK_CONTAINS(why, "user 1001 may hold 4.00 GiB");
+    CHECK(ask(&l, j, 1 * GiB, false) == VERDICT_GRANT);
+    struct ledger_client *p2 = proc(&l, 12, 1001, "alice");
+    snprintf(p2->job, sizeof p2->job, "7.0");
+    CHECK(ask(&l, p2, 0, false) == VERDICT_GRANT && granted == 1 * GiB); /* from the job */
+    struct ledger_client *p3 = proc(&l, 13, 1001, "alice");
+    CHECK(ask(&l, p3, 1 * GiB, false) == VERDICT_DENY); /* 3 + 1 already */
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&l, 0, &s);
+    CHECK(s.dev[0].granted == 4 * GiB);
+    /* The job ends before its process: the process's grant counts for it. */
+    ledger_leave(&l, j);
+    ledger_snapshot(&l, 0, &s);
+    CHECK(s.dev[0].granted == 4 * GiB);
+    CHECK(ask(&l, p3, 1 * GiB, false) == VERDICT_DENY);
+    snapshot_free(&s);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+/* Item 19: first come, first served. A request does not take memory an
+ * older waiting request waits for (on the device, or under the same cap);
+ * what is reserved for someone stays theirs to take at once. */
+static void test_first_come_first_served(void)
+{
+    struct ledger l;
+    policy_of("cap user 1001 4GiB\nreserve 2GiB for user 1003\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 16 * GiB);
+    struct ledger_client *a = proc(&l, 11, 1000, "holder"), *w = proc(&l, 12, 1000, "first");
+    struct ledger_client *n = proc(&l, 13, 1002, "later"), *c = proc(&l, 14, 1003, "carol");
+    CHECK(ask(&l, a, 8 * GiB, false) == VERDICT_GRANT);
+    CHECK(ask(&l, w, 7 * GiB, true) == VERDICT_WAIT); /* 16 - 8 - 2 reserved = 6 */
+    CHECK(ask(&l, n, 4 * GiB, false) == VERDICT_DENY); /* would fit, but w came first */
+    CHECK_CONTAINS(why, "wait");
+    CHECK(ask(&l, n, 4 * GiB, true) == VERDICT_WAIT);
+    CHECK(ask(&l, c, 2 * GiB, false) == VERDICT_GRANT); /* carol's own reservation */
+    struct answers ans = {0};
+    ledger_leave(&l, a);
+    ledger_admit_waiting(&l, 0, note, &ans);
+    CHECK(ans.n == 2 && ans.who[0] == w && ans.who[1] == n);
+    CHECK(w->use[0].grant == 7 * GiB && n->use[0].grant == 4 * GiB);
+
+    ledger_leave(&l, w);
+    ledger_leave(&l, n);
+    /* Under one cap: alice's second request waits behind her first. */
+    struct ledger_client *a1 = proc(&l, 21, 1001, "alice"), *a2 = proc(&l, 22, 1001, "alice");
+    struct ledger_client *a3 = proc(&l, 23, 1001, "alice"), *b = proc(&l, 24, 1004, "bob");
+    CHECK(ask(&l, a1, 2 * GiB, false) == VERDICT_GRANT);
+    CHECK(ask(&l, a2, 3 * GiB, true) == VERDICT_WAIT);
+    CHECK(ask(&l, a3, 1 * GiB, true) == VERDICT_WAIT);
+    CHECK(ask(&l, b, 1 * GiB, false) == VERDICT_GRANT); /* another cap's queue is not bob's */
+    ans.n = 0;
+    ledger_leave(&l, a1);
+    ledger_admit_waiting(&l, 0, note, &ans);
+    CHECK(ans.n == 2 && ans.who[0] == a2 && ans.who[1] == a3);
+    consistent(&l);
     ledger_destroy(&l);
 }
 
@@ -377,6 +492,9 @@ int main(void)
     test_protocol();
     test_admission();
     test_jobs_and_privacy();
+    test_job_reservation_is_for_registered_jobs();
+    test_cap_holds_across_jobs();
+    test_first_come_first_served();
     printf("test_ledger: ok\n");
     return 0;
 }

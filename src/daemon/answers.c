@@ -155,7 +155,7 @@ static int on_hello(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "HELLO: the daemon is out of memory");
     lc->owner = c;
     lc->start = c->start;
-    if (ledger_set_groups(lc, c->groups, c->ngroups) != 0) {
+    if (ledger_set_groups(&D.L, lc, c->groups, c->ngroups) != 0) {
         ledger_leave(&D.L, lc);
         return answers_strike(c, "HELLO: the daemon is out of memory");
     }

@@ -37,12 +37,15 @@ static void reconcile(void)
 {
     static unsigned pids[GPUS_MAX_PROCESSES];
     static uint64_t used[GPUS_MAX_PROCESSES];
+    static struct ledger_nvml_process procs[GPUS_MAX_PROCESSES];
     for (int i = 0; i < D.ngpus; i++) {
         int n = gpus_processes(i, pids, used, GPUS_MAX_PROCESSES);
         if (n < 0)
             continue;
+        for (int k = 0; k < n; k++)
+            procs[k] = (struct ledger_nvml_process){(pid_t)pids[k], start_time((pid_t)pids[k]), used[k]};
         struct ledger_client *over[16];
-        int no = ledger_reconcile(&D.L, i, pids, used, n, same_process, over, 16);
+        int no = ledger_reconcile(&D.L, i, procs, n, over, 16);
         for (int k = 0; k < no; k++)
             dlog(L_WARN, "pid %d (%s, %s) uses %s on %s by NVML, over its budget of %s by more "
                  "than the margin %s",
@@ -90,7 +93,7 @@ static void reload(void)
         check_policy(p, err, sizeof err) != 0) {
         dlog(L_ERROR, "SIGHUP: %s; keeping the policy in force", err);
     } else {
-        D.L.policy = *p;
+        ledger_set_policy(&D.L, p);
         dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directives, %d rules)", D.policy_path,
              p->ndirectives, p->nrules);
         answers_admit_waiting();

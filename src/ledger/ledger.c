@@ -6,6 +6,130 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ------------------------------------------------------------- domains */
+
+static bool in_group(const struct ledger_client *c, gid_t g)
+{
+    if (c->gid == g)
+        return true;
+    for (int i = 0; i < c->ngroups; i++)
+        if (c->groups[i] == g)
+            return true;
+    return false;
+}
+
+static bool job_matches(const char *pattern, const char *job)
+{
+    size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*')
+        return strncmp(pattern, job, n - 1) == 0;
+    return strcmp(pattern, job) == 0;
+}
+
+static bool rule_covers(const struct policy_rule *r, const struct ledger_client *c)
+{
+    switch (r->who) {
+    case WHO_USER: return c->uid == r->id;
+    case WHO_GROUP: return in_group(c, r->id);
+    /* A job name a process gives itself is a label: only a job root
+     * registered is what a reservation "for job" is for. */
+    case WHO_JOB: return c->role == ROLE_JOB && job_matches(r->name, c->job);
+    }
+    return false;
+}
+
+/* What a client's grant on a device adds to what the device has granted:
+ * nothing for a monitor or a grant drawn from a job (the job's counts). */
+static uint64_t own_grant(const struct ledger_client *c, int d)
+{
+    const struct ledger_use *u = &c->use[d];
+    return c->role == ROLE_MONITOR || u->job ? 0 : u->grant;
+}
+
+/* Usage NVML sees beyond a grant: the context, libraries. */
+static uint64_t excess(const struct ledger_use *u)
+{
+    return u->nvml > u->grant ? u->nvml - u->grant : 0;
+}
+
+static void add(uint64_t *sum, uint64_t v, int sign)
+{
+    if (sign > 0)
+        *sum += v;
+    else
+        *sum -= v;
+}
+
+/* Adds (sign +1) or takes away (-1) what a client's standing on a device
+ * puts in the kept sums: around every change of a grant, the job it draws
+ * from, or NVML's figure. */
+static void account(struct ledger *l, struct ledger_client *c, int d, int sign)
+{
+    struct ledger_use *u = &c->use[d];
+    uint64_t own = own_grant(c, d);
+    add(&l->dev[d].granted, own, sign);
+    add(&l->dev[d].excess, excess(u), sign);
+    if (u->job)
+        add(&u->job->use[d].drawn, u->grant, sign);
+    if (own)
+        for (int r = 0; r < l->policy.nrules; r++)
+            if (rule_covers(&l->policy.rules[r], c))
+                add(&l->held[r][d], own, sign);
+}
+
+/* Sets a client's grant on a device and what it draws from. */
+static void set_grant(struct ledger *l, struct ledger_client *c, int d, uint64_t bytes,
+                      struct ledger_client *job)
+{
+    account(l, c, d, -1);
+    c->use[d].grant = bytes;
+    c->use[d].job = bytes ? job : NULL;
+    account(l, c, d, +1);
+}
+
+/* ----------------------------------------------------------- the queues */
+
+static void enqueue(struct ledger *l, struct ledger_client *c, int d)
+{
+    struct ledger_device *dv = &l->dev[d];
+    struct ledger_use *u = &c->use[d];
+    u->client = c;
+    u->qnext = NULL;
+    u->qprev = dv->qtail;
+    if (dv->qtail)
+        dv->qtail->qnext = u;
+    else
+        dv->qhead = u;
+    dv->qtail = u;
+    dv->nwaiting++;
+    u->waiting = true;
+}
+
+static void dequeue(struct ledger *l, struct ledger_client *c, int d)
+{
+    struct ledger_device *dv = &l->dev[d];
+    struct ledger_use *u = &c->use[d];
+    if (!u->waiting)
+        return;
+    if (u->qprev)
+        u->qprev->qnext = u->qnext;
+    else
+        dv->qhead = u->qnext;
+    if (u->qnext)
+        u->qnext->qprev = u->qprev;
+    else
+        dv->qtail = u->qprev;
+    u->qprev = u->qnext = NULL;
+    u->waiting = false;
+    u->want = 0;
+    dv->nwaiting--;
+}
+
+static bool bit(const uint64_t *set, int i) { return set[i / 64] >> (i % 64) & 1; }
+static void set_bit(uint64_t *set, int i) { set[i / 64] |= 1ull << (i % 64); }
+
+/* ------------------------------------------------------------- the set */
+
 void ledger_init(struct ledger *l, const struct policy *p)
 {
     memset(l, 0, sizeof *l);
@@ -20,7 +144,24 @@ void ledger_destroy(struct ledger *l)
         free(l->clients[i]);
     }
     free(l->clients);
+    free(l->jobs);
     memset(l, 0, sizeof *l);
+}
+
+void ledger_set_policy(struct ledger *l, const struct policy *p)
+{
+    l->policy = *p;
+    memset(l->held, 0, sizeof l->held);
+    for (int d = 0; d < l->ndev; d++) {
+        memset(l->dev[d].cap_blocked, 0, sizeof l->dev[d].cap_blocked);
+        for (int i = 0; i < l->nclients; i++) {
+            const struct ledger_client *c = l->clients[i];
+            uint64_t own = own_grant(c, d);
+            for (int r = 0; own && r < l->policy.nrules; r++)
+                if (rule_covers(&l->policy.rules[r], c))
+                    l->held[r][d] += own;
+        }
+    }
 }
 
 int ledger_find_device(const struct ledger *l, const char *uuid)
@@ -60,6 +201,15 @@ struct ledger_client *ledger_join(struct ledger *l, enum client_role role, pid_t
     struct ledger_client *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    if (role == ROLE_JOB) {
+        struct ledger_client **j = realloc(l->jobs, (size_t)(l->njobs + 1) * sizeof *j);
+        if (!j) {
+            free(c);
+            return NULL;
+        }
+        l->jobs = j;
+        l->jobs[l->njobs++] = c;
+    }
     c->id = l->next_id++;
     c->role = role;
     c->pid = pid;
@@ -67,43 +217,95 @@ struct ledger_client *ledger_join(struct ledger *l, enum client_role role, pid_t
     c->gid = gid;
     snprintf(c->cmd, sizeof c->cmd, "-");
     snprintf(c->job, sizeof c->job, "-");
-    l->clients[l->nclients++] = c;
+    for (int d = 0; d < LEDGER_MAX_DEVICES; d++)
+        c->use[d].client = c;
+    l->clients[l->nclients++] = c; /* the highest id yet: the order holds */
     return c;
 }
 
-int ledger_set_groups(struct ledger_client *c, const gid_t *groups, int n)
+int ledger_set_groups(struct ledger *l, struct ledger_client *c, const gid_t *groups, int n)
 {
     gid_t *g = n > 0 ? malloc((size_t)n * sizeof *g) : NULL;
     if (n > 0 && !g)
         return -1;
     if (n > 0)
         memcpy(g, groups, (size_t)n * sizeof *g);
+    for (int d = 0; d < l->ndev; d++)
+        account(l, c, d, -1);
     free(c->groups);
     c->groups = g;
     c->ngroups = n > 0 ? n : 0;
+    for (int d = 0; d < l->ndev; d++)
+        account(l, c, d, +1);
     return 0;
+}
+
+static int index_of(const struct ledger *l, int id)
+{
+    int lo = 0, hi = l->nclients - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (l->clients[mid]->id == id)
+            return mid;
+        if (l->clients[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+struct ledger_client *ledger_find_client(const struct ledger *l, int id)
+{
+    int i = index_of(l, id);
+    return i < 0 ? NULL : l->clients[i];
+}
+
+/* A job's grant on a device ends: the grants its processes drew from it
+ * count for themselves from now on (they still hold them). */
+static void job_ends(struct ledger *l, struct ledger_client *job, int d)
+{
+    if (job->role != ROLE_JOB || !job->use[d].drawn)
+        return;
+    for (int i = 0; i < l->nclients; i++)
+        if (l->clients[i]->use[d].job == job)
+            set_grant(l, l->clients[i], d, l->clients[i]->use[d].grant, NULL);
+}
+
+void ledger_release(struct ledger *l, struct ledger_client *c, int dev)
+{
+    struct ledger_use *u = &c->use[dev];
+    dequeue(l, c, dev);
+    job_ends(l, c, dev);
+    set_grant(l, c, dev, 0, NULL);
+    u->used = 0;
 }
 
 void ledger_leave(struct ledger *l, struct ledger_client *c)
 {
-    for (int i = 0; i < l->nclients; i++)
-        if (l->clients[i] == c) {
-            l->clients[i] = l->clients[--l->nclients];
-            free(c->groups);
-            free(c);
-            return;
-        }
+    int i = index_of(l, c->id);
+    if (i < 0 || l->clients[i] != c)
+        return;
+    for (int d = 0; d < l->ndev; d++) {
+        ledger_release(l, c, d);
+        account(l, c, d, -1); /* what NVML saw of it */
+    }
+    memmove(&l->clients[i], &l->clients[i + 1], (size_t)(l->nclients - i - 1) * sizeof *l->clients);
+    l->nclients--;
+    for (int k = 0; k < l->njobs; k++)
+        if (l->jobs[k] == c)
+            l->jobs[k] = l->jobs[--l->njobs];
+    free(c->groups);
+    free(c);
 }
-
-/* ------------------------------------------------------------ domains */
 
 struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_client *c,
                                     int dev)
 {
     if (c->role != ROLE_PROCESS || strcmp(c->job, "-") == 0)
         return NULL;
-    for (int i = 0; i < l->nclients; i++) {
-        struct ledger_client *j = l->clients[i];
+    for (int i = 0; i < l->njobs; i++) {
+        struct ledger_client *j = l->jobs[i];
         if (j->role == ROLE_JOB && j->uid == c->uid && strcmp(j->job, c->job) == 0 &&
             j->use[dev].grant)
             return j;
@@ -111,64 +313,10 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
     return NULL;
 }
 
-/* What a client adds to the device: a job's grant counts once, for the
- * job; its processes draw from it. */
-static uint64_t top_level_grant(const struct ledger *l, const struct ledger_client *c, int dev)
-{
-    if (c->role == ROLE_MONITOR || ledger_job_of(l, c, dev))
-        return 0;
-    return c->use[dev].grant;
-}
+/* ----------------------------------------------------------- admission */
 
-static bool in_group(const struct ledger_client *c, gid_t g)
-{
-    if (c->gid == g)
-        return true;
-    for (int i = 0; i < c->ngroups; i++)
-        if (c->groups[i] == g)
-            return true;
-    return false;
-}
-
-static bool job_matches(const char *pattern, const char *job)
-{
-    size_t n = strlen(pattern);
-    if (n && pattern[n - 1] == '*')
-        return strncmp(pattern, job, n - 1) == 0;
-    return strcmp(pattern, job) == 0;
-}
-
-static bool rule_covers(const struct policy_rule *r, const struct ledger_client *c)
-{
-    switch (r->who) {
-    case WHO_USER: return c->uid == r->id;
-    case WHO_GROUP: return in_group(c, r->id);
-    case WHO_JOB: return strcmp(c->job, "-") != 0 && job_matches(r->name, c->job);
-    }
-    return false;
-}
-
-/* Usage NVML sees beyond a grant: the context, libraries. */
-static uint64_t excess(const struct ledger_use *u)
-{
-    return u->nvml > u->grant ? u->nvml - u->grant : 0;
-}
-
-struct device_sums {
-    uint64_t granted, excess;
-};
-
-static struct device_sums sums(const struct ledger *l, int dev)
-{
-    struct device_sums s = {0, 0};
-    for (int i = 0; i < l->nclients; i++) {
-        s.granted += top_level_grant(l, l->clients[i], dev);
-        s.excess += excess(&l->clients[i]->use[dev]);
-    }
-    return s;
-}
-
-/* Unused reservations that count against `c` if it takes `w` more. */
+/* Unused reservations that count against `c` if it takes `w` more (c
+ * NULL: against everyone). */
 static uint64_t reserved_against(const struct ledger *l, const struct ledger_client *c, int dev,
                                  uint64_t w)
 {
@@ -177,10 +325,7 @@ static uint64_t reserved_against(const struct ledger *l, const struct ledger_cli
         const struct policy_rule *rule = &l->policy.rules[r];
         if (rule->kind != RULE_RESERVE || !policy_on_device(rule, dev, l->dev[dev].uuid))
             continue;
-        uint64_t amount = amount_of(&rule->amount, l->dev[dev].total), held = 0;
-        for (int i = 0; i < l->nclients; i++)
-            if (rule_covers(rule, l->clients[i]))
-                held += top_level_grant(l, l->clients[i], dev);
+        uint64_t amount = amount_of(&rule->amount, l->dev[dev].total), held = l->held[r][dev];
         if (c && rule_covers(rule, c))
             held += w;
         if (amount > held)
@@ -189,10 +334,86 @@ static uint64_t reserved_against(const struct ledger *l, const struct ledger_cli
     return against;
 }
 
+/* What of c's own reservations on the device nobody entitled holds yet:
+ * memory only c's kind may take, whoever waits. */
+static uint64_t reserved_for(const struct ledger *l, const struct ledger_client *c, int dev)
+{
+    uint64_t room = 0;
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind != RULE_RESERVE || !policy_on_device(rule, dev, l->dev[dev].uuid) ||
+            !rule_covers(rule, c))
+            continue;
+        uint64_t amount = amount_of(&rule->amount, l->dev[dev].total);
+        if (amount > l->held[r][dev])
+            room += amount - l->held[r][dev];
+    }
+    return room;
+}
+
+/* Why a request does not fit now. */
+enum blocker { FITS, BY_CAP, BY_DEVICE, BY_QUEUE };
+
+struct fit {
+    enum blocker by;
+    bool never;   /* and never will, whoever releases */
+    int rule;     /* BY_CAP: the cap's rule */
+};
+
+static struct fit fits(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w)
+{
+    const struct ledger_device *d = &l->dev[dev];
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind != RULE_CAP || !policy_on_device(rule, dev, d->uuid) ||
+            !rule_covers(rule, c))
+            continue;
+        uint64_t cap = amount_of(&rule->amount, d->total);
+        if (l->held[r][dev] + w > cap)
+            return (struct fit){BY_CAP, w > cap, r};
+    }
+    uint64_t busy = d->granted + d->excess + d->unseen + reserved_against(l, c, dev, w);
+    if (busy <= d->total && w <= d->total - busy)
+        return (struct fit){FITS, false, -1};
+    /* Were everyone else to release, only others' reservations would stand
+     * between the request and the device. */
+    uint64_t never = 0;
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind == RULE_RESERVE && policy_on_device(rule, dev, d->uuid) &&
+            !rule_covers(rule, c))
+            never += amount_of(&rule->amount, d->total);
+    }
+    return (struct fit){BY_DEVICE, w > d->total || never > d->total - w, -1};
+}
+
+/* An older request waits for what this one would take. */
+static bool queued_ahead(const struct ledger *l, const struct ledger_client *c, int dev,
+                         uint64_t w)
+{
+    const struct ledger_device *d = &l->dev[dev];
+    if (!d->nwaiting)
+        return false;
+    for (int r = 0; r < l->policy.nrules; r++)
+        if (bit(d->cap_blocked, r) && l->policy.rules[r].kind == RULE_CAP &&
+            policy_on_device(&l->policy.rules[r], dev, d->uuid) &&
+            rule_covers(&l->policy.rules[r], c))
+            return true;
+    return d->queue_blocked && w > reserved_for(l, c, dev);
+}
+
+/* Notes what an older waiter waits for, for the requests after it. */
+static void block(struct ledger *l, int dev, const struct fit *f)
+{
+    if (f->by == BY_CAP)
+        set_bit(l->dev[dev].cap_blocked, f->rule);
+    else if (f->by == BY_DEVICE)
+        l->dev[dev].queue_blocked = true;
+}
+
 /* Per-user holdings on a device, for reasons: "alice 4.00 GiB, bob 2.00 GiB". */
-static void holders(const struct ledger *l, int dev, bool (*which)(const struct ledger_client *,
-                                                                    const void *),
-                    const void *arg, char *out, size_t n)
+static void holders(const struct ledger *l, int dev, const struct policy_rule *rule, char *out,
+                    size_t n)
 {
     struct {
         char user[64];
@@ -202,8 +423,8 @@ static void holders(const struct ledger *l, int dev, bool (*which)(const struct 
     uint64_t others = 0;
     for (int i = 0; i < l->nclients; i++) {
         const struct ledger_client *c = l->clients[i];
-        uint64_t g = top_level_grant(l, c, dev);
-        if (!g || (which && !which(c, arg)))
+        uint64_t g = own_grant(c, dev);
+        if (!g || (rule && !rule_covers(rule, c)))
             continue;
         int k = 0;
         while (k < nu && strcmp(u[k].user, c->user) != 0)
@@ -225,60 +446,36 @@ static void holders(const struct ledger *l, int dev, bool (*which)(const struct 
     if (others && len < n)
         snprintf(out + len, n - len, ", others %s", format_size(others).text);
     if (!nu && n)
-        snprintf(out, n, "nobody");
+        snprintf(out, n, "no one");
 }
 
-static bool covered_by(const struct ledger_client *c, const void *rule)
-{
-    return rule_covers(rule, c);
-}
-
-/* 0 if w fits now; 1 if it could fit once others release; -1 never. */
-static int fits(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w,
-                char *why, size_t n)
+/* Why a request of w does not fit, in words. */
+static void explain(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w,
+                    const struct fit *f, char *why, size_t n)
 {
     const struct ledger_device *d = &l->dev[dev];
     char who[256];
-    for (int r = 0; r < l->policy.nrules; r++) {
-        const struct policy_rule *rule = &l->policy.rules[r];
-        if (rule->kind != RULE_CAP || !policy_on_device(rule, dev, d->uuid) ||
-            !rule_covers(rule, c))
-            continue;
-        uint64_t cap = amount_of(&rule->amount, d->total), held = 0;
-        for (int i = 0; i < l->nclients; i++)
-            if (rule_covers(rule, l->clients[i]))
-                held += top_level_grant(l, l->clients[i], dev);
-        if (held + w <= cap)
-            continue;
-        holders(l, dev, covered_by, rule, who, sizeof who);
+    if (f->by == BY_CAP) {
+        const struct policy_rule *rule = &l->policy.rules[f->rule];
+        holders(l, dev, rule, who, sizeof who);
         snprintf(why, n, "%s %s may hold %s of %s (policy line %d); it holds %s (%s); "
                  "requested %s",
                  rule->who == WHO_USER ? "user" : "group", rule->name,
-                 format_size(cap).text, d->uuid, rule->line, format_size(held).text, who,
+                 format_size(amount_of(&rule->amount, d->total)).text, d->uuid, rule->line,
+                 format_size(l->held[f->rule][dev]).text, who, format_size(w).text);
+    } else if (f->by == BY_QUEUE) {
+        snprintf(why, n, "%d earlier request%s for %s wait%s for this memory, and requests are "
+                 "served in the order they came; requested %s",
+                 d->nwaiting, d->nwaiting == 1 ? "" : "s", d->uuid, d->nwaiting == 1 ? "s" : "",
                  format_size(w).text);
-        return w > cap ? -1 : 1;
+    } else {
+        holders(l, dev, NULL, who, sizeof who);
+        snprintf(why, n, "%s has %s: %s granted (%s), %s reserved for others, %s used outside "
+                 "any grant; requested %s",
+                 d->uuid, format_size(d->total).text, format_size(d->granted).text, who,
+                 format_size(reserved_against(l, c, dev, w)).text,
+                 format_size(d->excess + d->unseen).text, format_size(w).text);
     }
-    uint64_t reserved = reserved_against(l, c, dev, w);
-    struct device_sums s = sums(l, dev);
-    uint64_t busy = s.granted + s.excess + d->unseen + reserved;
-    if (busy <= d->total && w <= d->total - busy)
-        return 0;
-    holders(l, dev, NULL, NULL, who, sizeof who);
-    /* Were everyone else to release, only others' reservations would stand
-     * between the request and the device. */
-    uint64_t never = 0;
-    for (int r = 0; r < l->policy.nrules; r++) {
-        const struct policy_rule *rule = &l->policy.rules[r];
-        if (rule->kind == RULE_RESERVE && policy_on_device(rule, dev, d->uuid) &&
-            !rule_covers(rule, c))
-            never += amount_of(&rule->amount, d->total);
-    }
-    snprintf(why, n, "%s has %s: %s granted (%s), %s reserved for others, %s used outside "
-             "any grant; requested %s",
-             d->uuid, format_size(d->total).text, format_size(s.granted).text, who,
-             format_size(reserved).text, format_size(s.excess + d->unseen).text,
-             format_size(w).text);
-    return w + never > d->total ? -1 : 1;
 }
 
 enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
@@ -294,6 +491,22 @@ enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, 
         return VERDICT_DENY;
     }
     uint64_t w = bytes;
+    struct ledger_client *job = ledger_job_of(l, c, dev);
+    if (job) { /* a process of a job: within what the job was granted */
+        uint64_t left = job->use[dev].grant - job->use[dev].drawn;
+        if (!bytes)
+            w = left;
+        if (w && w <= left) {
+            set_grant(l, c, dev, w, job);
+            *granted = w;
+            return VERDICT_GRANT;
+        }
+        snprintf(why, whylen, "job %s was granted %s of %s; its other processes hold %s; "
+                 "requested %s",
+                 job->job, format_size(job->use[dev].grant).text, d->uuid,
+                 format_size(job->use[dev].drawn).text, format_size(w).text);
+        return VERDICT_DENY;
+    }
     if (!w) {
         if (!l->policy.has_default) {
             snprintf(why, whylen, "no budget was asked for and the policy sets no default-budget; "
@@ -302,35 +515,26 @@ enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, 
         }
         w = amount_of(&l->policy.default_budget, d->total);
     }
-    struct ledger_client *job = ledger_job_of(l, c, dev);
-    if (job) { /* a process of a job: within what the job was granted */
-        uint64_t held = 0;
-        for (int i = 0; i < l->nclients; i++)
-            if (l->clients[i] != c && ledger_job_of(l, l->clients[i], dev) == job)
-                held += l->clients[i]->use[dev].grant;
-        uint64_t left = job->use[dev].grant > held ? job->use[dev].grant - held : 0;
-        if (!bytes)
-            w = left;
-        if (w && w <= left) {
-            u->grant = *granted = w;
-            return VERDICT_GRANT;
-        }
-        snprintf(why, whylen, "job %s was granted %s of %s; its other processes hold %s; "
-                 "requested %s",
-                 job->job, format_size(job->use[dev].grant).text, d->uuid,
-                 format_size(held).text, format_size(w).text);
+    if (!w) {
+        snprintf(why, whylen, "the default budget is 0 bytes of %s; give one (vram run --limit "
+                 "SIZE)", d->uuid);
         return VERDICT_DENY;
     }
-    int f = fits(l, c, dev, w, why, whylen);
-    if (f == 0) {
-        u->grant = *granted = w;
+    struct fit f = fits(l, c, dev, w);
+    if (f.by == FITS && queued_ahead(l, c, dev, w))
+        f.by = BY_QUEUE;
+    if (f.by == FITS) {
+        set_grant(l, c, dev, w, NULL);
+        *granted = w;
         return VERDICT_GRANT;
     }
-    if (f > 0 && may_wait) {
-        u->waiting = true;
+    explain(l, c, dev, w, &f, why, whylen);
+    if (!f.never && may_wait) {
         u->want = w;
         u->wait_seq = ++l->next_seq;
         u->deadline_ms = deadline_ms;
+        enqueue(l, c, dev);
+        block(l, dev, &f);
         return VERDICT_WAIT;
     }
     return VERDICT_DENY;
@@ -338,17 +542,8 @@ enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, 
 
 void ledger_restore(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes)
 {
-    (void)l;
-    c->use[dev].grant = bytes;
-    c->use[dev].waiting = false;
-}
-
-void ledger_release(struct ledger *l, struct ledger_client *c, int dev)
-{
-    (void)l;
-    struct ledger_use *u = &c->use[dev];
-    u->grant = u->used = u->want = 0;
-    u->waiting = false;
+    dequeue(l, c, dev);
+    set_grant(l, c, dev, bytes, NULL);
 }
 
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
@@ -365,68 +560,98 @@ void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t 
 void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn answer, void *arg)
 {
     char why[512];
-    for (;;) { /* oldest first, until a pass admits nothing */
-        struct ledger_client *best = NULL;
-        int best_dev = -1;
-        uint64_t best_seq = UINT64_MAX;
-        for (int i = 0; i < l->nclients; i++)
-            for (int d = 0; d < l->ndev; d++) {
-                struct ledger_use *u = &l->clients[i]->use[d];
-                if (!u->waiting)
-                    continue;
-                if (now_ms >= u->deadline_ms) {
-                    int f = fits(l, l->clients[i], d, u->want, why, sizeof why);
-                    if (f != 0) {
-                        u->waiting = false;
-                        answer(l->clients[i], d, false, 0, why, arg);
-                        continue;
-                    }
-                }
-                if (u->wait_seq < best_seq &&
-                    fits(l, l->clients[i], d, u->want, why, sizeof why) == 0) {
-                    best = l->clients[i];
-                    best_dev = d;
-                    best_seq = u->wait_seq;
-                }
+    for (int dev = 0; dev < l->ndev; dev++) {
+        struct ledger_device *d = &l->dev[dev];
+        /* One pass, oldest first: granting only takes memory, so a request
+         * that did not fit when looked at does not fit later in the pass;
+         * what an older one waits for is held back from the younger. */
+        d->queue_blocked = false;
+        memset(d->cap_blocked, 0, sizeof d->cap_blocked);
+        struct ledger_use *u = d->qhead;
+        while (u) {
+            struct ledger_use *next = u->qnext;
+            struct ledger_client *c = u->client;
+            struct fit f = fits(l, c, dev, u->want);
+            if (f.by == FITS && queued_ahead(l, c, dev, u->want))
+                f.by = BY_QUEUE;
+            if (f.by == FITS) {
+                uint64_t w = u->want;
+                dequeue(l, c, dev);
+                set_grant(l, c, dev, w, NULL);
+                answer(c, dev, true, w, "", arg);
+            } else if (now_ms >= u->deadline_ms || f.never) {
+                explain(l, c, dev, u->want, &f, why, sizeof why);
+                dequeue(l, c, dev);
+                answer(c, dev, false, 0, why, arg);
+            } else {
+                block(l, dev, &f);
             }
-        if (!best)
-            return;
-        struct ledger_use *u = &best->use[best_dev];
-        u->waiting = false;
-        u->grant = u->want;
-        answer(best, best_dev, true, u->grant, "", arg);
+            u = next;
+        }
     }
 }
 
-int ledger_reconcile(struct ledger *l, int dev, const unsigned *pids, const uint64_t *used,
-                     int n, ledger_same_process_fn same, struct ledger_client **over, int max)
+/* ------------------------------------------------------------- NVML */
+
+static int by_pid(const void *a, const void *b)
 {
-    int nover = 0;
+    const struct ledger_client *x = *(struct ledger_client *const *)a,
+                               *y = *(struct ledger_client *const *)b;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
+                     struct ledger_client **over, int max)
+{
+    int nover = 0, nproc = 0;
     uint64_t unseen = 0;
-    for (int i = 0; i < l->nclients; i++)
-        l->clients[i]->use[dev].nvml = 0;
-    for (int k = 0; k < n; k++) {
-        struct ledger_client *c = NULL;
-        for (int i = 0; i < l->nclients && !c; i++) {
-            struct ledger_client *x = l->clients[i];
-            if (x->role == ROLE_PROCESS && (unsigned)x->pid == pids[k] &&
-                (!same || same(x->pid, x->start)))
-                c = x;
+    /* The processes with a grant here, by pid: one sort, then a lookup each. */
+    struct ledger_client **sorted = malloc((size_t)(l->nclients + 1) * sizeof *sorted);
+    if (!sorted)
+        return 0;
+    for (int i = 0; i < l->nclients; i++) {
+        struct ledger_client *c = l->clients[i];
+        if (c->use[dev].nvml) {
+            account(l, c, dev, -1);
+            c->use[dev].nvml = 0;
+            account(l, c, dev, +1);
         }
-        if (!c || !c->use[dev].grant) {
-            unseen += used[k];
+        if (c->role == ROLE_PROCESS && c->use[dev].grant && c->start)
+            sorted[nproc++] = c;
+    }
+    qsort(sorted, (size_t)nproc, sizeof *sorted, by_pid);
+    for (int k = 0; k < n; k++) {
+        struct ledger_client key = {.pid = procs[k].pid}, *kp = &key, *c = NULL;
+        struct ledger_client **hit = bsearch(&kp, sorted, (size_t)nproc, sizeof *sorted, by_pid);
+        /* Several clients may share a pid (a process with two connections):
+         * any with the same start time is that process. */
+        for (; hit && hit > sorted && hit[-1]->pid == procs[k].pid; hit--)
+            ;
+        for (; hit && hit < sorted + nproc && (*hit)->pid == procs[k].pid && !c; hit++)
+            if ((*hit)->start == procs[k].start)
+                c = *hit;
+        if (!c) {
+            unseen += procs[k].used;
             continue;
         }
         struct ledger_use *u = &c->use[dev];
-        u->nvml = used[k];
+        account(l, c, dev, -1);
+        u->nvml += procs[k].used;
+        account(l, c, dev, +1);
         bool over_now = u->nvml > u->grant + l->policy.over_margin;
         if (over_now && !u->over && nover < max)
             over[nover++] = c;
         u->over = over_now;
     }
+    for (int i = 0; i < nproc; i++)
+        if (!sorted[i]->use[dev].nvml)
+            sorted[i]->use[dev].over = false;
+    free(sorted);
     l->dev[dev].unseen = unseen;
     return nover;
 }
+
+/* ----------------------------------------------------------- pictures */
 
 void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *s)
 {
@@ -434,12 +659,11 @@ void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *
     s->ndev = l->ndev;
     for (int d = 0; d < l->ndev; d++) {
         struct snap_device *sd = &s->dev[d];
-        struct device_sums sum = sums(l, d);
         memset(sd, 0, sizeof *sd);
         sd->index = d;
         snprintf(sd->uuid, sizeof sd->uuid, "%s", l->dev[d].uuid);
         sd->total = l->dev[d].total;
-        sd->granted = sum.granted;
+        sd->granted = l->dev[d].granted;
         sd->unseen = l->dev[d].unseen;
         /* Reserved: what the reservations set aside and nobody entitled holds yet. */
         sd->reserved = reserved_against(l, NULL, d, 0);
@@ -473,4 +697,78 @@ void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *
         }
         sd->used = used;
     }
+}
+
+/* ------------------------------------------------------------- checks */
+
+int ledger_check(const struct ledger *l, char *err, size_t errlen)
+{
+    for (int i = 1; i < l->nclients; i++)
+        if (l->clients[i - 1]->id >= l->clients[i]->id) {
+            snprintf(err, errlen, "clients out of order at %d", i);
+            return -1;
+        }
+    for (int d = 0; d < l->ndev; d++) {
+        const struct ledger_device *dv = &l->dev[d];
+        uint64_t granted = 0, ex = 0;
+        int waiting = 0;
+        for (int i = 0; i < l->nclients; i++) {
+            const struct ledger_client *c = l->clients[i];
+            const struct ledger_use *u = &c->use[d];
+            granted += own_grant(c, d);
+            ex += excess(u);
+            waiting += u->waiting;
+            if (u->waiting && u->grant) {
+                snprintf(err, errlen, "client %d both waits and holds on %d", c->id, d);
+                return -1;
+            }
+            if (u->job && (u->job->role != ROLE_JOB || !u->job->use[d].grant ||
+                           ledger_find_client(l, u->job->id) != u->job)) {
+                snprintf(err, errlen, "client %d draws from a job that is gone on %d", c->id, d);
+                return -1;
+            }
+            uint64_t drawn = 0;
+            for (int k = 0; c->role == ROLE_JOB && k < l->nclients; k++)
+                if (l->clients[k]->use[d].job == c)
+                    drawn += l->clients[k]->use[d].grant;
+            if (drawn != u->drawn || drawn > u->grant) {
+                snprintf(err, errlen, "job %d: drawn %llu, counted %llu, granted %llu on %d", c->id,
+                         (unsigned long long)drawn, (unsigned long long)u->drawn,
+                         (unsigned long long)u->grant, d);
+                return -1;
+            }
+        }
+        if (granted != dv->granted || ex != dv->excess || waiting != dv->nwaiting) {
+            snprintf(err, errlen, "device %d: granted %llu (kept %llu), excess %llu (kept %llu), "
+                     "waiting %d (kept %d)", d, (unsigned long long)granted,
+                     (unsigned long long)dv->granted, (unsigned long long)ex,
+                     (unsigned long long)dv->excess, waiting, dv->nwaiting);
+            return -1;
+        }
+        int inq = 0;
+        uint64_t seq = 0;
+        for (const struct ledger_use *u = dv->qhead; u; u = u->qnext, inq++)
+            if (!u->waiting || u->wait_seq <= seq || &u->client->use[d] != u) {
+                snprintf(err, errlen, "device %d: the queue is broken at %d", d, inq);
+                return -1;
+            } else {
+                seq = u->wait_seq;
+            }
+        if (inq != waiting) {
+            snprintf(err, errlen, "device %d: %d in the queue, %d waiting", d, inq, waiting);
+            return -1;
+        }
+        for (int r = 0; r < l->policy.nrules; r++) {
+            uint64_t held = 0;
+            for (int i = 0; i < l->nclients; i++)
+                if (rule_covers(&l->policy.rules[r], l->clients[i]))
+                    held += own_grant(l->clients[i], d);
+            if (held != l->held[r][d]) {
+                snprintf(err, errlen, "rule %d on device %d: held %llu, kept %llu", r, d,
+                         (unsigned long long)held, (unsigned long long)l->held[r][d]);
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
