@@ -2,9 +2,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-static struct fake_conn **all;
-static int nall, fds;
+static struct fake_conn **all, **spare; /* spare: freed ones, used again */
+static int nall, nspare, fds;
+
 
 int conn_send(struct conn *c, const char *buf, size_t len)
 {
@@ -32,21 +34,58 @@ void conns_drop_struck(void)
             drop(all[i]);
 }
 
+static struct policy p;
+static const char *const *gpus;
+static uint64_t gpu_total;
+
 void fake_daemon(const char *policy_text, const char *const *uuids, uint64_t total)
 {
-    static struct policy p;
+    static const char *parsed;
+    gpus = uuids;
+    gpu_total = total;
     char err[512];
-    policy_default(&p);
-    if (policy_text && policy_parse(policy_text, strlen(policy_text), "fake.conf", &p, err,
-                                    sizeof err) != 0) {
-        fprintf(stderr, "fake_daemon: %s\n", err);
-        abort();
+    if (!policy_text || policy_text != parsed) { /* the fuzzer's is always the same */
+        policy_default(&p);
+        if (policy_text && policy_parse(policy_text, strlen(policy_text), "fake.conf", &p, err,
+                                        sizeof err) != 0) {
+            fprintf(stderr, "fake_daemon: %s\n", err);
+            abort();
+        }
+        parsed = policy_text;
     }
     ledger_init(&D.L, &p);
     D.ngpus = 0;
     for (int i = 0; uuids && uuids[i]; i++)
         D.ngpus = ledger_device(&D.L, uuids[i], total) + 1;
     D.log_level = getenv("FAKE_LOG") ? L_DEBUG : 0;
+}
+
+void fake_restart(void)
+{
+    static char *text;
+    static size_t len;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        abort();
+    fill_state(f);
+    fclose(f);
+    for (int i = 0; i < nall; i++) {
+        all[i]->closed = true;
+        all[i]->c.client = NULL;
+    }
+    ledger_destroy(&D.L);
+    ledger_init(&D.L, &p);
+    D.ngpus = 0;
+    for (int i = 0; gpus && gpus[i]; i++)
+        D.ngpus = ledger_device(&D.L, gpus[i], gpu_total) + 1;
+    D.state_dirty = false;
+    f = fmemopen(text, len ? len : 1, "r");
+    if (!f)
+        abort();
+    load_state_from(f);
+    fclose(f);
+    free(text);
+    text = NULL;
 }
 
 void fake_daemon_end(void)
@@ -57,14 +96,18 @@ void fake_daemon_end(void)
 
 struct fake_conn *fake_open(pid_t pid, uid_t uid, gid_t gid)
 {
-    struct fake_conn *f = calloc(1, sizeof *f);
+    struct fake_conn *f = nspare ? spare[--nspare] : malloc(sizeof *f);
     struct fake_conn **t = realloc(all, (size_t)(nall + 1) * sizeof *t);
     if (!f || !t)
         abort();
+    memset(&f->c, 0, sizeof f->c);
+    f->closed = false;
+    f->sent = 0;
     all = t;
     all[nall++] = f;
     f->c.fd = 1000 + fds++;
     f->c.pid = pid;
+    f->c.start = 1000 + (uint64_t)pid; /* as /proc would say */
     f->c.uid = uid;
     f->c.gid = gid;
     return f;
@@ -103,8 +146,14 @@ const char *fake_answer(const struct fake_conn *f, const char *needle)
 
 void fake_free_all(void)
 {
+    struct fake_conn **t = realloc(spare, (size_t)(nspare + nall) * sizeof *t);
     for (int i = 0; i < nall; i++)
-        free(all[i]);
+        if (t)
+            t[nspare++] = all[i];
+        else
+            free(all[i]);
+    if (t)
+        spare = t;
     free(all);
     all = NULL;
     nall = 0;

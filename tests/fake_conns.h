@@ -37,6 +37,10 @@ int fake_send(struct fake_conn *f, const char *msg, size_t len);
 void fake_close(struct fake_conn *f);
 /* The first kept answer (since the last fake_say) containing `needle`. */
 const char *fake_answer(const struct fake_conn *f, const char *needle);
+/* The daemon dies and starts again: its state file is written (to a
+ * temporary file), every connection is gone, and a new ledger with the
+ * same policy and devices holds the grants of the file for their owners. */
+void fake_restart(void);
 /* Every connection, closed or not, is freed. */
 void fake_free_all(void);
 

@@ -4,9 +4,9 @@
 # this run and deleted after it) on the simulated GPU and NVML. Each part
 # names the item of the issue it holds to. Exit 77 (skipped) without root,
 # useradd or setpriv: every part needs a second user.
-#   test_attack.sh BUILD_DIR PEER
+#   test_attack.sh BUILD_DIR PEER HOLDER
 set -u
-build=${1:?usage: test_attack.sh BUILD_DIR PEER} peer=${2:?}
+build=${1:?usage: test_attack.sh BUILD_DIR PEER HOLDER} peer=${2:?} holder=${3:?}
 vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to make test users"; exit 77; }
@@ -106,6 +106,43 @@ timeout 10 "${as_b[@]}" "$kit/peer" "$S" hold "$uuid" $((2 * G)) >"$tmp/p15" 2>&
 check "item 15: and the cap in force still holds" contains "$tmp/p15" "DENY.*may hold 1.00 GiB"
 printf 'when-full fail\n' >"$tmp/policy"
 
+# --- item 5: a restart never overcommits ------------------------------------------
+# Holders with grants and (almost) no memory in use are stopped across the
+# restart, so they cannot re-register at once; a new request comes first.
+stop_daemon
+start_daemon "when-full fail\nreconcile-every 100ms\n"
+hold() { # NAME SIZE: a libvram process granted SIZE, using 2 MiB of it, until killed
+  VRAM_MEMORY_LIMIT=$2 VRAM_ALLOW_GROWTH=true "$holder" 1MiB >"$tmp/$1" 2>&1 < <(sleep 120) &
+}
+hold h5a 8GiB; h5a=$!
+check "item 5: a holder is granted 8 GiB" wait_for 10 contains "$tmp/h5a" held
+hold h5b 2GiB; h5b=$!
+wait_for 10 contains "$tmp/h5b" held
+check "item 5: and its grant is in the state file" wait_for 5 grep -q "^p $h5a .* $((8 * G)) -" "$tmp/state"
+kill -STOP $h5a $h5b
+kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
+kill -9 $h5b; wait $h5b 2>/dev/null   # one holder dies while the daemon is down
+start_daemon "when-full fail\nreconcile-every 100ms\n"
+timeout 10 "$peer" "$S" hold "$uuid" $((8 * G)) >"$tmp/n5" 2>&1
+check "item 5: after the restart, a new request cannot take a held grant" contains "$tmp/n5" "DENY.*8.00 GiB granted"
+check "item 5: a held grant whose process is gone is free at once" wait_for 3 is granted $((8 * G))
+kill -CONT $h5a
+check "item 5: the holder takes its grant back" wait_for 10 contains "$tmp/daemon.out" "pid $h5a (root): re-registered 8.00 GiB"
+check "item 5: never more granted than the GPU" is granted $((8 * G))
+kill -9 $h5a; wait $h5a 2>/dev/null
+check "item 5: and it comes back when the holder ends" wait_for 5 is granted 0
+# The same across a SIGTERM restart, and a held grant whose owner does not
+# come back within the grace period is free after it.
+hold h5c 6GiB; h5c=$!
+wait_for 10 contains "$tmp/h5c" held
+kill -STOP $h5c
+stop_daemon
+start_daemon "when-full fail\nreconcile-every 100ms\n"
+timeout 10 "$peer" "$S" hold "$uuid" $((8 * G)) >"$tmp/n5b" 2>&1
+check "item 5: also after SIGTERM" contains "$tmp/n5b" "DENY"
+check "item 5: an owner that does not come back loses it after the grace period" wait_for 15 is granted 0
+kill -9 $h5c; wait $h5c 2>/dev/null
+
 # --- item 12: the daemon's files in a shared directory stay its own ----------
 # Started after a pause, so that user b knows its pid, and with it the names
 # a daemon once used for its temporary files, and lays traps there first.
@@ -123,7 +160,7 @@ check "item 12: the metrics file is the daemon's" wait_for 5 sh -c "[ \"\$(stat 
 timeout 10 "$peer" "$S" hold "$uuid" $G >"$tmp/h12" 2>&1 &
 h12=$!
 wait_for 5 contains "$tmp/h12" GRANT
-check "item 12: the state file is the daemon's alone" wait_for 5 sh -c "[ \"\$(stat -c %U:%a '$shared/state' 2>/dev/null)\" = root:600 ] && grep -q ' GPU-' '$shared/state'"
+check "item 12: the state file is the daemon's alone" wait_for 5 sh -c "[ \"\$(stat -c %U:%a '$shared/state' 2>/dev/null)\" = root:600 ] && grep -q '^p .* GPU-' '$shared/state'"
 kill -9 $h12; wait $h12 2>/dev/null
 
 # --- item 17: a state file that could not be written is written when it can --
@@ -134,7 +171,7 @@ h17=$!
 wait_for 5 contains "$tmp/h17" GRANT
 sleep 0.3
 mkdir "$tmp/later"
-check "item 17: the state file is written once its directory exists" wait_for 3 grep -qs ' GPU-' "$tmp/later/state"
+check "item 17: the state file is written once its directory exists" wait_for 3 grep -qs '^p .* GPU-' "$tmp/later/state"
 kill -9 $h17; wait $h17 2>/dev/null
 
 stop_daemon

@@ -171,7 +171,7 @@ for n in 1 2 3; do
   rpids+=($!)
 done
 check "three clients registered" wait_for 10 is granted $((21 * G / 2))
-check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c ' GPU-' '$tmp/state') = 3 ]"
+check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c '^p .* GPU-' '$tmp/state') = 3 ]"
 kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
 "$vram" run --limit 1GiB -- "$grab" D 1 >"$tmp/down" 2>&1
 check "while the daemon is down, a new client is held to its own budget" \

@@ -189,8 +189,9 @@ static int on_request(struct conn *c, const struct proto_msg *m)
     if ((r = device_of(c, m, &dev)) != 0)
         return r < 0 ? -1 : 0;
     const char *uuid = D.L.dev[dev].uuid;
-    if (restore && !lc->use[dev].grant && vouched(lc, uuid, restore)) {
-        ledger_restore(&D.L, lc, dev, restore);
+    /* A re-registration after a restart takes back the grant held for this
+     * process; anything else is a new request, admitted as any other. */
+    if (restore && ledger_adopt(&D.L, lc, dev, restore)) {
         D.state_dirty = true;
         dlog(L_INFO, "pid %d (%s): re-registered %s on %s", (int)lc->pid, lc->user,
              format_size(restore).text, uuid);
@@ -263,13 +264,14 @@ static int on_job(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "JOB is only for root (the Slurm plugin); uid %u may not register jobs",
                       (unsigned)c->uid);
     const char *job = proto_get(m, "job");
-    uint64_t uid = 0, gid = 0, bytes = 0;
+    uint64_t uid = 0, gid = 0, bytes = 0, restore = 0;
     char err[256] = "";
     if (!job || !proto_name_ok(job))
         return answers_strike(c, "JOB: job= must be a name of [A-Za-z0-9._:@+/-]");
     if (proto_get_u64(m, "uid", UINT32_MAX - 1, &uid, err, sizeof err) != 0 ||
         proto_get_u64(m, "gid", UINT32_MAX - 1, &gid, err, sizeof err) != 0 ||
-        proto_get_u64(m, "bytes", (uint64_t)1 << 56, &bytes, err, sizeof err) != 0 || !bytes)
+        proto_get_u64(m, "bytes", (uint64_t)1 << 56, &bytes, err, sizeof err) != 0 || !bytes ||
+        proto_get_u64(m, "restore", (uint64_t)1 << 56, &restore, err, sizeof err) < 0)
         return answers_strike(c, "JOB: %s", err[0] ? err : "uid=, gid= and bytes= (more than 0) are required");
     struct ledger_client *lc = c->client;
     if (lc && (lc->role != ROLE_JOB || lc->uid != uid || strcmp(lc->job, job) != 0))
@@ -305,6 +307,12 @@ static int on_job(struct conn *c, const struct proto_msg *m)
     uint64_t granted;
     char why[700];
     const char *uuid = D.L.dev[dev].uuid;
+    if (restore && ledger_adopt(&D.L, lc, dev, restore)) {
+        D.state_dirty = true;
+        dlog(L_INFO, "job %s (%s): re-registered %s on %s", job, lc->user,
+             format_size(restore).text, uuid);
+        return reply_grant(c, uuid, restore);
+    }
     if (ledger_request(&D.L, lc, dev, bytes, false, 0, &granted, why, sizeof why) == VERDICT_GRANT) {
         D.state_dirty = true;
         dlog(L_INFO, "job %s (%s): granted %s on %s", job, lc->user, format_size(granted).text, uuid);

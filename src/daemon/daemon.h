@@ -43,21 +43,11 @@ struct conn {
     int strikes;
 };
 
-struct previous { /* a grant the daemon before this one made */
-    pid_t pid;
-    uint64_t start;
-    uid_t uid;
-    char uuid[48];
-    uint64_t grant;
-};
-
 struct daemon {
     struct ledger L;
     int ngpus; /* devices NVML knows: ledger slots 0..ngpus-1 */
     int log_level;
     bool state_dirty;
-    struct previous *prev;
-    int nprev;
     char socket_path[108], policy_path[512], state_path[512], metrics_path[512];
     uint64_t metrics_ms;
 };
@@ -104,8 +94,10 @@ void files_tick(uint64_t now);
 void files_flush(void);
 void fill_state(FILE *f);
 void fill_metrics(FILE *f);
+/* The grants of the daemon before this one, held for their owners (the
+ * devices must be in the ledger first). */
 void load_state(void);
-/* A re-registration the previous daemon's state vouches for (once). */
-bool vouched(const struct ledger_client *lc, const char *uuid, uint64_t bytes);
+void load_state_from(FILE *f); /* what load_state reads, once the file is trusted */
+#define RESTORE_GRACE_MS 10000 /* how long a held grant waits for its owner */
 
 #endif

@@ -72,17 +72,102 @@ void fill_metrics(FILE *f)
     snapshot_free(&s);
 }
 
+/* The state file: one line per device ("d UUID TOTAL") and per grant
+ *   p|j PID START UID GID JOB UUID BYTES FROM-JOB
+ * (a process or a job; JOB and FROM-JOB are names or "-"), so that the
+ * daemon after this one holds each grant for its owner until it
+ * re-registers (answers.c) or RESTORE_GRACE_MS pass. */
 void fill_state(FILE *f)
 {
-    fprintf(f, "# vramd grants: pid start uid device bytes\n");
+    fprintf(f, "# vramd grants: p|j pid start uid gid job device bytes from-job\n");
+    for (int d = 0; d < D.L.ndev; d++)
+        fprintf(f, "d %s %llu\n", D.L.dev[d].uuid, (unsigned long long)D.L.dev[d].total);
     for (int i = 0; i < D.L.nclients; i++) {
         const struct ledger_client *c = D.L.clients[i];
-        if (c->role != ROLE_PROCESS)
+        if (c->role == ROLE_MONITOR)
             continue;
-        for (int d = 0; d < D.L.ndev; d++)
-            if (c->use[d].grant)
-                fprintf(f, "%d %llu %u %s %llu\n", (int)c->pid, (unsigned long long)c->start,
-                        (unsigned)c->uid, D.L.dev[d].uuid, (unsigned long long)c->use[d].grant);
+        for (int d = 0; d < D.L.ndev; d++) {
+            const struct ledger_use *u = &c->use[d];
+            if (u->grant)
+                fprintf(f, "%c %d %llu %u %u %s %s %llu %s\n", c->role == ROLE_JOB ? 'j' : 'p',
+                        (int)c->pid, (unsigned long long)c->start, (unsigned)c->uid,
+                        (unsigned)c->gid, c->job, D.L.dev[d].uuid, (unsigned long long)u->grant,
+                        u->job ? u->job->job : "-");
+        }
+    }
+}
+
+struct held_line {
+    char role;
+    int pid;
+    unsigned long long start, bytes;
+    unsigned uid, gid;
+    char job[64], uuid[48], from[64];
+};
+
+static int read_held(const char *line, struct held_line *h)
+{
+    char role[2];
+    if (sscanf(line, "%1s %d %llu %u %u %63s %47s %llu %63s", role, &h->pid, &h->start, &h->uid,
+               &h->gid, h->job, h->uuid, &h->bytes, h->from) != 9 ||
+        (role[0] != 'p' && role[0] != 'j') || h->pid <= 0 || !h->start || !h->bytes ||
+        !proto_name_ok(h->job) || !proto_name_ok(h->from))
+        return -1;
+    h->role = role[0];
+    return 0;
+}
+
+void load_state_from(FILE *f)
+{
+    char line[512];
+    int held = 0, bad = 0;
+    uint64_t until = now_ms() + RESTORE_GRACE_MS;
+    /* Two passes: the jobs first, so that their processes' grants draw from them. */
+    for (int pass = 0; pass < 2; pass++) {
+        rewind(f);
+        while (fgets(line, sizeof line, f)) {
+            char uuid[48];
+            unsigned long long total;
+            struct held_line h;
+            if (line[0] == '#')
+                continue;
+            if (line[0] == 'd') {
+                /* Devices NVML lists keep NVML's size; without NVML, the
+                 * daemon's own file is as good as root's word. */
+                if (pass == 0 && sscanf(line, "d %47s %llu", uuid, &total) == 2 &&
+                    proto_name_ok(uuid) && total && D.ngpus == 0 &&
+                    ledger_device(&D.L, uuid, total) < 0)
+                    bad++;
+                continue;
+            }
+            if (read_held(line, &h) != 0) {
+                bad += pass == 0;
+                continue;
+            }
+            if ((h.role == 'j') != (pass == 0))
+                continue;
+            int dev = ledger_find_device(&D.L, h.uuid);
+            if (dev < 0) {
+                dlog(L_WARN, "%s: a grant on %s, which is not a GPU of this node; dropped",
+                     D.state_path, h.uuid);
+                continue;
+            }
+            struct ledger_client *c =
+                ledger_hold(&D.L, h.role == 'j' ? ROLE_JOB : ROLE_PROCESS, (pid_t)h.pid, h.start,
+                            (uid_t)h.uid, (gid_t)h.gid, h.job, dev, h.bytes,
+                            strcmp(h.from, "-") ? h.from : NULL, until);
+            if (!c)
+                break;
+            user_name(c->uid, c->user, sizeof c->user);
+            held++;
+        }
+    }
+    if (bad)
+        dlog(L_WARN, "%s: %d lines that cannot be read; ignored", D.state_path, bad);
+    if (held) {
+        dlog(L_INFO, "%d grants of the previous daemon are held for their owners for %d s", held,
+             RESTORE_GRACE_MS / 1000);
+        D.state_dirty = true;
     }
 }
 
@@ -93,44 +178,13 @@ void load_state(void)
         return;
     struct stat st;
     /* Only a file this daemon's user wrote and nobody else can is believed. */
-    if (fstat(fileno(f), &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
-        dlog(L_WARN, "%s: not owned by this daemon's user or writable by others; ignored",
-             D.state_path);
-        fclose(f);
-        return;
-    }
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        struct previous p;
-        unsigned long long start, grant;
-        int pid;
-        unsigned uid;
-        if (line[0] == '#' ||
-            sscanf(line, "%d %llu %u %47s %llu", &pid, &start, &uid, p.uuid, &grant) != 5)
-            continue;
-        struct previous *t = realloc(D.prev, (size_t)(D.nprev + 1) * sizeof *t);
-        if (!t)
-            break;
-        D.prev = t;
-        p.pid = pid, p.start = start, p.uid = uid, p.grant = grant;
-        D.prev[D.nprev++] = p;
-    }
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 022))
+        dlog(L_WARN, "%s: not a regular file of this daemon's user that only it may write; "
+             "ignored", D.state_path);
+    else
+        load_state_from(f);
     fclose(f);
-    if (D.nprev)
-        dlog(L_INFO, "%d grants of the previous daemon may be re-registered", D.nprev);
-}
-
-bool vouched(const struct ledger_client *lc, const char *uuid, uint64_t bytes)
-{
-    for (int i = 0; i < D.nprev; i++) {
-        struct previous *p = &D.prev[i];
-        if (p->pid == lc->pid && p->start == lc->start && p->uid == lc->uid &&
-            strcmp(p->uuid, uuid) == 0 && bytes <= p->grant) {
-            p->pid = 0; /* once */
-            return true;
-        }
-    }
-    return false;
 }
 
 /* One file, written every `every_ms` while `due`; a failed write is tried

@@ -68,13 +68,29 @@ int identity_of(int fd, struct conn *c)
     return 0;
 }
 
+/* A user's name, as the protocol carries names. Looked up once a minute
+ * at most per user: a lookup can mean reading /etc/passwd or asking a
+ * directory server, and every HELLO needs one. */
 void user_name(uid_t uid, char *out, size_t n)
 {
+    enum { SLOTS = 64, TTL_MS = 60000 };
+    static struct {
+        uid_t uid;
+        uint64_t at_ms;
+        char name[PROTO_NAME_MAX];
+    } cache[SLOTS];
+    uint64_t now = now_ms() + 1; /* never 0: 0 is an empty slot */
+    unsigned k = (unsigned)uid % SLOTS;
+    if (cache[k].at_ms && cache[k].uid == uid && now - cache[k].at_ms < TTL_MS) {
+        snprintf(out, n, "%s", cache[k].name);
+        return;
+    }
     struct passwd *pw = getpwuid(uid);
-    char name[PROTO_NAME_MAX];
     if (pw)
-        proto_name_clean(pw->pw_name, name, sizeof name);
+        proto_name_clean(pw->pw_name, cache[k].name, sizeof cache[k].name);
     else
-        snprintf(name, sizeof name, "uid%u", (unsigned)uid);
-    snprintf(out, n, "%s", name);
+        snprintf(cache[k].name, sizeof cache[k].name, "uid%u", (unsigned)uid);
+    cache[k].uid = uid;
+    cache[k].at_ms = now;
+    snprintf(out, n, "%s", cache[k].name);
 }

@@ -45,7 +45,13 @@ static void reconcile(void)
         for (int k = 0; k < n; k++)
             procs[k] = (struct ledger_nvml_process){(pid_t)pids[k], start_time((pid_t)pids[k]), used[k]};
         struct ledger_client *over[16];
+        bool was = D.L.dev[i].overcommitted;
         int no = ledger_reconcile(&D.L, i, procs, n, over, 16);
+        const struct ledger_device *dv = &D.L.dev[i];
+        if (dv->overcommitted && !was)
+            dlog(L_WARN, "%s is overcommitted: %s granted and %s in use outside grants, of %s; "
+                 "some budgets cannot be had in full", dv->uuid, format_size(dv->granted).text,
+                 format_size(dv->excess + dv->unseen).text, format_size(dv->total).text);
         for (int k = 0; k < no; k++)
             dlog(L_WARN, "pid %d (%s, %s) uses %s on %s by NVML, over its budget of %s by more "
                  "than the margin %s",
@@ -55,9 +61,25 @@ static void reconcile(void)
     }
 }
 
+static void held_gone(const struct ledger_client *c, void *arg)
+{
+    (void)arg;
+    bool alive = same_process(c->pid, c->start);
+    for (int d = 0; d < D.L.ndev; d++)
+        if (c->use[d].grant)
+            dlog(L_INFO, "%s %d (%s%s%s) %s; its %s on %s are free",
+                 c->role == ROLE_JOB ? "the holder of job" : "pid", (int)c->pid, c->user,
+                 c->role == ROLE_JOB ? ", job " : "", c->role == ROLE_JOB ? c->job : "",
+                 alive ? "did not re-register in time" : "is gone",
+                 format_size(c->use[d].grant).text, D.L.dev[d].uuid);
+    D.state_dirty = true;
+}
+
 static void tick(void)
 {
     uint64_t now = now_ms();
+    if (D.L.nheld)
+        ledger_expire_held(&D.L, now, same_process, held_gone, NULL);
     answers_admit_waiting();
     if (D.L.policy.reconcile_ms && D.ngpus && now - T.last_reconcile >= D.L.policy.reconcile_ms) {
         T.last_reconcile = now;

@@ -292,6 +292,8 @@ void ledger_leave(struct ledger *l, struct ledger_client *c)
     }
     memmove(&l->clients[i], &l->clients[i + 1], (size_t)(l->nclients - i - 1) * sizeof *l->clients);
     l->nclients--;
+    if (c->held_until_ms)
+        l->nheld--;
     for (int k = 0; k < l->njobs; k++)
         if (l->jobs[k] == c)
             l->jobs[k] = l->jobs[--l->njobs];
@@ -540,10 +542,91 @@ enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, 
     return VERDICT_DENY;
 }
 
-void ledger_restore(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes)
+struct ledger_client *ledger_hold(struct ledger *l, enum client_role role, pid_t pid,
+                                  uint64_t start, uid_t uid, gid_t gid, const char *job, int dev,
+                                  uint64_t bytes, const char *from_job, uint64_t until_ms)
 {
-    dequeue(l, c, dev);
-    set_grant(l, c, dev, bytes, NULL);
+    struct ledger_client *c = NULL;
+    for (int i = 0; i < l->nclients && !c; i++) {
+        struct ledger_client *x = l->clients[i];
+        if (x->held_until_ms && x->role == role && x->pid == pid && x->start == start &&
+            x->uid == uid && strcmp(x->job, job) == 0)
+            c = x;
+    }
+    if (!c) {
+        c = ledger_join(l, role, pid, uid, gid);
+        if (!c)
+            return NULL;
+        c->start = start;
+        c->held_until_ms = until_ms;
+        l->nheld++;
+        snprintf(c->job, sizeof c->job, "%s", job);
+        snprintf(c->cmd, sizeof c->cmd, "restarting");
+        snprintf(c->user, sizeof c->user, "uid%u", (unsigned)uid);
+    }
+    struct ledger_client *j = NULL;
+    for (int i = 0; from_job && i < l->njobs && !j; i++)
+        if (l->jobs[i]->uid == uid && strcmp(l->jobs[i]->job, from_job) == 0 &&
+            l->jobs[i]->use[dev].grant >= l->jobs[i]->use[dev].drawn + bytes)
+            j = l->jobs[i];
+    set_grant(l, c, dev, bytes, j);
+    return c;
+}
+
+static void forget_if_empty(struct ledger *l, struct ledger_client *held)
+{
+    for (int d = 0; d < l->ndev; d++)
+        if (held->use[d].grant)
+            return;
+    ledger_leave(l, held);
+}
+
+bool ledger_adopt(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes)
+{
+    if (!l->nheld || !c->start || c->use[dev].grant || c->use[dev].waiting)
+        return false;
+    struct ledger_client *h = NULL;
+    for (int i = 0; i < l->nclients && !h; i++) {
+        struct ledger_client *x = l->clients[i];
+        if (x->held_until_ms && x->role == c->role && x->pid == c->pid && x->start == c->start &&
+            x->uid == c->uid && x->use[dev].grant >= bytes && bytes &&
+            (c->role != ROLE_JOB || strcmp(x->job, c->job) == 0))
+            h = x;
+    }
+    if (!h)
+        return false;
+    if (c->role == ROLE_JOB && bytes < h->use[dev].drawn)
+        return false; /* less than its processes hold: not the job it was */
+    /* The held grant moves over whole: a job's processes now draw from the
+     * job that came back (no process drew from c here: it held nothing). */
+    struct ledger_client *job = h->use[dev].job;
+    for (int i = 0; c->role == ROLE_JOB && i < l->nclients; i++)
+        if (l->clients[i]->use[dev].job == h) {
+            account(l, l->clients[i], dev, -1);
+            l->clients[i]->use[dev].job = c;
+        }
+    set_grant(l, h, dev, 0, NULL);
+    set_grant(l, c, dev, bytes, job);
+    for (int i = 0; c->role == ROLE_JOB && i < l->nclients; i++)
+        if (l->clients[i]->use[dev].job == c)
+            account(l, l->clients[i], dev, +1);
+    forget_if_empty(l, h);
+    return true;
+}
+
+void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
+                        void (*gone)(const struct ledger_client *c, void *arg), void *arg)
+{
+    for (int i = 0; l->nheld && i < l->nclients;) {
+        struct ledger_client *c = l->clients[i];
+        if (c->held_until_ms && (now_ms >= c->held_until_ms || (alive && !alive(c->pid, c->start)))) {
+            if (gone)
+                gone(c, arg);
+            ledger_leave(l, c); /* the array closes up: the same i is the next */
+        } else {
+            i++;
+        }
+    }
 }
 
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
@@ -647,7 +730,9 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
         if (!sorted[i]->use[dev].nvml)
             sorted[i]->use[dev].over = false;
     free(sorted);
-    l->dev[dev].unseen = unseen;
+    struct ledger_device *d = &l->dev[dev];
+    d->unseen = unseen;
+    d->overcommitted = d->granted > d->total || d->excess + d->unseen > d->total - d->granted;
     return nover;
 }
 

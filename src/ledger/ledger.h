@@ -86,6 +86,9 @@ struct ledger_device {
     uint64_t unseen;  /* NVML usage of processes that are not clients */
     uint64_t granted; /* the grants on it, each counted once */
     uint64_t excess;  /* NVML usage of clients beyond their grants */
+    /* Grants and usage outside them exceed the device (NVML's last look):
+     * some budget cannot be had in full. */
+    bool overcommitted;
     int nwaiting;
     struct ledger_use *qhead, *qtail;
     /* From the last look at the queue: an older request waits for the
@@ -104,6 +107,7 @@ struct ledger {
     struct ledger_client **clients; /* by id */
     int njobs;
     struct ledger_client **jobs; /* the clients of role JOB, few */
+    int nheld; /* clients held for their owners after a restart */
     int next_id;
     uint64_t next_seq;
 };
@@ -136,8 +140,25 @@ enum verdict { VERDICT_GRANT, VERDICT_WAIT, VERDICT_DENY };
 enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
                             bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
                             size_t whylen);
-/* A grant the client already holds (re-registration after a restart). */
-void ledger_restore(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes);
+/* After a restart: a grant the daemon before this one made (its state
+ * file), held for its owner, who is not connected yet. It counts like any
+ * grant until the owner takes it back (ledger_adopt) or ledger_expire_held
+ * ends it. `from_job` names the job a process's grant drew from, or NULL.
+ * The held client, or NULL if out of memory. */
+struct ledger_client *ledger_hold(struct ledger *l, enum client_role role, pid_t pid,
+                                  uint64_t start, uid_t uid, gid_t gid, const char *job, int dev,
+                                  uint64_t bytes, const char *from_job, uint64_t until_ms);
+/* A client re-registering: takes `bytes` on `dev` over from the grant held
+ * for the same process (role, pid, start time, uid, and for a job its
+ * name), without admission, since it was counted all along. False if no
+ * held grant covers it: then it is a new request. */
+bool ledger_adopt(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes);
+/* Ends the held grants whose time is up or whose process is gone
+ * (`alive` says; NULL: time only), telling `gone` of each first. The
+ * caller then runs ledger_admit_waiting. */
+typedef bool (*ledger_alive_fn)(pid_t pid, uint64_t start);
+void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
+                        void (*gone)(const struct ledger_client *c, void *arg), void *arg);
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak);

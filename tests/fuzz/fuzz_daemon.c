@@ -6,6 +6,8 @@
  * processes of one user, another user), and
  *   '!' + n   connection n closes (its grants come back)
  *   '~'       the timer ticks (waiters admitted or timed out)
+ *   '^'       the daemon restarts: its state file written and read back,
+ *             every connection gone and made again by the same processes
  *   else      the rest of the line is one message from that connection.
  * After every step:
  *   - every answer the daemon sent is a well-formed message;
@@ -73,8 +75,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 "reserve 1GiB for job crit-*\n"
                 "when-full wait 1s\n",
                 gpus, 12ull << 30);
-    struct fake_conn *c[4] = {fake_open(1, 0, 0), fake_open(100, 1000, 1000),
-                              fake_open(101, 1000, 2000), fake_open(200, 1001, 1001)};
+    struct fake_conn *c[4];
+    static const struct {
+        pid_t pid;
+        uid_t uid;
+        gid_t gid;
+    } who[4] = {{1, 0, 0}, {100, 1000, 1000}, {101, 1000, 2000}, {200, 1001, 1001}};
+    for (int k = 0; k < 4; k++)
+        c[k] = fake_open(who[k].pid, who[k].uid, who[k].gid);
     size_t i = 0;
     while (i < size) {
         size_t start = i;
@@ -88,6 +96,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct fake_conn *f = c[op & 3];
         if (op == '~') {
             answers_admit_waiting();
+        } else if (op == '^') {
+            fake_restart();
+            for (int k = 0; k < 4; k++)
+                c[k] = fake_open(who[k].pid, who[k].uid, who[k].gid);
         } else if (op == '!') {
             fake_close(n > 1 ? c[data[start + 1] & 3] : f);
         } else if (!f->closed) {
