@@ -12,7 +12,7 @@
 #include "../src/daemon/daemon.h"
 
 #ifndef FAKE_KEEP
-#define FAKE_KEEP 64 /* answers kept per connection, the first ones */
+#define FAKE_KEEP 128 /* answers kept per connection, the first ones */
 #endif
 
 struct fake_conn {

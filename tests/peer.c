@@ -10,6 +10,8 @@
  *                                  driver behind the daemon's back
  *   peer SOCKET job JOB UID GID UUID BYTES
  *                                  as root: holds a job's grant until killed
+ *   peer SOCKET stall MSG          sends MSG and never reads the answer; holds the
+ *                                  connection until killed
  *   peer SOCKET waiters N UUID BYTES JOB WAIT_MS
  *                                  N processes' worth of connections, each with
  *                                  the job name JOB, asking for BYTES and
@@ -97,6 +99,14 @@ int main(int argc, char **argv)
                 return 0;
         }
         return 0;
+    }
+    if (strcmp(argv[2], "stall") == 0 && argc == 4) {
+        if (send(fd, argv[3], strlen(argv[3]), MSG_NOSIGNAL) < 0)
+            return 1;
+        printf("sent\n");
+        fflush(stdout);
+        for (;;)
+            pause();
     }
     if (strcmp(argv[2], "waiters") == 0 && argc == 8) {
         int n = atoi(argv[3]), waiting = 0;

@@ -195,12 +195,48 @@ static void test_files_not_hijacked(void)
     CHECK(system(cmd) == 0);
 }
 
+/* Item 2: a status is answered in pages that fit in a socket's ordinary
+ * buffer (no buffer is raised for it), and a reader that asks page after
+ * page gets every entry once. */
+static void test_status_in_pages(void)
+{
+    fake_daemon("default-budget 1MiB\n", one_gpu, 12 * GiB);
+    enum { N = 500 };
+    for (int i = 0; i < N; i++) {
+        struct fake_conn *p = process(1000 + i, 1000);
+        CHECK(fake_say(p, "VRAM/1 REQUEST dev=" U0 " bytes=0") == 0 && fake_answer(p, "GRANT"));
+    }
+    struct fake_conn *root = fake_open(1, 0, 0);
+    int seen = 0, pages = 0, devs = 0;
+    char msg[128] = "VRAM/1 STATUS";
+    for (;;) {
+        CHECK(fake_say(root, msg) == 0);
+        CHECK(root->sent <= STATUS_PAGE + LEDGER_MAX_DEVICES + 1);
+        pages++;
+        for (int k = 0; k < root->sent && k < FAKE_KEEP; k++) {
+            seen += strncmp(root->out[k], "VRAM/1 PROC ", 12) == 0;
+            devs += strncmp(root->out[k], "VRAM/1 DEV ", 11) == 0;
+        }
+        const char *end = root->out[root->sent - 1], *next = strstr(end, "next=");
+        CHECK(strncmp(end, "VRAM/1 END", 10) == 0);
+        if (!next)
+            break;
+        snprintf(msg, sizeof msg, "VRAM/1 STATUS after=%s", next + 5);
+        CHECK(pages < 100);
+    }
+    CHECK(seen == N && devs == 1 && pages == (N + STATUS_PAGE - 1) / STATUS_PAGE);
+    /* A cursor that is not a number is refused like any bad field. */
+    CHECK(fake_say(root, "VRAM/1 STATUS after=x") == 0 && fake_answer(root, "VRAM/1 ERR"));
+    fake_daemon_end();
+}
+
 int main(void)
 {
     test_err_changes_nothing();
     test_report_checked();
     test_learning_without_nvml();
     test_files_not_hijacked();
+    test_status_in_pages();
     printf("test_answers: ok\n");
     return 0;
 }

@@ -93,6 +93,35 @@ kill -9 $full; wait $full 2>/dev/null
 check "item 7: a freed GPU goes to the first waiters at once" wait_for 10 is granted $((12 * G))
 kill -9 $w7; wait $w7 2>/dev/null
 
+# --- item 2: a status is paged; a reader that never reads pins nothing extra ----
+# --- item 13: other users' processes stay private, in status and the metrics file
+stop_daemon
+start_daemon "when-full fail\n" --metrics-file "$tmp/m13.prom" --metrics-every 100ms
+"${as_a[@]}" "$kit/peer" "$S" waiters 300 "$uuid" $((1 << 20)) 13.0 0 >"$tmp/a13" 2>&1 &
+a13=$!
+check "item 2: 300 clients of user a" wait_for 30 is granted $((300 << 20))
+"$vram" status --json >"$tmp/root13"
+check "item 2: root's status has them all, page after page" sh -c "[ \$(grep -o '\"role\":\"process\"' '$tmp/root13' | wc -l) = 300 ]"
+stallers=()
+for i in $(seq 30); do
+  "${as_b[@]}" "$kit/peer" "$S" stall "VRAM/1 STATUS" >/dev/null 2>&1 &
+  stallers+=($!)
+done
+sleep 1
+check "item 2: 30 readers that never read leave the daemon's buffers as they are" \
+  sh -c "ss -x -m -p | grep 'pid=$daemon_pid,' | grep -o 'tb[0-9]*' | sort -u | awk -F tb '\$2 > 1048576 { bad = 1 } END { exit bad }'"
+check "item 2: and the daemon serves others meanwhile" sh -c "timeout 10 '$vram' status --json >/dev/null"
+kill -9 "${stallers[@]}"; wait "${stallers[@]}" 2>/dev/null
+"${as_b[@]}" "$kit/vram" status --json >"$tmp/b13"
+check "item 13: user b sees a's total" grep -q "\"id\":0,\"pid\":0,\"uid\":$uid_a,\"user\":\"$user_a\",\"role\":\"user\",\"command\":\"-\",\"job\":\"-\",\"budget\":$((300 << 20))" "$tmp/b13"
+check "item 13: and none of a's processes" sh -c "! grep -q '\"role\":\"process\"' '$tmp/b13'"
+"${as_b[@]}" "$kit/vram" top --once >"$tmp/b13top"
+check "item 13: nor in vram top" sh -c "! grep -qF ' 13.0 ' '$tmp/b13top' && grep -q '$user_a' '$tmp/b13top'"
+check "item 13: the metrics file (anyone may read it) has a's total" \
+  wait_for 5 grep -q "vram_client_budget_bytes{.*user=\"$user_a\".*role=\"user\"} $((300 << 20))" "$tmp/m13.prom"
+check "item 13: and no process, pid or job" sh -c "! grep -E 'pid=\"[1-9]|job=\"13|role=\"process' '$tmp/m13.prom'"
+kill -9 $a13; wait $a13 2>/dev/null
+
 # --- item 15: a policy caught half-written is not loaded ----------------------
 stop_daemon
 start_daemon "cap user $user_b 1GiB\nwhen-full fail\n"
@@ -124,7 +153,7 @@ kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
 kill -9 $h5b; wait $h5b 2>/dev/null   # one holder dies while the daemon is down
 start_daemon "when-full fail\nreconcile-every 100ms\n"
 timeout 10 "$peer" "$S" hold "$uuid" $((8 * G)) >"$tmp/n5" 2>&1
-check "item 5: after the restart, a new request cannot take a held grant" contains "$tmp/n5" "DENY.*8.00 GiB granted"
+check "item 5: after the restart, a new request cannot take a held grant" contains "$tmp/n5" "DENY.*GiB granted.*requested 8.00 GiB"
 check "item 5: a held grant whose process is gone is free at once" wait_for 3 is granted $((8 * G))
 kill -CONT $h5a
 check "item 5: the holder takes its grant back" wait_for 10 contains "$tmp/daemon.out" "pid $h5a (root): re-registered 8.00 GiB"

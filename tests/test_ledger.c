@@ -357,22 +357,28 @@ static void test_jobs_and_privacy(void)
     CHECK(ask(&l, m, 8 * GiB, false) == VERDICT_GRANT);
     CHECK(ask(&l, proc(&l, 22, 1002, "mallory"), 1, false) == VERDICT_DENY); /* 16 of 16 */
 
-    /* Root sees every process; a user sees their own and others' totals. */
+    /* Root sees every process; a user sees their own processes and, of
+     * other users, one total per user and device (item 13). */
     struct snapshot s;
     snapshot_init(&s);
     ledger_snapshot(&l, 0, &s);
     CHECK(s.n == 4 && s.dev[0].granted == 16 * GiB);
     ledger_snapshot(&l, 1002, &s);
-    int hidden = 0;
+    int totals = 0;
     for (int i = 0; i < s.n; i++) {
         if (s.e[i].uid == 1001) {
-            CHECK(s.e[i].pid == 0 && strcmp(s.e[i].cmd, "-") == 0 && strcmp(s.e[i].job, "-") == 0);
-            hidden++;
+            CHECK(s.e[i].role == 'u' && s.e[i].pid == 0 && s.e[i].id == 0);
+            CHECK(strcmp(s.e[i].cmd, "-") == 0 && strcmp(s.e[i].job, "-") == 0);
+            CHECK(s.e[i].grant == 8 * GiB); /* the job's grant, its processes' within it */
+            totals++;
         } else {
-            CHECK(s.e[i].pid == 21);
+            CHECK(s.e[i].pid == 21 && s.e[i].role == 'p');
         }
     }
-    CHECK(hidden == 3);
+    CHECK(totals == 1 && s.n == 2);
+    /* A reader with no processes here (the metrics file's) sees totals only. */
+    ledger_snapshot(&l, LEDGER_VIEW_ANYONE, &s);
+    CHECK(s.n == 2 && s.e[0].role == 'u' && s.e[1].role == 'u');
     snapshot_free(&s);
 
     /* The job ends: its grant goes, and its processes' with their connections. */

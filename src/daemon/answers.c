@@ -322,21 +322,23 @@ static int on_job(struct conn *c, const struct proto_msg *m)
     return reply_text(c, VERB_DENY, uuid, "%s", why);
 }
 
-static int on_status(struct conn *c)
+/* The ledger as this client may see it, one page per STATUS: the devices
+ * on the first, then at most STATUS_PAGE entries, then END (next=CURSOR
+ * when there is more). A page fits in a socket's ordinary send buffer, so
+ * the daemon never raises one and a reader who does not read pins no more
+ * of the kernel's memory than any connection may. */
+static int on_status(struct conn *c, const struct proto_msg *m)
 {
-    /* A status is one message per device and per client: room for all of
-     * it at once, so that the loop never waits on a reader. (FORCE needs
-     * root, as a system daemon is; otherwise the system's maximum.) */
-    int room = 16 << 20;
-    if (setsockopt(c->fd, SOL_SOCKET, SO_SNDBUFFORCE, &room, sizeof room) != 0)
-        setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
+    uint64_t after = 0, next = 0;
+    char err[256] = "";
+    if (proto_get_u64(m, "after", UINT64_MAX, &after, err, sizeof err) < 0)
+        return answers_strike(c, "STATUS: %s", err);
     struct snapshot s;
     snapshot_init(&s);
-    ledger_snapshot(&D.L, c->uid, &s);
+    ledger_snapshot_page(&D.L, c->uid, after, STATUS_PAGE, &s, &next);
     struct proto_writer w;
-
     int rc = 0;
-    for (int d = 0; d < s.ndev && rc == 0; d++)
+    for (int d = 0; !after && d < s.ndev && rc == 0; d++)
         if (snapshot_encode_device(&s.dev[d], &w) >= 0)
             rc = reply(c, &w);
     for (int i = 0; i < s.n && rc == 0; i++)
@@ -345,6 +347,8 @@ static int on_status(struct conn *c)
     snapshot_free(&s);
     if (rc == 0) {
         proto_begin(&w, VERB_END);
+        if (next)
+            proto_add_u64(&w, "next", next);
         rc = reply(c, &w);
     }
     return rc;
@@ -362,7 +366,7 @@ int answers_handle(struct conn *c, const char *buf, size_t len)
     case VERB_REPORT: return on_report(c, &m);
     case VERB_RELEASE: return on_release(c, &m);
     case VERB_JOB: return on_job(c, &m);
-    case VERB_STATUS: return on_status(c);
+    case VERB_STATUS: return on_status(c, &m);
     default: return answers_strike(c, "%s is not something a client sends", proto_verb_name(m.verb));
     }
 }

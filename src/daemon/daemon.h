@@ -26,6 +26,10 @@
 #include <sys/types.h>
 
 #define MAX_STRIKES 16 /* malformed messages before a client is dropped */
+/* Entries in one page of STATUS: with the devices and END, a page of
+ * messages fits in a socket's default send buffer (~200 KiB; a message
+ * costs the kernel about 1 KiB). */
+#define STATUS_PAGE 64
 
 /* One client connection. Who is at the other end is what the kernel said
  * when the connection was accepted (identity.c), never read again later:

@@ -63,11 +63,13 @@ int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *))
     return 0;
 }
 
+/* Anyone may read the metrics file (node_exporter's collector does): it
+ * shows what anyone may see, per-user totals, never a process. */
 void fill_metrics(FILE *f)
 {
     struct snapshot s;
     snapshot_init(&s);
-    ledger_snapshot(&D.L, 0, &s);
+    ledger_snapshot(&D.L, LEDGER_VIEW_ANYONE, &s);
     snapshot_prometheus(&s, f);
     snapshot_free(&s);
 }

@@ -352,6 +352,8 @@ int main(int argc, char **argv)
     struct itimerspec its = {{0, TICK_MS * 1000000L}, {0, TICK_MS * 1000000L}};
     int ep = epoll_create1(EPOLL_CLOEXEC);
     load_state();
+    /* Owners that died while the daemon was down hold nothing. */
+    ledger_expire_held(&D.L, now_ms(), same_process, held_gone, NULL);
     int listen_fd = listen_on(D.socket_path);
     if (listen_fd < 0 || sfd < 0 || tfd < 0 || ep < 0 || timerfd_settime(tfd, 0, &its, NULL))
         return 1;

@@ -2,6 +2,7 @@
 
 #include "../util/parse.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,13 @@ static uint64_t excess(const struct ledger_use *u)
     return u->nvml > u->grant ? u->nvml - u->grant : 0;
 }
 
+/* What a client has in use on a device, for the device's figure. */
+static uint64_t in_use(const struct ledger_client *c, int d)
+{
+    const struct ledger_use *u = &c->use[d];
+    return c->role != ROLE_PROCESS ? 0 : u->used > u->nvml ? u->used : u->nvml;
+}
+
 static void add(uint64_t *sum, uint64_t v, int sign)
 {
     if (sign > 0)
@@ -69,6 +77,7 @@ static void account(struct ledger *l, struct ledger_client *c, int d, int sign)
     uint64_t own = own_grant(c, d);
     add(&l->dev[d].granted, own, sign);
     add(&l->dev[d].excess, excess(u), sign);
+    add(&l->dev[d].used, in_use(c, d), sign);
     if (u->job)
         add(&u->job->use[d].drawn, u->grant, sign);
     if (own)
@@ -277,8 +286,10 @@ void ledger_release(struct ledger *l, struct ledger_client *c, int dev)
     struct ledger_use *u = &c->use[dev];
     dequeue(l, c, dev);
     job_ends(l, c, dev);
-    set_grant(l, c, dev, 0, NULL);
-    u->used = 0;
+    account(l, c, dev, -1);
+    u->grant = u->used = 0;
+    u->job = NULL;
+    account(l, c, dev, +1);
 }
 
 void ledger_leave(struct ledger *l, struct ledger_client *c)
@@ -632,8 +643,9 @@ void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak)
 {
-    (void)l;
+    account(l, c, dev, -1);
     c->use[dev].used = used;
+    account(l, c, dev, +1);
     if (peak > c->use[dev].peak)
         c->use[dev].peak = peak;
     if (used > c->use[dev].peak)
@@ -731,6 +743,7 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
             sorted[i]->use[dev].over = false;
     free(sorted);
     struct ledger_device *d = &l->dev[dev];
+    d->used = d->used - d->unseen + unseen;
     d->unseen = unseen;
     d->overcommitted = d->granted > d->total || d->excess + d->unseen > d->total - d->granted;
     return nover;
@@ -738,10 +751,111 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
 
 /* ----------------------------------------------------------- pictures */
 
-void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *s)
+/* The order of entries in a picture, as one number: the viewer's own
+ * clients by id and device first, then other users' totals by uid and
+ * device. */
+#define TOTALS (1ull << 62)
+static uint64_t own_key(int id, int dev) { return (uint64_t)id << 4 | (unsigned)dev; }
+static uint64_t total_key(uid_t uid, int dev) { return TOTALS | (uint64_t)uid << 4 | (unsigned)dev; }
+
+static bool sees(uid_t viewer, const struct ledger_client *c)
+{
+    return viewer == 0 || (viewer == c->uid && viewer != LEDGER_VIEW_ANYONE);
+}
+
+static bool shown(const struct ledger_client *c, int d)
+{
+    const struct ledger_use *u = &c->use[d];
+    return c->role != ROLE_MONITOR && (u->grant || u->waiting || u->used);
+}
+
+static void fill_entry(struct snap_entry *e, const struct ledger_client *c, int d)
+{
+    const struct ledger_use *u = &c->use[d];
+    e->dev = d;
+    e->id = c->id;
+    e->pid = c->pid;
+    e->uid = c->uid;
+    e->role = c->role == ROLE_JOB ? 'j' : 'p';
+    snprintf(e->user, sizeof e->user, "%s", c->user);
+    snprintf(e->cmd, sizeof e->cmd, "%s", c->cmd);
+    snprintf(e->job, sizeof e->job, "%s", c->job);
+    e->grant = u->grant;
+    e->used = u->used;
+    e->peak = u->peak;
+    e->nvml = u->nvml;
+    e->want = u->waiting ? u->want : 0;
+    e->waiting = u->waiting;
+    e->over = u->over;
+}
+
+struct total {
+    uint64_t key;
+    struct snap_entry e;
+};
+
+static int by_key(const void *a, const void *b)
+{
+    uint64_t x = ((const struct total *)a)->key, y = ((const struct total *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* Other users' totals after `after`, by key: the first `max` of them in
+ * out (sorted), their count returned (-1 if out of memory). */
+static int totals_after(const struct ledger *l, uid_t viewer, uint64_t after, struct total **out)
+{
+    int n = 0, cap = 0;
+    struct total *t = NULL;
+    for (int i = 0; i < l->nclients; i++) {
+        const struct ledger_client *c = l->clients[i];
+        if (sees(viewer, c))
+            continue;
+        for (int d = 0; d < l->ndev; d++) {
+            if (!shown(c, d) || total_key(c->uid, d) <= after)
+                continue;
+            int k = 0;
+            while (k < n && t[k].key != total_key(c->uid, d))
+                k++;
+            if (k == n) {
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    struct total *g = realloc(t, (size_t)cap * sizeof *g);
+                    if (!g) {
+                        free(t);
+                        return -1;
+                    }
+                    t = g;
+                }
+                memset(&t[n], 0, sizeof t[n]);
+                t[n].key = total_key(c->uid, d);
+                struct snap_entry *e = &t[n++].e;
+                e->dev = d;
+                e->uid = c->uid;
+                e->role = 'u';
+                snprintf(e->user, sizeof e->user, "%s", c->user);
+                snprintf(e->cmd, sizeof e->cmd, "-");
+                snprintf(e->job, sizeof e->job, "-");
+            }
+            const struct ledger_use *u = &c->use[d];
+            struct snap_entry *e = &t[k].e;
+            e->grant += own_grant(c, d); /* each grant once, as the device counts it */
+            e->used += u->used, e->peak += u->peak, e->nvml += u->nvml;
+            e->want += u->waiting ? u->want : 0;
+            e->waiting |= u->waiting;
+            e->over |= u->over;
+        }
+    }
+    qsort(t, (size_t)n, sizeof *t, by_key);
+    *out = t;
+    return n;
+}
+
+void ledger_snapshot_page(const struct ledger *l, uid_t viewer, uint64_t after, int max,
+                          struct snapshot *s, uint64_t *next)
 {
     s->n = 0;
     s->ndev = l->ndev;
+    *next = 0;
     for (int d = 0; d < l->ndev; d++) {
         struct snap_device *sd = &s->dev[d];
         memset(sd, 0, sizeof *sd);
@@ -750,38 +864,62 @@ void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *
         sd->total = l->dev[d].total;
         sd->granted = l->dev[d].granted;
         sd->unseen = l->dev[d].unseen;
+        sd->used = l->dev[d].used;
         /* Reserved: what the reservations set aside and nobody entitled holds yet. */
         sd->reserved = reserved_against(l, NULL, d, 0);
-        uint64_t used = l->dev[d].unseen;
-        for (int i = 0; i < l->nclients; i++) {
-            const struct ledger_client *c = l->clients[i];
-            const struct ledger_use *u = &c->use[d];
-            if (c->role == ROLE_MONITOR || (!u->grant && !u->waiting && !u->used))
-                continue;
-            if (c->role == ROLE_PROCESS)
-                used += u->used > u->nvml ? u->used : u->nvml;
-            struct snap_entry *e = snapshot_add(s);
-            if (!e)
-                break;
-            bool mine = viewer_uid == 0 || viewer_uid == c->uid;
-            e->dev = d;
-            e->id = c->id;
-            e->pid = mine ? c->pid : 0;
-            e->uid = c->uid;
-            e->role = c->role == ROLE_JOB ? 'j' : 'p';
-            snprintf(e->user, sizeof e->user, "%s", c->user);
-            snprintf(e->cmd, sizeof e->cmd, "%s", mine ? c->cmd : "-");
-            snprintf(e->job, sizeof e->job, "%s", mine ? c->job : "-");
-            e->grant = u->grant;
-            e->used = u->used;
-            e->peak = u->peak;
-            e->nvml = u->nvml;
-            e->want = u->waiting ? u->want : 0;
-            e->waiting = u->waiting;
-            e->over = u->over;
-        }
-        sd->used = used;
+        sd->overcommitted = l->dev[d].overcommitted;
     }
+    uint64_t last = 0;
+    bool more = false;
+    if (after < TOTALS) { /* the viewer's own clients, from the cursor's */
+        int lo = 0, hi = l->nclients;
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (own_key(l->clients[mid]->id, LEDGER_MAX_DEVICES - 1) <= after)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (int i = lo; i < l->nclients && !more; i++) {
+            const struct ledger_client *c = l->clients[i];
+            if (!sees(viewer, c))
+                continue;
+            for (int d = 0; d < l->ndev && !more; d++) {
+                if (!shown(c, d) || own_key(c->id, d) <= after)
+                    continue;
+                struct snap_entry *e = s->n < max ? snapshot_add(s) : NULL;
+                if (!e) {
+                    more = true;
+                    break;
+                }
+                fill_entry(e, c, d);
+                last = own_key(c->id, d);
+            }
+        }
+        after = TOTALS - 1;
+    }
+    if (!more) {
+        struct total *t = NULL;
+        int n = totals_after(l, viewer, after, &t);
+        for (int k = 0; k < n && !more; k++) {
+            struct snap_entry *e = s->n < max ? snapshot_add(s) : NULL;
+            if (!e) {
+                more = true;
+                break;
+            }
+            *e = t[k].e;
+            last = t[k].key;
+        }
+        free(t);
+    }
+    if (more)
+        *next = last;
+}
+
+void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *s)
+{
+    uint64_t next;
+    ledger_snapshot_page(l, viewer_uid, 0, INT32_MAX, s, &next);
 }
 
 /* ------------------------------------------------------------- checks */
@@ -795,13 +933,14 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
         }
     for (int d = 0; d < l->ndev; d++) {
         const struct ledger_device *dv = &l->dev[d];
-        uint64_t granted = 0, ex = 0;
+        uint64_t granted = 0, ex = 0, used = dv->unseen;
         int waiting = 0;
         for (int i = 0; i < l->nclients; i++) {
             const struct ledger_client *c = l->clients[i];
             const struct ledger_use *u = &c->use[d];
             granted += own_grant(c, d);
             ex += excess(u);
+            used += in_use(c, d);
             waiting += u->waiting;
             if (u->waiting && u->grant) {
                 snprintf(err, errlen, "client %d both waits and holds on %d", c->id, d);
@@ -822,6 +961,11 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
                          (unsigned long long)u->grant, d);
                 return -1;
             }
+        }
+        if (used != dv->used) {
+            snprintf(err, errlen, "device %d: used %llu, kept %llu", d, (unsigned long long)used,
+                     (unsigned long long)dv->used);
+            return -1;
         }
         if (granted != dv->granted || ex != dv->excess || waiting != dv->nwaiting) {
             snprintf(err, errlen, "device %d: granted %llu (kept %llu), excess %llu (kept %llu), "

@@ -85,6 +85,8 @@ struct ledger_device {
     uint64_t total;
     uint64_t unseen;  /* NVML usage of processes that are not clients */
     uint64_t granted; /* the grants on it, each counted once */
+    uint64_t used;    /* in use: by NVML outside clients, and each process's own figure
+                         or NVML's, whichever is larger */
     uint64_t excess;  /* NVML usage of clients beyond their grants */
     /* Grants and usage outside them exceed the device (NVML's last look):
      * some budget cannot be had in full. */
@@ -188,9 +190,20 @@ struct ledger_nvml_process {
 int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
                      struct ledger_client **over, int max);
 
-/* What a reader with `viewer_uid` may see (root sees everything; others
- * see other users' usage per user but not their processes). */
+/* What a reader with `viewer_uid` may see: root sees every client; others
+ * see their own, and of every other user one total per device (role 'u':
+ * no pid, command, job or client id). LEDGER_VIEW_ANYONE sees totals only
+ * (what a file anyone can read may say). */
+#define LEDGER_VIEW_ANYONE ((uid_t)-1)
 void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *s);
+/* The same in pages: the devices, and at most `max` entries after the
+ * cursor `after` (0: from the start). *next is the cursor to ask for the
+ * following page, 0 when this one is the last. Entries come in a fixed
+ * order (the viewer's own clients by id, then other users' totals by uid),
+ * so paging through a ledger that changes meanwhile never gives an entry
+ * twice. */
+void ledger_snapshot_page(const struct ledger *l, uid_t viewer_uid, uint64_t after, int max,
+                          struct snapshot *s, uint64_t *next);
 
 /* Recounts every kept sum and the queues from scratch: 0 if they agree,
  * -1 with what differs (tests and the fuzzer). */
