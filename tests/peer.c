@@ -10,6 +10,7 @@
  *                                  driver behind the daemon's back
  *   peer SOCKET job JOB UID GID UUID BYTES
  *                                  as root: holds a job's grant until killed
+ *   peer SOCKET idle N             N connections that say nothing, held until killed
  *   peer SOCKET stall MSG          sends MSG and never reads the answer; holds the
  *                                  connection until killed
  *   peer SOCKET waiters N UUID BYTES JOB WAIT_MS
@@ -99,6 +100,15 @@ int main(int argc, char **argv)
                 return 0;
         }
         return 0;
+    }
+    if (strcmp(argv[2], "idle") == 0 && argc == 4) {
+        int n = atoi(argv[3]), made = 0;
+        for (int i = 1; i < n && ledger_connect(argv[1]) >= 0; i++)
+            made++;
+        printf("%d connected\n", made + 1);
+        fflush(stdout);
+        for (;;)
+            pause();
     }
     if (strcmp(argv[2], "stall") == 0 && argc == 4) {
         if (send(fd, argv[3], strlen(argv[3]), MSG_NOSIGNAL) < 0)

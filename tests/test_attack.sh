@@ -93,6 +93,45 @@ kill -9 $full; wait $full 2>/dev/null
 check "item 7: a freed GPU goes to the first waiters at once" wait_for 10 is granted $((12 * G))
 kill -9 $w7; wait $w7 2>/dev/null
 
+# --- item 3: one user cannot take the daemon's descriptors ------------------------
+# The daemon may have 400 descriptors; user a opens 600 connections that say
+# nothing, user b the same. Each is held to its share, root keeps a reserve,
+# the silent ones are closed after a while, and user b's program is still
+# governed.
+stop_daemon
+printf 'default-budget 2GiB\nwhen-full fail\nconnections-per-user 150\nfirst-message-within 2s\n' >"$tmp/policy"
+prlimit --nofile=400:400 "$vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" \
+  --log info >>"$tmp/daemon.out" 2>&1 &
+daemon_pid=$!
+wait_for 10 test -S "$S"
+"${as_a[@]}" "$kit/peer" "$S" idle 600 >"$tmp/i3a" 2>&1 &
+i3a=$!
+wait_for 10 contains "$tmp/i3a" connected
+check "item 3: a user's connections beyond their share are refused" \
+  wait_for 5 contains "$tmp/daemon.out" "uid $uid_a has 150 connections, the most a user may have"
+check "item 3: root's status answers" sh -c "timeout 10 '$vram' status --json >/dev/null"
+"${as_b[@]}" "$kit/vram" run -- "$kit/vram-demo-grab" B3 1 >"$tmp/b3" 2>&1
+check "item 3: another user's program is governed (it sees the policy's 2 GiB)" contains "$tmp/b3" "RESULT B3 2147483648 "
+check "item 3: connections that say nothing are closed" \
+  wait_for 10 sh -c "[ \$(ss -x -p 2>/dev/null | grep -c 'pid=$daemon_pid,') -lt 20 ]"
+kill -9 $i3a; wait $i3a 2>/dev/null
+# Several users together reach the daemon's limit: root keeps its reserve,
+# and the daemon backs off instead of spinning on accept and flooding its log.
+printf 'default-budget 2GiB\nwhen-full fail\nconnections-per-user 1000\n' >"$tmp/policy"
+kill -HUP $daemon_pid
+wait_for 5 sh -c "[ \$(grep -c 'reloaded' '$tmp/daemon.out') -ge 1 ]"
+"${as_a[@]}" "$kit/peer" "$S" idle 600 >"$tmp/i3a" 2>&1 &
+i3a=$!
+"${as_b[@]}" "$kit/peer" "$S" idle 600 >"$tmp/i3b" 2>&1 &
+i3b=$!
+wait_for 20 sh -c "grep -q connected '$tmp/i3a' && grep -q connected '$tmp/i3b'"
+for i in 1 2 3; do "$vram" status --json >/dev/null 2>&1; done
+check "item 3: at the daemon's limit, root's status still answers" sh -c "timeout 10 '$vram' status --json >/dev/null"
+sleep 3
+check "item 3: and its log says so a few times, not thousands" \
+  sh -c "[ \$(grep -c 'connection limit\|accept:' '$tmp/daemon.out') -le 5 ]"
+kill -9 $i3a $i3b; wait $i3a $i3b 2>/dev/null
+
 # --- item 2: a status is paged; a reader that never reads pins nothing extra ----
 # --- item 13: other users' processes stay private, in status and the metrics file
 stop_daemon

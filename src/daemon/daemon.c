@@ -18,6 +18,29 @@ void dlog(int level, const char *fmt, ...)
     va_end(ap);
 }
 
+void dlog_limited(struct log_limit *limit, int level, const char *fmt, ...)
+{
+    uint64_t now = now_ms();
+    if (level > D.log_level)
+        return;
+    if (limit->last_ms && now - limit->last_ms < 10000) {
+        limit->skipped++;
+        return;
+    }
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (limit->skipped)
+        dlog(level, "%s (and %lu more like it in the last %llu s)", text, limit->skipped,
+             (unsigned long long)((now - limit->last_ms) / 1000));
+    else
+        dlog(level, "%s", text);
+    limit->last_ms = now;
+    limit->skipped = 0;
+}
+
 uint64_t now_ms(void)
 {
     struct timespec t;

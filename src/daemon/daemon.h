@@ -41,6 +41,9 @@ struct conn {
     uid_t uid;
     gid_t gid;
     uint64_t start; /* the connecting process's start time; 0 if it was already gone */
+    uint64_t accepted_ms;
+    bool spoke; /* it has sent a message (until then it may be closed as idle) */
+    struct conn *silent_prev, *silent_next; /* conns.c: the silent ones, oldest first */
     int ngroups;
     gid_t *groups; /* its supplementary groups */
     struct ledger_client *client;
@@ -59,6 +62,14 @@ extern struct daemon D;
 
 enum { L_ERROR = 1, L_WARN = 2, L_INFO = 3, L_DEBUG = 4 };
 void dlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line that something outside the daemon can cause again and again: at
+ * most one every 10 s per `limit`, saying how many were left out. */
+struct log_limit {
+    uint64_t last_ms;
+    unsigned long skipped;
+};
+void dlog_limited(struct log_limit *limit, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 uint64_t now_ms(void);
 
 /* conns.c */

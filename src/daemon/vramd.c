@@ -78,6 +78,7 @@ static void held_gone(const struct ledger_client *c, void *arg)
 static void tick(void)
 {
     uint64_t now = now_ms();
+    conns_tick(now);
     if (D.L.nheld)
         ledger_expire_held(&D.L, now, same_process, held_gone, NULL);
     answers_admit_waiting();

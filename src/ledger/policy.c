@@ -25,6 +25,8 @@ void policy_default(struct policy *p)
     p->wait = false;
     p->over_margin = 256ull << 20;
     p->reconcile_ms = 1000;
+    p->connections_per_user = 4096;
+    p->silent_ms = 10000;
 }
 
 static int parse_amount(const char *s, struct amount *a, parse_why *why)
@@ -135,10 +137,27 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
                        n > 1 ? why.text : "a duration is needed", PARSE_DURATION_FORMS);
         return 0;
     }
+    if (strcmp(d, "connections-per-user") == 0) {
+        p->conns_line = c->line;
+        if (n != 2 || parse_uint(w[1], 1000000, &p->connections_per_user, &why) != 0 ||
+            p->connections_per_user == 0)
+            return bad(c, "connections-per-user \"%s\": %s; accepted: a number from 1 to 1000000",
+                       n > 1 ? w[1] : "", n > 1 && why.text[0] ? why.text : "must be more than 0");
+        return 0;
+    }
+    if (strcmp(d, "first-message-within") == 0) {
+        p->silent_line = c->line;
+        if (n != 2 || parse_duration(w[1], &p->silent_ms, &why) != 0 || p->silent_ms == 0)
+            return bad(c, "first-message-within \"%s\": %s; accepted: %s, more than 0",
+                       n > 1 ? w[1] : "", n > 1 && why.text[0] ? why.text : "must be more than 0",
+                       PARSE_DURATION_FORMS);
+        return 0;
+    }
     bool cap = strcmp(d, "cap") == 0, reserve = strcmp(d, "reserve") == 0;
     if (!cap && !reserve)
         return bad(c, "unknown directive \"%s\"; accepted: default-budget, cap, reserve, "
-                      "when-full, over-margin, reconcile-every",
+                      "when-full, over-margin, reconcile-every, connections-per-user, "
+                      "first-message-within",
                    d);
     if (p->nrules == POLICY_MAX_RULES)
         return bad(c, "more than %d rules", POLICY_MAX_RULES);
@@ -399,8 +418,9 @@ void policy_describe(const struct policy *p, FILE *out)
     int last = 0;
     for (;;) {
         int next = 0;
-        const int lines[] = {p->default_line, p->wait_line, p->margin_line, p->reconcile_line};
-        for (size_t k = 0; k < 4; k++)
+        const int lines[] = {p->default_line, p->wait_line,  p->margin_line,
+                             p->reconcile_line, p->conns_line, p->silent_line};
+        for (size_t k = 0; k < 6; k++)
             if (lines[k] > last && (!next || lines[k] < next))
                 next = lines[k];
         for (int i = 0; i < p->nrules; i++)
@@ -425,6 +445,13 @@ void policy_describe(const struct policy *p, FILE *out)
         } else if (next == p->margin_line) {
             fprintf(out, "over-margin %s: NVML usage beyond a budget by more is reported\n",
                     format_size(p->over_margin).text);
+        } else if (next == p->conns_line) {
+            fprintf(out, "connections-per-user %llu: more from one user (not root) are refused\n",
+                    (unsigned long long)p->connections_per_user);
+        } else if (next == p->silent_line) {
+            fprintf(out, "first-message-within ");
+            print_duration(out, p->silent_ms);
+            fprintf(out, ": a connection that says nothing for that long is closed\n");
         } else if (next == p->reconcile_line) {
             fprintf(out, "reconcile-every ");
             print_duration(out, p->reconcile_ms);
@@ -462,4 +489,12 @@ void policy_describe(const struct policy *p, FILE *out)
     }
     if (!p->margin_line)
         fprintf(out, "  (default) over-margin %s\n", format_size(p->over_margin).text);
+    if (!p->conns_line)
+        fprintf(out, "  (default) connections-per-user %llu\n",
+                (unsigned long long)p->connections_per_user);
+    if (!p->silent_line) {
+        fprintf(out, "  (default) first-message-within ");
+        print_duration(out, p->silent_ms);
+        fprintf(out, "\n");
+    }
 }

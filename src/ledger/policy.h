@@ -17,6 +17,10 @@
  *   over-margin SIZE                  report a process whose real usage (NVML)
  *                                     exceeds its budget by more than this
  *   reconcile-every DURATION          how often usage is read from NVML (0: never)
+ *   connections-per-user N            the most connections one user (not root) may
+ *                                     have open to the daemon (default 4096)
+ *   first-message-within DURATION     a connection that says nothing for this long
+ *                                     is closed (default 10s)
  *
  * policy_parse() checks the text alone (what the fuzzer drives);
  * policy_load() reads the file and also resolves user and group names, so
@@ -59,13 +63,15 @@ struct policy {
     char file[256]; /* where it was read from, for messages */
     int ndirectives;
     /* The lines of the settings (0: not in the file). */
-    int default_line, wait_line, margin_line, reconcile_line;
+    int default_line, wait_line, margin_line, reconcile_line, conns_line, silent_line;
     bool has_default;
     struct amount default_budget;
     bool wait;         /* when-full wait */
     uint64_t wait_ms;  /* its longest wait */
     uint64_t over_margin;
     uint64_t reconcile_ms;
+    uint64_t connections_per_user;
+    uint64_t silent_ms; /* first-message-within */
     int nrules;
     struct policy_rule rules[POLICY_MAX_RULES];
 };
