@@ -4,9 +4,10 @@
 # this run and deleted after it) on the simulated GPU and NVML. Each part
 # names the item of the issue it holds to. Exit 77 (skipped) without root,
 # useradd or setpriv: every part needs a second user.
-#   test_attack.sh BUILD_DIR PEER HOLDER
+#   test_attack.sh BUILD_DIR PEER HOLDER STALLING_NVML
 set -u
-build=${1:?usage: test_attack.sh BUILD_DIR PEER HOLDER} peer=${2:?} holder=${3:?}
+build=${1:?usage: test_attack.sh BUILD_DIR PEER HOLDER STALLING_NVML} peer=${2:?} holder=${3:?}
+stalling_nvml=${4:?}
 vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to make test users"; exit 77; }
@@ -131,6 +132,22 @@ sleep 3
 check "item 3: and its log says so a few times, not thousands" \
   sh -c "[ \$(grep -c 'connection limit\|accept:' '$tmp/daemon.out') -le 5 ]"
 kill -9 $i3a $i3b; wait $i3a $i3b 2>/dev/null
+
+# --- item 14 (the daemon's part): NVML is never waited for on the loop ------------
+stop_daemon
+printf 'when-full fail\nreconcile-every 100ms\n' >"$tmp/policy"
+touch "$tmp/stall"
+NVML_STALL_FILE=$tmp/stall "$vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" \
+  --nvml "$stalling_nvml" --log info >>"$tmp/daemon.out" 2>&1 &
+daemon_pid=$!
+check "item 14: the daemon starts while NVML's process list stalls" wait_for 10 test -S "$S"
+sleep 1
+check "item 14: status answers while NVML stalls" sh -c "for i in 1 2 3 4 5; do timeout 4 '$vram' status --json >/dev/null || exit 1; done"
+timeout 5 "$peer" "$S" hold GPU-57a11000-0000-4000-8000-000000000000 $G >"$tmp/h14" 2>&1
+check "item 14: and requests are admitted" contains "$tmp/h14" GRANT
+check "item 14: the stall is said in the log" wait_for 15 contains "$tmp/daemon.out" "NVML has not answered for"
+rm -f "$tmp/stall"
+check "item 14: and its end" wait_for 5 contains "$tmp/daemon.out" "NVML answers again"
 
 # --- item 2: a status is paged; a reader that never reads pins nothing extra ----
 # --- item 13: other users' processes stay private, in status and the metrics file

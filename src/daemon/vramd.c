@@ -1,8 +1,9 @@
 /* vramd: the node's GPU memory ledger.
  *
- * One thread, one epoll loop: the listening socket, every client, a signal
- * descriptor (SIGHUP reloads the policy, SIGTERM/SIGINT stop) and a 50 ms
- * timer (wait deadlines, NVML reconciliation, the metrics and state files).
+ * One epoll loop: the listening socket, every client, a signal descriptor
+ * (SIGHUP reloads the policy, SIGTERM/SIGINT stop), a 50 ms timer (wait
+ * deadlines, held grants, idle connections, the metrics and state files)
+ * and NVML's readings, which a thread of their own makes (reconcile.c).
  * Nothing a client sends can block the loop: sends never wait, and a client
  * too slow to take its answers is disconnected. The parts are listed in
  * daemon.h.
@@ -12,8 +13,10 @@
 #include "../util/parse.h"
 #include "conns.h"
 #include "gpus.h"
+#include "reconcile.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,41 +28,10 @@
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TICK_MS 50
-
-static struct {
-    uint64_t last_reconcile;
-} T;
-
-static void reconcile(void)
-{
-    static unsigned pids[GPUS_MAX_PROCESSES];
-    static uint64_t used[GPUS_MAX_PROCESSES];
-    static struct ledger_nvml_process procs[GPUS_MAX_PROCESSES];
-    for (int i = 0; i < D.ngpus; i++) {
-        int n = gpus_processes(i, pids, used, GPUS_MAX_PROCESSES);
-        if (n < 0)
-            continue;
-        for (int k = 0; k < n; k++)
-            procs[k] = (struct ledger_nvml_process){(pid_t)pids[k], start_time((pid_t)pids[k]), used[k]};
-        struct ledger_client *over[16];
-        bool was = D.L.dev[i].overcommitted;
-        int no = ledger_reconcile(&D.L, i, procs, n, over, 16);
-        const struct ledger_device *dv = &D.L.dev[i];
-        if (dv->overcommitted && !was)
-            dlog(L_WARN, "%s is overcommitted: %s granted and %s in use outside grants, of %s; "
-                 "some budgets cannot be had in full", dv->uuid, format_size(dv->granted).text,
-                 format_size(dv->excess + dv->unseen).text, format_size(dv->total).text);
-        for (int k = 0; k < no; k++)
-            dlog(L_WARN, "pid %d (%s, %s) uses %s on %s by NVML, over its budget of %s by more "
-                 "than the margin %s",
-                 (int)over[k]->pid, over[k]->user, over[k]->cmd,
-                 format_size(over[k]->use[i].nvml).text, D.L.dev[i].uuid,
-                 format_size(over[k]->use[i].grant).text, format_size(D.L.policy.over_margin).text);
-    }
-}
 
 static void held_gone(const struct ledger_client *c, void *arg)
 {
@@ -82,11 +54,8 @@ static void tick(void)
     if (D.L.nheld)
         ledger_expire_held(&D.L, now, same_process, held_gone, NULL);
     answers_admit_waiting();
-    if (D.L.policy.reconcile_ms && D.ngpus && now - T.last_reconcile >= D.L.policy.reconcile_ms) {
-        T.last_reconcile = now;
-        reconcile();
-        answers_admit_waiting(); /* unseen usage may have gone */
-    }
+    if (D.ngpus)
+        reconcile_tick(now);
     files_tick(now);
 }
 
@@ -117,6 +86,8 @@ static void reload(void)
         dlog(L_ERROR, "SIGHUP: %s; keeping the policy in force", err);
     } else {
         ledger_set_policy(&D.L, p);
+        if (D.ngpus)
+            reconcile_period(p->reconcile_ms);
         dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directives, %d rules)", D.policy_path,
              p->ndirectives, p->nrules);
         answers_admit_waiting();
@@ -147,6 +118,59 @@ static int open_gpus(const char *library, char *err, size_t errlen)
     }
     D.ngpus = n;
     return 0;
+}
+
+/* open_gpus, bounded: NVML may not answer at all (a driver in trouble),
+ * and a daemon that cannot learn its GPUs should say so and stop rather
+ * than hang; the service manager starts it again. */
+#define NVML_OPEN_MS 30000
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t done;
+    bool finished;
+    int rc;
+    const char *library;
+    char err[600];
+} O = {.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+static void *opener(void *arg)
+{
+    (void)arg;
+    char err[600] = "";
+    int rc = open_gpus(O.library, err, sizeof err);
+    pthread_mutex_lock(&O.mu);
+    O.rc = rc;
+    snprintf(O.err, sizeof O.err, "%s", err);
+    O.finished = true;
+    pthread_cond_signal(&O.done);
+    pthread_mutex_unlock(&O.mu);
+    return NULL;
+}
+
+static int open_gpus_within(const char *library, char *err, size_t errlen)
+{
+    O.library = library;
+    pthread_t t;
+    if (pthread_create(&t, NULL, opener, NULL) != 0)
+        return open_gpus(library, err, errlen);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += NVML_OPEN_MS / 1000;
+    pthread_mutex_lock(&O.mu);
+    while (!O.finished && pthread_cond_timedwait(&O.done, &O.mu, &until) != ETIMEDOUT)
+        ;
+    bool finished = O.finished;
+    int rc = O.rc;
+    snprintf(err, errlen, "%s", O.err);
+    pthread_mutex_unlock(&O.mu);
+    if (!finished) {
+        dlog(L_ERROR, "NVML (%s) did not answer within %d s; stopping", library,
+             NVML_OPEN_MS / 1000);
+        exit(1);
+    }
+    pthread_join(t, NULL);
+    return rc;
 }
 
 /* ------------------------------------------------------------- set-up */
@@ -304,7 +328,7 @@ int main(int argc, char **argv)
     }
     ledger_init(&D.L, policy);
     char nvml_err[600] = "";
-    if (nvml && open_gpus(nvml, nvml_err, sizeof nvml_err) != 0 && !check)
+    if (nvml && open_gpus_within(nvml, nvml_err, sizeof nvml_err) != 0 && !check)
         dlog(L_WARN, "%s; devices will be learnt from clients, and real usage is not reconciled",
              nvml_err);
     int checked = check_policy(policy, err, sizeof err);
@@ -359,12 +383,21 @@ int main(int argc, char **argv)
     if (listen_fd < 0 || sfd < 0 || tfd < 0 || ep < 0 || timerfd_settime(tfd, 0, &its, NULL))
         return 1;
     conns_init(listen_fd, ep);
+    int rfd = D.ngpus ? reconcile_start(D.ngpus, D.L.policy.reconcile_ms) : -1;
+    if (D.ngpus && rfd < 0) {
+        dlog(L_ERROR, "cannot start the NVML reader: %s", strerror(errno));
+        return 1;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = listen_fd};
     epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev);
     ev.data.fd = sfd;
     epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
     ev.data.fd = tfd;
     epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+    if (rfd >= 0) {
+        ev.data.fd = rfd;
+        epoll_ctl(ep, EPOLL_CTL_ADD, rfd, &ev);
+    }
     dlog(L_INFO, "serving %s (%d GPUs from NVML, policy %s)", D.socket_path, D.ngpus,
          D.policy_path[0] ? D.policy_path : "none");
 
@@ -379,6 +412,8 @@ int main(int argc, char **argv)
             int fd = evs[i].data.fd;
             if (fd == listen_fd) {
                 conns_accept();
+            } else if (fd == rfd) {
+                reconcile_take();
             } else if (fd == tfd) {
                 uint64_t expirations;
                 if (read(tfd, &expirations, sizeof expirations) > 0)
