@@ -10,6 +10,9 @@
  *                                  driver behind the daemon's back
  *   peer SOCKET job JOB UID GID UUID BYTES
  *                                  as root: holds a job's grant until killed
+ *   peer SOCKET serve LOG          a daemon that is not one: listens at SOCKET,
+ *                                  answers HELLO with OK and nothing else, and
+ *                                  writes every message it gets to LOG
  *   peer SOCKET idle N             N connections that say nothing, held until killed
  *   peer SOCKET stall MSG          sends MSG and never reads the answer; holds the
  *                                  connection until killed
@@ -30,7 +33,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -76,12 +82,56 @@ static size_t unescape(const char *in, char *out, size_t cap)
     return n;
 }
 
+static int serve(const char *path, const char *log)
+{
+    int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    unlink(path);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 64) != 0 ||
+        chmod(path, 0666) != 0) {
+        perror(path);
+        return 1;
+    }
+    FILE *out = fopen(log, "a");
+    if (!out)
+        return 1;
+    struct pollfd p[65] = {{.fd = l, .events = POLLIN}};
+    int n = 1;
+    for (;;) {
+        if (poll(p, (nfds_t)n, -1) < 0)
+            continue;
+        if (p[0].revents && n < 65) {
+            p[n].fd = accept(l, NULL, NULL);
+            p[n++].events = POLLIN;
+        }
+        for (int i = 1; i < n; i++) {
+            if (!p[i].revents)
+                continue;
+            char buf[PROTO_MAX + 1];
+            ssize_t k = recv(p[i].fd, buf, PROTO_MAX, 0);
+            if (k <= 0) {
+                close(p[i].fd);
+                p[i--] = p[--n];
+                continue;
+            }
+            buf[k] = 0;
+            fprintf(out, "%s\n", buf);
+            fflush(out);
+            if (strstr(buf, " HELLO "))
+                send(p[i].fd, "VRAM/1 OK client=1", 18, MSG_NOSIGNAL);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: peer SOCKET send|hold|job ...\n");
         return 2;
     }
+    if (argc == 4 && strcmp(argv[2], "serve") == 0)
+        return serve(argv[1], argv[3]);
     int fd = ledger_connect(argv[1]);
     if (fd < 0) {
         perror(argv[1]);

@@ -133,6 +133,64 @@ check "item 3: and its log says so a few times, not thousands" \
   sh -c "[ \$(grep -c 'connection limit\|accept:' '$tmp/daemon.out') -le 5 ]"
 kill -9 $i3a $i3b; wait $i3a $i3b 2>/dev/null
 
+# --- item 4: a daemon that is down is not a node without budgets ------------------
+stop_daemon
+start_daemon "default-budget 4GiB\nwhen-full fail\nreconcile-every 100ms\n"
+check "item 4: the daemon says what a process gets while it is down" \
+  wait_for 5 grep -q "^$uuid $((4 * G))\$" "$tmp/vramd.fallback"
+kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
+"${as_b[@]}" "$kit/vram" run -- "$kit/vram-demo-grab" D4 80 >"$tmp/d4" 2>"$tmp/d4.err" &
+d4=$!
+check "item 4: a program started meanwhile waits a while for the daemon, and says so" \
+  wait_for 5 contains "$tmp/d4.err" "does not answer .*waiting up to 5 s"
+check "item 4: then it is held to the policy's default budget" \
+  wait_for 10 contains "$tmp/d4.err" "held to 4.00 GiB (the budget a process gets while vramd is down)"
+start_daemon "default-budget 4GiB\nwhen-full fail\nreconcile-every 100ms\n"
+check "item 4: and registers when the daemon is back" wait_for 10 sh -c "'$vram' status --json | grep -q '\"command\":\"vram-demo-grab\",\"job\":\"-\",\"budget\":$((4 * G))'"
+wait $d4
+check "item 4: it ran within that budget" contains "$tmp/d4" "RESULT D4 $((4 * G)) "
+stop_daemon   # a clean stop removes the socket; the fallback stays
+"${as_b[@]}" "$kit/vram" run -- "$kit/vram-demo-grab" E4 1 >"$tmp/e4" 2>&1
+check "item 4: the same after a clean stop" contains "$tmp/e4" "RESULT E4 $((4 * G)) "
+printf 'cap user %s 4GiB\n' "$user_b" >"$tmp/policy.nodefault"
+"$vramd" --socket "$S" --policy "$tmp/policy.nodefault" --state "$tmp/state" >>"$tmp/daemon.out" 2>&1 &
+daemon_pid=$!
+wait_for 10 test -S "$S"
+stop_daemon
+"${as_b[@]}" "$kit/vram" run --limit 1GiB -- "$kit/vram-demo-grab" F4 1 >"$tmp/f4" 2>&1
+check "item 4: and with no default budget, nothing is taken while it is down" \
+  contains "$tmp/f4" "no GPU memory granted by vramd: vramd at .* is down"
+
+# --- item 11: a socket someone else put where a daemon's would be --------------------
+# User b makes the directory of user a's own daemon and a "daemon" in it.
+bare_a=(setpriv --reuid="$uid_a" --regid="$gid_a" --clear-groups env -u VRAM_DAEMON -u XDG_RUNTIME_DIR LD_LIBRARY_PATH="$kit/sim" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB)
+hij=/tmp/vram-$uid_a
+if [ ! -e /run/vram/vramd.sock ] && [ ! -e /run/vram/vramd.fallback ] && [ ! -e "$hij" ]; then
+  "${as_b[@]}" mkdir -m 777 "$hij"
+  "${as_b[@]}" "$kit/peer" "$hij/vramd.sock" serve "$hij/seen" &
+  fake=$!
+  wait_for 5 test -S "$hij/vramd.sock"
+  timeout 40 "${bare_a[@]}" "$kit/vram" run --limit 1GiB -- "$kit/vram-demo-grab" H11 1 >"$tmp/h11" 2>&1; rc=$?
+  check "item 11: a program does not wait on a socket another user put in its daemon's place" test $rc != 124
+  check "item 11: it says it ignored it" contains "$tmp/h11" "ignored $hij/vramd.sock: .* belongs to uid $uid_b"
+  check "item 11: and runs with its own budget" contains "$tmp/h11" "RESULT H11 $G "
+  check "item 11: the other user learnt nothing of it" sh -c "! grep -qs HELLO '$hij/seen'"
+  kill -9 $fake; wait $fake 2>/dev/null
+  rm -rf "$hij"
+else
+  echo "SKIP: item 11's hijack part: a system vramd, or $hij, is on this machine"
+fi
+# A "daemon" of user a's own that never answers a request: every wait is bounded.
+mkdir "$tmp/own"; chown "$uid_a" "$tmp/own"
+"${bare_a[@]}" "$kit/peer" "$tmp/own/vramd.sock" serve "$tmp/own/seen" &
+fake=$!
+wait_for 5 test -S "$tmp/own/vramd.sock"
+timeout 60 "${bare_a[@]}" VRAM_DAEMON="$tmp/own/vramd.sock" "$kit/vram" run --limit 1GiB -- \
+  "$kit/vram-demo-grab" M11 1 >"$tmp/m11" 2>&1; rc=$?
+check "item 11: a daemon that never answers does not hold a program for ever" test $rc != 124
+check "item 11: it runs with its own budget" contains "$tmp/m11" "RESULT M11 $G "
+kill -9 $fake; wait $fake 2>/dev/null
+
 # --- item 14 (the daemon's part): NVML is never waited for on the loop ------------
 stop_daemon
 printf 'when-full fail\nreconcile-every 100ms\n' >"$tmp/policy"

@@ -133,6 +133,7 @@ static int device_of(struct conn *c, const struct proto_msg *m, int *dev)
     if (*dev < 0)
         return answered(reply_text(c, VERB_DENY, uuid, "the daemon keeps at most %d devices",
                                    LEDGER_MAX_DEVICES));
+    files_fallback(); /* a GPU more to hold processes to while the daemon is down */
     return 0;
 }
 
@@ -199,7 +200,8 @@ static int on_request(struct conn *c, const struct proto_msg *m)
     }
     const struct policy *p = &D.L.policy;
     bool may_wait = wait && p->wait && !restore;
-    uint64_t deadline = now_ms() + (wait < p->wait_ms ? wait : p->wait_ms);
+    uint64_t longest = wait < p->wait_ms ? wait : p->wait_ms;
+    uint64_t deadline = now_ms() + longest;
     uint64_t granted = 0;
     char why[700];
     enum verdict v = ledger_request(&D.L, lc, dev, bytes, may_wait, deadline, &granted, why,
@@ -213,7 +215,14 @@ static int on_request(struct conn *c, const struct proto_msg *m)
     if (v == VERDICT_WAIT) {
         dlog(L_INFO, "pid %d (%s): waits for %s on %s", (int)lc->pid, lc->user,
              format_size(lc->use[dev].want).text, uuid);
-        return reply_text(c, VERB_WAIT, uuid, "%s", why);
+        /* until=: how long the daemon holds the request at most, so that
+         * the client's own wait for an answer is bounded too. */
+        struct proto_writer w;
+        proto_begin(&w, VERB_WAIT);
+        proto_add(&w, "dev", uuid);
+        proto_add_u64(&w, "until", longest);
+        proto_add_text(&w, "%s", why);
+        return reply(c, &w);
     }
     dlog(L_INFO, "pid %d (%s): refused on %s: %s", (int)lc->pid, lc->user, uuid, why);
     if (wait && !p->wait && !restore)

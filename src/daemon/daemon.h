@@ -56,6 +56,7 @@ struct daemon {
     int log_level;
     bool state_dirty;
     char socket_path[108], policy_path[512], state_path[512], metrics_path[512];
+    char fallback_path[512]; /* beside the socket (client.h: LEDGER_FALLBACK_NAME) */
     uint64_t metrics_ms;
 };
 extern struct daemon D;
@@ -107,6 +108,9 @@ int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *));
 void files_tick(uint64_t now);
 /* The state file now, if it changed (the daemon stops). */
 void files_flush(void);
+/* The fallback file (what a process may take while the daemon is down),
+ * after the policy or the devices change. */
+void files_fallback(void);
 void fill_state(FILE *f);
 void fill_metrics(FILE *f);
 /* The grants of the daemon before this one, held for their owners (the

@@ -189,6 +189,27 @@ void load_state(void)
     fclose(f);
 }
 
+/* The fallback file, beside the socket: what a process may take of each
+ * GPU while the daemon is down (the policy's default budget; 0 without
+ * one). Clients read it when the daemon does not answer (agent.c), so a
+ * daemon that is down never means a node without budgets. */
+static void fill_fallback(FILE *f)
+{
+    fprintf(f, "# written by vramd: what a process may take of each GPU while vramd is down\n");
+    for (int d = 0; d < D.L.ndev; d++)
+        fprintf(f, "%s %llu\n", D.L.dev[d].uuid,
+                (unsigned long long)(D.L.policy.has_default
+                                         ? amount_of(&D.L.policy.default_budget, D.L.dev[d].total)
+                                         : 0));
+}
+
+void files_fallback(void)
+{
+    if (D.fallback_path[0] && write_atomically(D.fallback_path, 0644, fill_fallback) != 0)
+        dlog(L_WARN, "cannot write the fallback file %s: %s; while the daemon is down, processes "
+             "will hold only the budgets they give", D.fallback_path, strerror(errno));
+}
+
 /* One file, written every `every_ms` while `due`; a failed write is tried
  * again at the next turn, and said once until it works again. */
 struct output {

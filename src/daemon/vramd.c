@@ -86,6 +86,7 @@ static void reload(void)
         dlog(L_ERROR, "SIGHUP: %s; keeping the policy in force", err);
     } else {
         ledger_set_policy(&D.L, p);
+        files_fallback();
         if (D.ngpus)
             reconcile_period(p->reconcile_ms);
         dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directives, %d rules)", D.policy_path,
@@ -188,6 +189,11 @@ static int listen_on(const char *path)
             dlog(L_ERROR, "cannot create %s: %s", dir, strerror(errno));
             return -1;
         }
+    }
+    char why[300];
+    if (!ledger_place_trusted(path, true, why, sizeof why)) {
+        dlog(L_ERROR, "not serving %s: %s", path, why);
+        return -1;
     }
     int probe = ledger_connect(path);
     if (probe >= 0) {
@@ -357,6 +363,10 @@ int main(int argc, char **argv)
         snprintf(slash + 1, sizeof D.state_path - (size_t)(slash + 1 - D.state_path),
                  "vramd.state");
     }
+    snprintf(D.fallback_path, sizeof D.fallback_path, "%s", D.socket_path);
+    char *slash = strrchr(D.fallback_path, '/');
+    snprintf(slash + 1, sizeof D.fallback_path - (size_t)(slash + 1 - D.fallback_path), "%s",
+             LEDGER_FALLBACK_NAME);
 
     /* Room for a thousand clients and more. */
     struct rlimit rl;
@@ -380,6 +390,8 @@ int main(int argc, char **argv)
     /* Owners that died while the daemon was down hold nothing. */
     ledger_expire_held(&D.L, now_ms(), same_process, held_gone, NULL);
     int listen_fd = listen_on(D.socket_path);
+    if (listen_fd >= 0)
+        files_fallback();
     if (listen_fd < 0 || sfd < 0 || tfd < 0 || ep < 0 || timerfd_settime(tfd, 0, &its, NULL))
         return 1;
     conns_init(listen_fd, ep);

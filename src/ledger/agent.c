@@ -18,7 +18,9 @@
 
 #define REPORT_EVERY_MS 200
 #define RECONNECT_EVERY_MS 1000
-#define ANSWER_TIMEOUT_MS 10000 /* a daemon that takes longer is treated as absent */
+#define ANSWER_TIMEOUT_MS 10000 /* a daemon that takes longer is treated as down */
+#define DOWN_WAIT_MS 5000       /* how long a first use waits for a daemon that is down */
+#define DOWN_RETRY_MS 250
 
 struct slot {
     bool known, granted;
@@ -67,17 +69,27 @@ static void disconnect(void)
     A.fd = -1;
 }
 
-/* HELLO on a fresh connection; mu held. */
-static int hello(void)
+enum hello_result { HELLO_OK, HELLO_DOWN, HELLO_REFUSED };
+
+/* HELLO on a fresh connection; mu held. HELLO_REFUSED (with why) when the
+ * daemon, or who is at the socket, says no: not the same as a daemon that
+ * is down, which a process may outlive on a fallback budget. */
+static enum hello_result hello(char *why, size_t n)
 {
     int fd = ledger_connect(A.path);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) {
+        snprintf(why, n, "%s", strerror(errno));
+        return HELLO_DOWN;
+    }
+    if (!ledger_peer_trusted(fd, why, n)) {
+        close(fd);
+        return HELLO_REFUSED;
+    }
     struct proto_writer w;
     proto_begin(&w, VERB_HELLO);
     proto_add(&w, "role", "process");
     char name[PROTO_NAME_MAX], comm[64] = "";
-    FILE *f = fopen("/proc/self/comm", "r");
+    FILE *f = fopen("/proc/self/comm", "re");
     if (f) {
         if (fgets(comm, sizeof comm, f))
             comm[strcspn(comm, "\n")] = 0;
@@ -91,18 +103,22 @@ static int hello(void)
         proto_add(&w, "job", name);
     }
     struct proto_msg m;
-    char err[256];
-    if (ledger_send(fd, &w) != 0 || ledger_recv(fd, &m, ANSWER_TIMEOUT_MS, err, sizeof err) != 0 ||
-        m.verb != VERB_OK) {
+    if (ledger_send(fd, &w) != 0 || ledger_recv(fd, &m, ANSWER_TIMEOUT_MS, why, n) != 0) {
         close(fd);
-        return -1;
+        return HELLO_DOWN;
+    }
+    if (m.verb != VERB_OK) {
+        const char *text = proto_get(&m, "text");
+        snprintf(why, n, "%s", text ? text : "the daemon refused this process");
+        close(fd);
+        return HELLO_REFUSED;
     }
     A.fd = fd;
-    return 0;
+    return HELLO_OK;
 }
 
 /* One REQUEST and its final answer; mu held. 1 granted, 0 denied, -1 the
- * daemon is gone. */
+ * daemon is gone or did not answer in time. */
 static int ask(struct slot *s, uint64_t bytes, bool restore, uint64_t wait_ms, char *why, size_t n)
 {
     struct proto_writer w;
@@ -114,25 +130,39 @@ static int ask(struct slot *s, uint64_t bytes, bool restore, uint64_t wait_ms, c
         proto_add_u64(&w, "wait", wait_ms);
     if (restore)
         proto_add_u64(&w, "restore", bytes);
-    if (ledger_send(A.fd, &w) != 0)
+    if (ledger_send(A.fd, &w) != 0) {
+        snprintf(why, n, "the daemon does not take requests");
         return -1;
+    }
     struct proto_msg m;
     char err[256];
+    int timeout = ANSWER_TIMEOUT_MS;
     for (;;) {
-        /* A queued request is answered when memory frees or its wait ends. */
-        if (ledger_recv(A.fd, &m, -1, err, sizeof err) != 0) {
+        if (ledger_recv(A.fd, &m, timeout, err, sizeof err) != 0) {
             snprintf(why, n, "%s", err);
             return -1;
         }
         const char *text = proto_get(&m, "text");
         if (m.verb == VERB_WAIT) {
+            /* A queued request is answered when memory frees or its wait
+             * ends: the daemon says when at the latest. */
+            uint64_t until = 0;
+            if (proto_get_u64(&m, "until", UINT64_MAX, &until, err, sizeof err) != 0)
+                until = wait_ms;
+            if (until > wait_ms)
+                until = wait_ms;
+            timeout = until > (uint64_t)INT32_MAX - ANSWER_TIMEOUT_MS
+                          ? INT32_MAX
+                          : (int)until + ANSWER_TIMEOUT_MS;
             vlog(LOG_WARN, "waiting for GPU memory on %s: %s", s->uuid, text ? text : "");
             continue;
         }
         if (m.verb == VERB_GRANT) {
             uint64_t g;
-            if (proto_get_u64(&m, "bytes", UINT64_MAX, &g, err, sizeof err) != 0)
+            if (proto_get_u64(&m, "bytes", UINT64_MAX, &g, err, sizeof err) != 0) {
+                snprintf(why, n, "a GRANT without bytes=");
                 return -1;
+            }
             s->grant = g;
             s->granted = true;
             return 1;
@@ -156,9 +186,10 @@ static void *reporter(void *arg)
             if (poll(&p, 1, 0) > 0) /* the daemon sends nothing unasked: it closed */
                 disconnect();
         }
+        char hwhy[256];
         if (A.fd < 0 && now_ms() - A.last_attempt_ms >= RECONNECT_EVERY_MS) {
             A.last_attempt_ms = now_ms();
-            if (hello() == 0) {
+            if (hello(hwhy, sizeof hwhy) == HELLO_OK) {
                 for (int i = 0; i < AGENT_MAX_SLOTS && A.fd >= 0; i++) {
                     struct slot *s = &A.slot[i];
                     uint64_t held = s->granted ? s->grant : s->local;
@@ -242,6 +273,38 @@ static int wait_setting(uint64_t *ms, char *why, size_t n)
     return -1;
 }
 
+/* The daemon is down (or did not answer): the process may take what the
+ * daemon's fallback file says it may while it is down, and no more than
+ * its own budget; with neither, nothing. mu held. */
+static enum agent_result fallback(struct slot *s, const char *down, uint64_t *granted, char *why,
+                                  size_t n)
+{
+    uint64_t allowed = 0;
+    char fwhy[256] = "";
+    int r = ledger_fallback(A.path, s->uuid, &allowed, fwhy, sizeof fwhy);
+    uint64_t budget = s->local;
+    if (r == 0 && (!budget || allowed < budget))
+        budget = allowed;
+    if (r < 0)
+        vlog(LOG_ERROR, "ignored vramd's fallback file beside %s: %s", A.path, fwhy);
+    if (!budget) {
+        snprintf(why, n, "vramd at %s is down (%s), and %s", A.path, down,
+                 r == 0 ? "its policy lets no process take memory of this GPU while it is down "
+                          "(no default-budget)"
+                        : "no budget was given (vram run --limit SIZE) and the daemon left no "
+                          "fallback budget");
+        return AGENT_DENIED;
+    }
+    s->local = budget;
+    *granted = budget;
+    vlog(LOG_ERROR, "vramd at %s is down (%s); %s held to %s (%s) until it is back", A.path, down,
+         s->uuid, format_size(budget).text,
+         r == 0 && budget == allowed ? "the budget a process gets while vramd is down"
+                                     : "its own budget");
+    A.last_attempt_ms = now_ms();
+    return AGENT_GRANTED;
+}
+
 enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint64_t bytes,
                                 agent_usage_fn usage, uint64_t *granted, char *why, size_t n)
 {
@@ -258,6 +321,8 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
             pthread_mutex_unlock(&A.mu);
             return AGENT_DENIED;
         }
+        if (r > 0 && err[0]) /* a socket someone else put where a daemon's would be */
+            vlog(LOG_ERROR, "%s; working without vramd", err);
         A.found = r == 0 ? 1 : -1;
     }
     if (A.found < 0)
@@ -274,20 +339,38 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
         res = AGENT_DENIED;
         goto out;
     }
-    if (A.fd < 0 && hello() != 0) {
-        /* A socket nobody answers: the daemon is down. Work alone with the
-         * local budget; the reporter registers it when the daemon is back. */
-        vlog(LOG_WARN, "the daemon at %s does not answer (%s); enforcing the local budget alone",
-             A.path, strerror(errno));
-        A.last_attempt_ms = now_ms();
-        start_reporter();
-        goto out;
+    char down[256] = "";
+    if (A.fd < 0) {
+        /* A daemon restarting is back within a second or two: wait for it a
+         * little, and say so, rather than run on a fallback at once. */
+        uint64_t until = now_ms() + DOWN_WAIT_MS;
+        bool said = false;
+        enum hello_result h;
+        while ((h = hello(down, sizeof down)) == HELLO_DOWN && now_ms() < until) {
+            if (!said)
+                vlog(LOG_ERROR, "vramd at %s does not answer (%s); waiting up to %d s for it",
+                     A.path, down, DOWN_WAIT_MS / 1000);
+            said = true;
+            struct timespec t = {0, DOWN_RETRY_MS * 1000000L};
+            nanosleep(&t, NULL);
+        }
+        if (h == HELLO_REFUSED) {
+            snprintf(why, n, "vramd at %s refused this process: %s", A.path, down);
+            res = AGENT_DENIED;
+            goto out;
+        }
+        if (h == HELLO_DOWN) {
+            res = fallback(s, down, granted, why, n);
+            start_reporter(); /* registers the budget when the daemon is back */
+            goto out;
+        }
     }
-    int r = ask(s, bytes, false, wait_ms, why, n);
+    int r = ask(s, bytes, false, wait_ms, down, sizeof down);
     if (r < 0) {
         disconnect();
-        vlog(LOG_WARN, "lost the daemon at %s; enforcing the local budget alone", A.path);
+        res = fallback(s, down, granted, why, n);
     } else if (r == 0) {
+        snprintf(why, n, "%s", down);
         res = AGENT_DENIED;
     } else {
         *granted = s->grant;

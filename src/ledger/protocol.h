@@ -25,7 +25,7 @@
  *   STATUS [after=CURSOR]                      the ledger, as its reader may see it,
  *                       one page: the first (no after=) with the devices
  * Daemon to client:
- *   OK [client=ID]   GRANT dev= bytes=   WAIT dev= text=   DENY dev= text=
+ *   OK [client=ID]   GRANT dev= bytes=   WAIT dev= until=MS text=   DENY dev= text=
  *   ERR text=        and for STATUS: DEV ..., PROC ..., END [next=CURSOR]
  *                    (next=: ask again with after=CURSOR for the next page)
  */
