@@ -48,7 +48,7 @@ bench: build
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_MEMORY_LIMIT=1TiB LD_PRELOAD=$(CURDIR)/$(BUILD)/libvram-preload.so \
 	  taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
-	@echo "vramd with 1000 clients (simulated NVML):"
+	@echo "vramd with 1000 clients, then under attack (simulated NVML):"
 	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
 
 install: build

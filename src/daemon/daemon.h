@@ -1,6 +1,7 @@
 /* daemon: what the parts of vramd share.
  *
- * vramd is one thread and one epoll loop. Its parts, one job each:
+ * vramd is one epoll loop (and a thread that reads NVML). Its parts, one
+ * job each:
  *   vramd.c     options, set-up, the loop, signals, the 50 ms timer
  *   conns.c     connections: accept, read, send, drop; the only code that
  *               touches a client's socket
@@ -8,7 +9,8 @@
  *   answers.c   the answer to each message, and reclaim when a client goes;
  *               callable without the loop (the daemon-level fuzzer drives it)
  *   files.c     the state file (grants, for re-registration after a
- *               restart) and the metrics file
+ *               restart), the metrics file and the fallback file
+ *   reconcile.c NVML's readings, on a thread of their own
  *   gpus.c      NVML
  *
  * The ledger (src/ledger) is pure bookkeeping; everything here is the I/O

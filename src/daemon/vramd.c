@@ -236,14 +236,15 @@ static void usage(FILE *out)
             "usage: vramd [OPTIONS]\n"
             "\n"
             "The node's GPU memory ledger: per-user and per-group caps, reserved memory,\n"
-            "admission (grant, wait or refuse), instant reclaim of dead processes, monitoring.\n"
-            "Programs under `vram run` and libvram use it when its socket exists.\n"
+            "admission (grant, wait or refuse), instant reclaim of dead processes,\n"
+            "monitoring. Programs under `vram run` and libvram use it when its socket exists.\n"
             "\n"
             "options:\n"
-            "  --socket PATH         where clients connect (default for this user: %s;\n"
-            "                        root's is " LEDGER_SYSTEM_SOCKET ")\n"
+            "  --socket PATH         where clients connect (default for this user:\n"
+            "                        %s; root's is\n"
+            "                        " LEDGER_SYSTEM_SOCKET ")\n"
             "  --policy FILE         the policy (default /etc/vram/policy.conf if it exists);\n"
-            "                        SIGHUP reloads it, and a bad file keeps the last good one\n"
+            "                        SIGHUP reloads it; a bad file keeps the last good one\n"
             "  --check               check the policy file (against NVML's GPUs), print what\n"
             "                        it says, and exit: 0 if it is good, 1 if not\n"
             "  --state FILE          grants, for clients re-registering after a restart\n"
@@ -257,8 +258,10 @@ static void usage(FILE *out)
             "  --help, --version\n"
             "\n"
             "The policy file: default-budget, cap user|group, reserve ... for user|group|job,\n"
-            "when-full wait DURATION|fail, over-margin, reconcile-every; see the sample\n"
-            "installed as share/vram/policy.conf.sample and README.md.\n",
+            "when-full wait DURATION|fail, over-margin, reconcile-every,\n"
+            "connections-per-user, first-message-within; see the sample installed as\n"
+            "share/vram/policy.conf.sample and README.md. Beside the socket the daemon also\n"
+            "writes vramd.fallback: what a process may take while the daemon is down.\n",
             sock);
 }
 
