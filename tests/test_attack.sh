@@ -35,12 +35,14 @@ field() { # KEY: the first device's value in root's vram status --json
   "$vram" status --json 2>/dev/null | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2
 }
 is() { [ "$(field "$1")" = "$2" ]; }
+# Up: answering, not only its socket there (a killed daemon leaves its socket).
+daemon_up() { wait_for 10 sh -c "'$vram' status --json >/dev/null 2>&1"; }
 start_daemon() { # POLICY-TEXT [extra options]
   printf '%b' "$1" >"$tmp/policy"; shift
   "$vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" --log info "$@" \
     >>"$tmp/daemon.out" 2>&1 &
   daemon_pid=$!
-  wait_for 10 test -S "$S"
+  daemon_up
 }
 stop_daemon() { # (bounded: a daemon stuck in a trap is killed)
   kill -TERM "$daemon_pid" 2>/dev/null
@@ -104,7 +106,7 @@ printf 'default-budget 2GiB\nwhen-full fail\nconnections-per-user 150\nfirst-mes
 prlimit --nofile=400:400 "$vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" \
   --log info >>"$tmp/daemon.out" 2>&1 &
 daemon_pid=$!
-wait_for 10 test -S "$S"
+daemon_up
 "${as_a[@]}" "$kit/peer" "$S" idle 600 >"$tmp/i3a" 2>&1 &
 i3a=$!
 wait_for 10 contains "$tmp/i3a" connected
@@ -155,7 +157,7 @@ check "item 4: the same after a clean stop" contains "$tmp/e4" "RESULT E4 $((4 *
 printf 'cap user %s 4GiB\n' "$user_b" >"$tmp/policy.nodefault"
 "$vramd" --socket "$S" --policy "$tmp/policy.nodefault" --state "$tmp/state" >>"$tmp/daemon.out" 2>&1 &
 daemon_pid=$!
-wait_for 10 test -S "$S"
+daemon_up
 stop_daemon
 "${as_b[@]}" "$kit/vram" run --limit 1GiB -- "$kit/vram-demo-grab" F4 1 >"$tmp/f4" 2>&1
 check "item 4: and with no default budget, nothing is taken while it is down" \
@@ -198,7 +200,7 @@ touch "$tmp/stall"
 NVML_STALL_FILE=$tmp/stall "$vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" \
   --nvml "$stalling_nvml" --log info >>"$tmp/daemon.out" 2>&1 &
 daemon_pid=$!
-check "item 14: the daemon starts while NVML's process list stalls" wait_for 10 test -S "$S"
+check "item 14: the daemon starts while NVML's process list stalls" daemon_up
 sleep 1
 check "item 14: status answers while NVML stalls" sh -c "for i in 1 2 3 4 5; do timeout 4 '$vram' status --json >/dev/null || exit 1; done"
 timeout 5 "$peer" "$S" hold GPU-57a11000-0000-4000-8000-000000000000 $G >"$tmp/h14" 2>&1
@@ -254,8 +256,12 @@ printf 'when-full fail\n' >"$tmp/policy"
 # restart, so they cannot re-register at once; a new request comes first.
 stop_daemon
 start_daemon "when-full fail\nreconcile-every 100ms\n"
+# Holders read their stdin until it closes: a FIFO this shell keeps open, so
+# they hold until killed and leave nothing behind.
+mkfifo "$tmp/hold.fifo"
+exec 9<>"$tmp/hold.fifo"
 hold() { # NAME SIZE: a libvram process granted SIZE, using 2 MiB of it, until killed
-  VRAM_MEMORY_LIMIT=$2 VRAM_ALLOW_GROWTH=true "$holder" 1MiB >"$tmp/$1" 2>&1 < <(sleep 120) &
+  VRAM_MEMORY_LIMIT=$2 VRAM_ALLOW_GROWTH=true "$holder" 1MiB >"$tmp/$1" 2>&1 <&9 &
 }
 hold h5a 8GiB; h5a=$!
 check "item 5: a holder is granted 8 GiB" wait_for 10 contains "$tmp/h5a" held
@@ -297,7 +303,7 @@ sh -c 'sleep 1; exec "$@"' sh "$vramd" --socket "$S" --policy "$tmp/policy" \
   >>"$tmp/daemon.out" 2>&1 &
 daemon_pid=$!
 "${as_b[@]}" sh -c "mkfifo '$shared/m.prom.tmp.$daemon_pid' && echo x >'$shared/state.tmp.$daemon_pid' && chmod 666 '$shared/state.tmp.$daemon_pid'"
-wait_for 10 test -S "$S"
+daemon_up
 check "item 12: a FIFO where the metrics go does not stop the daemon" sh -c "timeout 5 '$vram' status --json >/dev/null"
 check "item 12: the metrics file is the daemon's" wait_for 5 sh -c "[ \"\$(stat -c %U:%a '$shared/m.prom' 2>/dev/null)\" = root:644 ]"
 timeout 10 "$peer" "$S" hold "$uuid" $G >"$tmp/h12" 2>&1 &

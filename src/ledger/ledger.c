@@ -845,7 +845,8 @@ static int totals_after(const struct ledger *l, uid_t viewer, uint64_t after, st
             e->over |= u->over;
         }
     }
-    qsort(t, (size_t)n, sizeof *t, by_key);
+    if (n > 1)
+        qsort(t, (size_t)n, sizeof *t, by_key);
     *out = t;
     return n;
 }

@@ -158,6 +158,12 @@ int snapshot_fetch(const char *socket_path, struct snapshot *s, char *err, size_
         snprintf(err, errlen, "cannot reach vramd at %s: %s", socket_path, strerror(errno));
         return -1;
     }
+    char who[256];
+    if (!ledger_peer_trusted(fd, who, sizeof who)) {
+        snprintf(err, errlen, "not asking %s: %s", socket_path, who);
+        close(fd);
+        return -1;
+    }
     struct proto_writer w;
     struct proto_msg m;
     int rc = -1;
