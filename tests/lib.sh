@@ -57,3 +57,32 @@ make_kit() {
   cp -P "$1"/sim/lib* "$3/sim/"
   chmod -R a+rX "$3"
 }
+
+# The set-up the daemon's shell tests share: `daemon_test NAME BUILD` makes
+# a private folder (tmp, removed at exit unless KEEP_TMP is set) with a
+# simulated 12 GiB GPU and the place of the daemon's socket (S, exported as
+# VRAM_DAEMON), clears the budget variables, and on exit stops everything
+# the test started (its jobs, daemon_pid, its test users). `field KEY` is the
+# first device's KEY in root's vram status --json; `is KEY VALUE` compares.
+daemon_test() {
+  tmp=$(mktemp -d "/tmp/vram-$1.XXXXXX")
+  chmod 755 "$tmp"
+  export LD_LIBRARY_PATH="$2/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$tmp/sim
+  mkdir -m 1777 "$VRAM_SIM_DIR"
+  unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_WAIT VRAM_JOB
+  S=$tmp/vramd.sock
+  export VRAM_DAEMON=$S
+  daemon_pid=
+  trap _daemon_test_end EXIT
+}
+_daemon_test_end() {
+  kill -9 $(jobs -p) 2>/dev/null
+  [ -n "$daemon_pid" ] && kill -9 "$daemon_pid" 2>/dev/null
+  remove_test_users
+  wait 2>/dev/null
+  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+field() {
+  "$vram" status --json 2>/dev/null | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2
+}
+is() { [ "$(field "$1")" = "$2" ]; }

@@ -11,15 +11,19 @@
 static const char *const one_gpu[] = {"GPU-00000000-0000-4000-8000-000000000001", NULL};
 #define U0 "GPU-00000000-0000-4000-8000-000000000001"
 
-static uint64_t granted_on(int dev)
+/* The device as root's status shows it. */
+static struct snap_device device(int dev)
 {
     struct snapshot s;
     snapshot_init(&s);
     ledger_snapshot(&D.L, 0, &s);
-    uint64_t g = s.dev[dev].granted;
+    struct snap_device d = s.dev[dev];
     snapshot_free(&s);
-    return g;
+    return d;
 }
+
+static uint64_t granted_on(int dev) { return device(dev).granted; }
+static uint64_t used_on(int dev) { return device(dev).used; }
 
 /* A process that said HELLO. */
 static struct fake_conn *process(pid_t pid, uid_t uid)
@@ -64,16 +68,6 @@ static void test_err_changes_nothing(void)
     CHECK(fake_say(a, "VRAM/1 REQUEST dev=" U0 " bytes=0") == 0);
     CHECK(fake_answer(a, "VRAM/1 GRANT dev=" U0 " bytes=2147483648"));
     fake_daemon_end();
-}
-
-static uint64_t used_on(int dev)
-{
-    struct snapshot s;
-    snapshot_init(&s);
-    ledger_snapshot(&D.L, 0, &s);
-    uint64_t u = s.dev[dev].used;
-    snapshot_free(&s);
-    return u;
 }
 
 /* Item 16: usage is reported only for a grant held, and only up to the

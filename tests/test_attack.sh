@@ -14,27 +14,8 @@ vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
 for c in useradd userdel groupadd setpriv pkill; do
   command -v $c >/dev/null || { echo "SKIP: $c not installed"; exit 77; }
 done
-tmp=$(mktemp -d /tmp/vram-attack.XXXXXX)
-chmod 755 "$tmp"
-export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$tmp/sim
-mkdir -m 1777 "$VRAM_SIM_DIR"
-unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_WAIT VRAM_JOB
-S=$tmp/vramd.sock
-export VRAM_DAEMON=$S
-daemon_pid=
-cleanup() {
-  kill -9 $(jobs -p) 2>/dev/null
-  [ -n "$daemon_pid" ] && kill -9 "$daemon_pid" 2>/dev/null
-  remove_test_users
-  wait 2>/dev/null
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
+daemon_test attack "$build"
 G=$((1 << 30))
-field() { # KEY: the first device's value in root's vram status --json
-  "$vram" status --json 2>/dev/null | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2
-}
-is() { [ "$(field "$1")" = "$2" ]; }
 # Up: answering, not only its socket there (a killed daemon leaves its socket).
 daemon_up() { wait_for 10 sh -c "'$vram' status --json >/dev/null 2>&1"; }
 start_daemon() { # POLICY-TEXT [extra options]

@@ -7,27 +7,8 @@ set -u
 build=${1:?usage: test_daemon.sh BUILD_DIR PEER CHURN}
 peer=${2:?} churn=${3:?}
 vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
-tmp=$(mktemp -d /tmp/vram-daemon.XXXXXX)
-chmod 755 "$tmp"
-export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$tmp/sim
-mkdir -m 1777 "$VRAM_SIM_DIR"
-unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_WAIT VRAM_JOB
-S=$tmp/vramd.sock
-export VRAM_DAEMON=$S
-daemon_pid=
-cleanup() {
-  kill -9 $(jobs -p) 2>/dev/null
-  [ -n "$daemon_pid" ] && kill -9 "$daemon_pid" 2>/dev/null
-  remove_test_users
-  wait 2>/dev/null
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
 . "$(dirname "$0")/lib.sh"
-field() { # KEY: the first device's value in vram status --json
-  "$vram" status --json 2>/dev/null | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2
-}
-is() { [ "$(field "$1")" = "$2" ]; }
+daemon_test daemon "$build"
 G=$((1 << 30))
 
 start_daemon() { # POLICY-FILE [extra options]
