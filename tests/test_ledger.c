@@ -70,6 +70,11 @@ static void test_policy_file(void)
     policy_error("cap user a 1G on\n", "on DEVICE");
     policy_error("default-budget 150%\n", "default-budget \"150%\"");
     policy_error("cap user a\x01 1G\n", "not printable");
+    policy_error("connections-per-user 0\n", "connections-per-user \"0\": must be more than 0");
+    policy_error("connections-per-user many\n", "accepted: a number from 1 to 1000000");
+    policy_error("first-message-within 0\n", "first-message-within \"0\"");
+    policy_of("connections-per-user 64\nfirst-message-within 2s\n");
+    CHECK(P.connections_per_user == 64 && P.silent_ms == 2000);
 
     /* Names are resolved when the file is loaded: a typo is an error. */
     char path[] = "/tmp/vram-policy.XXXXXX", err[512];
