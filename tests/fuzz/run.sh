@@ -25,7 +25,8 @@ common="$src/src/util/parse.c"
 status=0
 ledger="$src/src/ledger/protocol.c $src/src/ledger/snapshot.c $src/src/ledger/client.c"
 daemon="$src/src/daemon/daemon.c $src/src/daemon/identity.c $src/src/daemon/answers.c
-        $src/src/daemon/files.c $src/src/ledger/ledger.c $src/src/ledger/policy.c
+        $src/src/daemon/files.c $src/src/ledger/ledger.c $src/src/ledger/ledger_admit.c
+        $src/src/ledger/ledger_held.c $src/src/ledger/ledger_view.c $src/src/ledger/policy.c
         $src/tests/fake_conns.c"
 for target in ${FUZZ_TARGETS:-protocol policy daemon}; do
   case $target in
