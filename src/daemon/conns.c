@@ -26,6 +26,7 @@
 #define ROOT_RESERVE 32    /* descriptors only root's connections may take */
 #define OWN_FDS 32         /* the daemon's own: files, NVML, /proc, the loop */
 #define ACCEPT_PAUSE_MS 100
+#define ACCEPT_TURN 64     /* connections accepted per turn of the loop, then the others' */
 
 struct user_conns {
     uid_t uid;
@@ -152,7 +153,10 @@ static void pause_accepting(void)
 
 void conns_accept(void)
 {
-    for (;;) {
+    /* A turn at a time: a flood of connections waits in the backlog while
+     * the clients already here are served (the listening socket stays
+     * readable, so the loop comes back). */
+    for (int turn = 0; turn < ACCEPT_TURN; turn++) {
         int fd = accept4(C.listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -165,9 +169,7 @@ void conns_accept(void)
             return;
         }
         struct conn *c = calloc(1, sizeof *c);
-        if (!c || fd >= (1 << 24) || identity_of(fd, c) != 0) {
-            if (c)
-                free(c->groups);
+        if (!c || fd >= (1 << 24) || identity_creds(fd, c) != 0) {
             free(c);
             close(fd);
             continue;
@@ -184,6 +186,12 @@ void conns_accept(void)
             snprintf(why, sizeof why, "uid %u has %d connections, the most a user may have "
                      "(policy: connections-per-user)", (unsigned)c->uid, u->n);
             refuse(fd, c, why);
+            continue;
+        }
+        if (identity_rest(fd, c) != 0) {
+            free(c->groups);
+            free(c);
+            close(fd);
             continue;
         }
         if (fd >= C.nslots) {

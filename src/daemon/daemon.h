@@ -82,9 +82,12 @@ int conn_send(struct conn *c, const char *buf, size_t len);
 void conns_drop_struck(void);
 
 /* identity.c */
-/* Fills c's identity from the kernel: SO_PEERCRED, SO_PEERGROUPS and the
- * process's start time. 0, or -1 (the connection is to be closed). */
-int identity_of(int fd, struct conn *c);
+/* Fills c's identity from the kernel, in two steps so that a connection
+ * refused for its uid costs little: pid, uid and gid (SO_PEERCRED); then
+ * the groups (SO_PEERGROUPS) and the process's start time. 0, or -1 (the
+ * connection is to be closed). */
+int identity_creds(int fd, struct conn *c);
+int identity_rest(int fd, struct conn *c);
 uint64_t start_time(pid_t pid);
 bool same_process(pid_t pid, uint64_t start);
 void user_name(uid_t uid, char *out, size_t n);

@@ -39,7 +39,7 @@ uint64_t start_time(pid_t pid)
 
 bool same_process(pid_t pid, uint64_t start) { return start && start_time(pid) == start; }
 
-int identity_of(int fd, struct conn *c)
+int identity_creds(int fd, struct conn *c)
 {
     struct ucred cred;
     socklen_t len = sizeof cred;
@@ -48,9 +48,14 @@ int identity_of(int fd, struct conn *c)
     c->pid = cred.pid;
     c->uid = cred.uid;
     c->gid = cred.gid;
+    return 0;
+}
+
+int identity_rest(int fd, struct conn *c)
+{
     /* The groups the process had when it connected: asking the kernel for
      * the size first, as a user may be in many. */
-    len = 0;
+    socklen_t len = 0;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) != 0 && errno != ERANGE)
         return -1;
     c->ngroups = (int)(len / sizeof(gid_t));
