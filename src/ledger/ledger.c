@@ -292,9 +292,11 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak)
 {
-    ledger_account(l, c, dev, -1);
+    /* Of the kept sums only the device's in-use figure depends on it: the
+     * hot message of the protocol touches no rule. */
+    l->dev[dev].used -= ledger_in_use(c, dev);
     c->use[dev].used = used;
-    ledger_account(l, c, dev, +1);
+    l->dev[dev].used += ledger_in_use(c, dev);
     if (peak > c->use[dev].peak)
         c->use[dev].peak = peak;
     if (used > c->use[dev].peak)
