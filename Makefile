@@ -27,29 +27,43 @@ test: test-deps test-plain test-asan test-tsan
 test-deps:
 	@scripts/test-deps.sh
 
+# scripts/ctest.sh runs ctest with a /tmp of the tests' own and fails the run
+# if anything is left there.
 test-plain: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	scripts/ctest.sh $(BUILD) --output-on-failure -j $(JOBS)
 
 test-asan:
 	@cmake -S . -B $(BUILD)-asan $(CMAKE_FLAGS) -DVRAM_SANITIZE=address,undefined >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
-	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS)
+	scripts/ctest.sh $(BUILD)-asan --output-on-failure -j $(JOBS)
 
 test-tsan:
 	@cmake -S . -B $(BUILD)-tsan $(CMAKE_FLAGS) -DVRAM_SANITIZE=thread >/dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS)
-	cd $(BUILD)-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+	scripts/ctest.sh $(BUILD)-tsan --output-on-failure -j $(JOBS) -L threads
 
+# make bench: the allocator on the W1 and W2 traces (those in TRACES when
+# they are there, else written by vram-tracegen), the interposer's overhead,
+# and vramd with 1,000 clients.
 TRACES ?= ../shared/traces
 bench: build
 	@echo "machine: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$(nproc) cores"
-	taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-replay $(TRACES)/w1.csv.gz $(TRACES)/w2.csv.gz
+	@bench/allocator.sh $(BUILD) $(TRACES)
 	@echo "interposer overhead (null driver: the difference is what vram adds per call):"
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
 	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_MEMORY_LIMIT=1TiB LD_PRELOAD=$(CURDIR)/$(BUILD)/libvram-preload.so \
 	  taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
+	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
+	  $(BUILD)/vram run --limit 1TiB --log off -- $(BUILD)/vram-bench-overhead
+	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
+	  $(BUILD)/vram run --limit 1TiB --log off -- $(BUILD)/vram-bench-overhead --members 7
+	@tmp=$$(mktemp -d) && LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
+	  $(BUILD)/vram run --limit 1TiB --log off --record $$tmp/overhead.vrec -- $(BUILD)/vram-bench-overhead --pairs 200000; \
+	  rc=$$?; rm -rf $$tmp; exit $$rc
 	@echo "vramd with 1000 clients, then under attack (simulated NVML):"
 	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
+	@echo "recording GPU memory events, and reading a million of them:"
+	@bench/record.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD)

@@ -12,7 +12,7 @@ int sim_config_devices(uint64_t *total)
 {
     const char *spec = getenv("VRAM_SIM_DEVICES");
     if (!spec || !*spec) {
-        total[0] = 12ull << 30;
+        total[0] = SIM_DEVICE_TOTAL;
         return 1;
     }
     char items[SIM_MAX_DEVICES][64];
@@ -42,18 +42,37 @@ int sim_config_devices(uint64_t *total)
     return n;
 }
 
-void sim_config_uuid(int dev, unsigned char out[16])
+int sim_config_context_size(uint64_t *bytes)
+{
+    const char *spec = getenv("VRAM_SIM_CONTEXT_SIZE");
+    if (!spec || !*spec) {
+        *bytes = SIM_CONTEXT_SIZE_DEFAULT;
+        return 0;
+    }
+    parse_why why;
+    if (parse_size(spec, bytes, &why) != 0) {
+        fprintf(stderr, "vram-sim: VRAM_SIM_CONTEXT_SIZE=\"%s\": %s; expected the device memory "
+                        "each CUDA context takes, %s (0 for none)\n",
+                spec, why.text, PARSE_SIZE_FORMS);
+        return -1;
+    }
+    return 0;
+}
+
+void sim_config_uuid(int phys, unsigned char out[16])
 {
     static const unsigned char base[16] = {0x5a, 0x1d, 0x0e, 0x5a, 0x00, 0x00, 0x40, 0x00,
                                            0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
     memcpy(out, base, 16);
-    out[15] = (unsigned char)dev;
-    out[4] = (unsigned char)(0xa0 + dev);
+    out[15] = (unsigned char)phys;
+    out[4] = (unsigned char)(0xa0 + phys);
 }
 
-void sim_config_uuid_text(int dev, char out[48])
+void sim_config_uuid_text(int phys, char out[48])
 {
     unsigned char b[16];
-    sim_config_uuid(dev, b);
+    sim_config_uuid(phys, b);
     uuid_text(b, out);
 }
+
+int sim_config_pci_bus(int phys) { return 0x18 + 0x0e * phys; }

@@ -1,16 +1,43 @@
-/* The simulated machine's devices, as both simulated libraries (CUDA and
- * NVML) see them: sizes from VRAM_SIM_DEVICES, and stable UUIDs so that the
- * same device is recognised by every process and by both libraries. */
+/* The simulated machine, as both simulated libraries (CUDA and NVML) see
+ * it: device sizes from VRAM_SIM_DEVICES, the device profile (an H100 80GB
+ * SXM5's public figures), stable UUIDs and PCI addresses so that every
+ * process and both libraries recognise the same device, and the driver's
+ * versions. */
 #ifndef VRAM_SIM_CONFIG_H
 #define VRAM_SIM_CONFIG_H
 
 #include <stdint.h>
 
+/* The profile. */
+#define SIM_DEVICE_NAME "NVIDIA H100 80GB HBM3"
+/* What an H100 80GB reports as its total memory (81559 MiB). */
+#define SIM_DEVICE_TOTAL (81559ull << 20)
+#define SIM_PCI_VENDOR 0x10de
+#define SIM_PCI_DEVICE 0x2330    /* GH100 [H100 SXM5 80GB] */
+#define SIM_PCI_SUBSYSTEM 0x16c1 /* and NVIDIA's subsystem id for it */
+#define SIM_SM_COUNT 132
+/* The driver: CUDA 13.0's API, as a 580-series driver provides it. */
+#define SIM_CUDA_VERSION 13000
+#define SIM_DRIVER_VERSION_TEXT "580.65.06"
+#define SIM_NVML_VERSION_TEXT "13.580.65.06"
+/* Device memory a CUDA context takes on the profile, unless
+ * VRAM_SIM_CONTEXT_SIZE says otherwise: 392 MiB. A bare context's cost
+ * grows with the SM count; llama.cpp PR #23604 measured 107 MiB on an RTX
+ * 4060 Ti (34 SMs) and 555 MiB on an RTX PRO 6000 Blackwell (188 SMs) for
+ * a primary context and nothing else. The line through those two points at
+ * the H100's 132 SMs, rounded to whole 2 MiB pages, is 392 MiB. */
+#define SIM_CONTEXT_SIZE_DEFAULT (392ull << 20)
+
 /* Fills total[] (SIM_MAX_DEVICES entries) and returns the device count, or
  * -1 after printing what is wrong with VRAM_SIM_DEVICES. */
 int sim_config_devices(uint64_t *total);
-void sim_config_uuid(int dev, unsigned char out[16]);
+/* VRAM_SIM_CONTEXT_SIZE, or the profile's; -1 after printing what is wrong. */
+int sim_config_context_size(uint64_t *bytes);
+void sim_config_uuid(int phys, unsigned char out[16]);
 /* "GPU-5a1d0e5a-a000-4000-8000-000000000000" */
-void sim_config_uuid_text(int dev, char out[48]);
+void sim_config_uuid_text(int phys, char out[48]);
+/* The PCI bus number of physical device `phys` (domain 0, device 0,
+ * function 0), spread as on an eight-GPU board. */
+int sim_config_pci_bus(int phys);
 
 #endif

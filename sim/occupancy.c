@@ -7,65 +7,67 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-struct record {
-    char magic[8];
-    int64_t pid;
-    uint64_t used[SIM_MAX_DEVICES];
-};
-static const char MAGIC[8] = "VRAMSIM1";
+static const char MAGIC[8] = OCC_RECORD_MAGIC;
+
+/* An unlocked record younger than this may be one being set up by a system
+ * without O_TMPFILE (see open_record): it is left alone until then. */
+#define GRACE_SECONDS 2
+/* The longest a charge waits for charges announced before it to be decided. */
+#define WAIT_AHEAD_NS 200000000u
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* threads of this process */
 static char dir[512];
-static int lock_fd = -1;
+static int dir_fd = -1;
 static int own_fd = -1;
 static char own_name[64];
-static struct record own;
+static struct occ_record own;
 
 static void remove_own_record(void)
 {
-    if (own_fd >= 0 && own.pid == getpid()) {
-        char path[640];
-        snprintf(path, sizeof path, "%s/%s", dir, own_name);
-        unlink(path);
-    }
+    if (own_fd >= 0 && own.pid == getpid())
+        unlinkat(dir_fd, own_name, 0);
 }
 
-static int check_dir(const char *path)
+/* Whose directory may hold our state: ours or root's; and if others may
+ * write in it, only with the sticky bit (so they cannot remove our files).
+ * A sticky directory's owner may still remove anything in it, so it must
+ * be someone we trust. */
+static int check_dir(const struct stat *st)
 {
-    struct stat st;
-    if (lstat(path, &st) != 0) {
-        fprintf(stderr, "vram-sim: state directory %s: %s\n", path, strerror(errno));
+    if (!S_ISDIR(st->st_mode)) {
+        fprintf(stderr, "vram-sim: state directory %s (VRAM_SIM_DIR) is not a directory\n", dir);
         return -1;
     }
-    if (!S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "vram-sim: state directory %s is not a directory (or is a link)\n", path);
+    if (st->st_uid != getuid() && st->st_uid != 0) {
+        fprintf(stderr, "vram-sim: state directory %s (VRAM_SIM_DIR) belongs to user %u, who "
+                        "could remove any process's record in it; it must belong to root (mode "
+                        "1777, like /tmp) or to you\n",
+                dir, (unsigned)st->st_uid);
         return -1;
     }
-    /* A directory that someone else owns and that anyone may write without
-     * the sticky bit would let them replace our records. */
-    if (st.st_uid != getuid() && st.st_uid != 0 && (st.st_mode & S_IWOTH) &&
-        !(st.st_mode & S_ISVTX)) {
-        fprintf(stderr, "vram-sim: state directory %s is world-writable without the sticky bit; "
-                        "refusing to use it\n", path);
+    if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX)) {
+        fprintf(stderr, "vram-sim: state directory %s (VRAM_SIM_DIR) is writable by others "
+                        "without the sticky bit; refusing to use it (chmod 1777 or 0755)\n",
+                dir);
         return -1;
     }
     return 0;
 }
 
-/* The state directory and its lock file: all that a process needs to read
- * occupancy. Caller holds `lock`. */
+/* The state directory: all that a process needs to read occupancy. Caller
+ * holds `lock`. */
 static int open_directory(void)
 {
-    if (lock_fd >= 0)
+    if (dir_fd >= 0)
         return 0;
     const char *env = getenv("VRAM_SIM_DIR");
     snprintf(dir, sizeof dir, "%s", env && *env ? env : "/tmp/vram-sim");
@@ -76,52 +78,77 @@ static int open_directory(void)
                 strerror(errno));
         return -1;
     }
-    if (check_dir(dir) != 0)
-        return -1;
-    char path[640];
-    snprintf(path, sizeof path, "%s/devices.lock", dir);
-    lock_fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (lock_fd < 0) {
-        fprintf(stderr, "vram-sim: cannot open %s: %s\n", path, strerror(errno));
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        fprintf(stderr, "vram-sim: state directory %s (VRAM_SIM_DIR): %s\n", dir,
+                errno == ELOOP ? "is a symbolic link" : strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
+    if (check_dir(&st) != 0) {
+        close(fd);
+        return -1;
+    }
+    dir_fd = fd;
     return 0;
 }
 
-/* ... and this process's own record, for a process that holds memory. */
-static int open_locked(void)
+static void new_name(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    snprintf(own_name, sizeof own_name, "proc-%d-%lx", (int)getpid(),
+             (unsigned long)(ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20)));
+}
+
+/* ... and this process's own record, for a process that holds memory. It
+ * is made unnamed (O_TMPFILE), locked and written, and only then given its
+ * name: a process killed at any instruction before that leaves nothing. */
+static int open_record(void)
 {
     if (open_directory() != 0)
         return -1;
-    char path[640];
-
-    /* Create the record under a name scanners ignore, lock it, then rename
-     * it into place: a scanner never sees a record without its lock. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    char tmp[640];
-    snprintf(own_name, sizeof own_name, "proc-%d-%lx", (int)getpid(),
-             (unsigned long)(ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20)));
-    snprintf(tmp, sizeof tmp, "%s/.new-%s", dir, own_name);
-    own_fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (own_fd < 0) {
-        fprintf(stderr, "vram-sim: cannot create %s: %s\n", tmp, strerror(errno));
-        return -1;
-    }
-    fchmod(own_fd, 0644);
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     memset(&own, 0, sizeof own);
     memcpy(own.magic, MAGIC, sizeof MAGIC);
     own.pid = getpid();
-    snprintf(path, sizeof path, "%s/%s", dir, own_name);
-    if (fcntl(own_fd, F_OFD_SETLK, &fl) != 0 || pwrite(own_fd, &own, sizeof own, 0) != sizeof own ||
-        rename(tmp, path) != 0) {
-        fprintf(stderr, "vram-sim: cannot set up %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-        close(own_fd);
-        own_fd = -1;
-        return -1;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    int fd = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    bool unnamed = fd >= 0;
+    for (int tries = 0; tries < 8; tries++) {
+        new_name();
+        if (!unnamed) /* no O_TMPFILE here: named at once, locked at once */
+            fd = openat(dir_fd, own_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0 && errno == EEXIST)
+            continue;
+        if (fd < 0)
+            break;
+        if (fchmod(fd, 0644) != 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0 ||
+            pwrite(fd, &own, sizeof own, 0) != sizeof own) {
+            close(fd);
+            fd = -1;
+            break;
+        }
+        if (!unnamed)
+            goto done;
+        char self[64];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+        if (linkat(AT_FDCWD, self, dir_fd, own_name, AT_SYMLINK_FOLLOW) == 0)
+            goto done;
+        if (errno != EEXIST) {
+            close(fd);
+            fd = -1;
+            break;
+        }
     }
+    fprintf(stderr, "vram-sim: cannot create this process's record in %s (VRAM_SIM_DIR): %s\n",
+            dir, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return -1;
+done:
+    own_fd = fd;
     static int registered;
     if (!registered++)
         atexit(remove_own_record);
@@ -131,37 +158,68 @@ static int open_locked(void)
 int occ_open(void)
 {
     pthread_mutex_lock(&lock);
-    int rc = own_fd >= 0 ? 0 : open_locked();
+    int rc = own_fd >= 0 ? 0 : open_record();
     pthread_mutex_unlock(&lock);
     return rc;
 }
 
-/* Calls fn for every live record other than this copy's own. The locks
- * are open-file-description locks (F_OFD_*): they belong to the record's
- * open file, not to the process, so opening and closing a record here —
- * even one of this very process, held by another copy of this code (the
- * simulated NVML) — leaves its lock alone; the kernel drops it when the
- * owner's last descriptor goes, that is when the owner dies. */
-static void each_live(void (*fn)(const struct record *r, void *arg), void *arg)
+/* The user a process runs as, or -1 when there is no such process. */
+static long owner_of_pid(int64_t pid)
 {
-    DIR *d = opendir(dir);
-    if (!d)
+    if (pid <= 0 || pid > 0x3fffffff)
+        return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%lld", (long long)pid);
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_uid : -1;
+}
+
+static uint64_t add_saturating(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+/* Calls fn for every live record other than this copy's own, that is
+ * trustworthy: a regular file of the right size, locked by a live owner,
+ * naming a process of the user who owns the file (so nobody can charge
+ * their usage to someone else). The locks are open-file-description locks
+ * (F_OFD_*): they belong to the record's open file, not to the process, so
+ * opening and closing a record here, even one of this very process held by
+ * another copy of this code (the simulated NVML), leaves its lock alone;
+ * the kernel drops it when the owner's last descriptor goes, that is when
+ * the owner dies. Nothing here can block: records are opened non-blocking
+ * and anything but a regular file is passed over. */
+static void each_live(void (*fn)(const struct occ_record *r, void *arg), void *arg)
+{
+    int fd_dir = dup(dir_fd);
+    DIR *d = fd_dir >= 0 ? fdopendir(fd_dir) : NULL;
+    if (!d) {
+        if (fd_dir >= 0)
+            close(fd_dir);
         return;
+    }
+    rewinddir(d);
     struct dirent *e;
+    time_t now = time(NULL);
     while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "proc-", 5) != 0 || strcmp(e->d_name, own_name) == 0)
+        bool record = strncmp(e->d_name, "proc-", 5) == 0;
+        bool leftover = strncmp(e->d_name, ".new-proc-", 10) == 0; /* from older versions */
+        if ((!record && !leftover) || strcmp(e->d_name, own_name) == 0)
             continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0)
             continue;
+        struct stat st;
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-        struct record r;
+        struct occ_record r;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            continue;
+        }
         if (fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) {
             /* Its owner is gone: the memory came back when it died. */
-            struct stat st;
-            if (fstat(fd, &st) == 0 && (st.st_uid == getuid() || getuid() == 0))
+            if ((st.st_uid == getuid() || getuid() == 0) && now - st.st_mtime >= GRACE_SECONDS)
                 unlinkat(dirfd(d), e->d_name, 0);
-        } else if (pread(fd, &r, sizeof r, 0) == sizeof r && memcmp(r.magic, MAGIC, 8) == 0) {
+        } else if (record && st.st_size == (off_t)sizeof r &&
+                   pread(fd, &r, sizeof r, 0) == sizeof r && memcmp(r.magic, MAGIC, 8) == 0 &&
+                   owner_of_pid(r.pid) == (long)st.st_uid) {
             fn(&r, arg);
         }
         close(fd);
@@ -169,52 +227,98 @@ static void each_live(void (*fn)(const struct record *r, void *arg), void *arg)
     closedir(d);
 }
 
-static void add_usage(const struct record *r, void *arg)
+static void add_usage(const struct occ_record *r, void *arg)
 {
     uint64_t *used = arg;
     for (int i = 0; i < SIM_MAX_DEVICES; i++)
-        used[i] += r->used[i];
+        used[i] = add_saturating(used[i], r->used[i]);
 }
 
-/* Sums every live record (our own from memory). Caller holds both locks. */
-static void sum_all(uint64_t used[SIM_MAX_DEVICES])
+static bool write_own(int dev)
 {
-    memcpy(used, own.used, sizeof own.used);
-    each_live(add_usage, used);
+    return pwrite(own_fd, &own.used[dev], sizeof(uint64_t),
+                  (off_t)offsetof(struct occ_record, used[dev])) == sizeof(uint64_t);
 }
 
-static void lock_machine(void)
+static bool write_pending(void)
 {
-    pthread_mutex_lock(&lock);
-    while (flock(lock_fd, LOCK_EX) != 0 && errno == EINTR)
-        ;
+    off_t at = (off_t)offsetof(struct occ_record, pending_dev);
+    size_t n = sizeof own - (size_t)at;
+    return pwrite(own_fd, (const char *)&own + at, n, at) == (ssize_t)n;
 }
 
-static void unlock_machine(void)
+static uint64_t now_ns(void)
 {
-    flock(lock_fd, LOCK_UN);
-    pthread_mutex_unlock(&lock);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct decision {
+    int dev;
+    uint64_t held;  /* by others, decided */
+    uint64_t ahead; /* announced by others before us (or being announced), undecided */
+};
+
+static void weigh(const struct occ_record *r, void *arg)
+{
+    struct decision *d = arg;
+    d->held = add_saturating(d->held, r->used[d->dev]);
+    /* A ticket of 0 is being taken: it may come before ours. */
+    if (r->pending_bytes && r->pending_dev == d->dev &&
+        (r->ticket == 0 || r->ticket < own.ticket || (r->ticket == own.ticket && r->pid < own.pid)))
+        d->ahead = add_saturating(d->ahead, r->pending_bytes);
+}
+
+/* Lamport's bakery with the clock as the ticket: announce the charge, take
+ * a ticket, then decide against what others hold and what was announced
+ * before; wait (bounded) while those may still fail and leave room. */
+static int decide(int dev, uint64_t bytes, uint64_t total)
+{
+    own.pending_dev = dev;
+    own.pending_bytes = bytes;
+    own.ticket = 0;
+    if (!write_pending())
+        return -2;
+    own.ticket = now_ns();
+    if (!write_pending())
+        return -2;
+    uint64_t deadline = own.ticket + WAIT_AHEAD_NS;
+    uint64_t room = total - own.used[dev];
+    for (;;) {
+        struct decision d = {dev, 0, 0};
+        each_live(weigh, &d);
+        if (d.held > room || bytes > room - d.held)
+            return -1; /* it does not fit, whatever those ahead decide */
+        if (d.ahead <= room - d.held - bytes)
+            break; /* it fits, even if all ahead are served */
+        if (now_ns() >= deadline)
+            return -1; /* those ahead are taken to be served */
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    /* Held first, then no longer announced: a reader in between counts it twice, never not at all. */
+    own.used[dev] += bytes;
+    if (!write_own(dev)) {
+        own.used[dev] -= bytes;
+        return -2;
+    }
+    return 0;
 }
 
 int occ_charge(int dev, uint64_t bytes, uint64_t total)
 {
     if (occ_open() != 0)
         return -2;
-    lock_machine();
-    uint64_t used[SIM_MAX_DEVICES];
-    sum_all(used);
-    int rc = 0;
-    if (used[dev] > total || bytes > total - used[dev]) {
-        rc = -1;
-    } else {
-        own.used[dev] += bytes;
-        if (pwrite(own_fd, &own.used[dev], sizeof(uint64_t),
-                   (off_t)offsetof(struct record, used[dev])) != sizeof(uint64_t)) {
-            own.used[dev] -= bytes;
-            rc = -2;
-        }
+    pthread_mutex_lock(&lock);
+    int rc = -1;
+    if (own.used[dev] <= total && bytes <= total - own.used[dev]) {
+        rc = decide(dev, bytes, total);
+        own.pending_bytes = 0;
+        own.ticket = 0;
+        write_pending();
     }
-    unlock_machine();
+    pthread_mutex_unlock(&lock);
     return rc;
 }
 
@@ -222,35 +326,35 @@ void occ_uncharge(int dev, uint64_t bytes)
 {
     if (occ_open() != 0)
         return;
-    lock_machine();
+    pthread_mutex_lock(&lock);
     own.used[dev] = own.used[dev] > bytes ? own.used[dev] - bytes : 0;
-    if (pwrite(own_fd, &own.used[dev], sizeof(uint64_t),
-               (off_t)offsetof(struct record, used[dev])) != sizeof(uint64_t)) {
-        /* Nothing to undo: at worst others see us holding more until we exit. */
-    }
-    unlock_machine();
+    /* Nothing to undo on failure: at worst others see us holding more until we exit. */
+    (void)write_own(dev);
+    pthread_mutex_unlock(&lock);
 }
 
 uint64_t occ_used(int dev)
 {
     if (occ_open() != 0)
         return 0;
-    lock_machine();
-    uint64_t used[SIM_MAX_DEVICES];
-    sum_all(used);
-    unlock_machine();
-    return used[dev];
+    uint64_t used[SIM_MAX_DEVICES] = {0};
+    pthread_mutex_lock(&lock);
+    uint64_t mine = own.used[dev];
+    pthread_mutex_unlock(&lock);
+    each_live(add_usage, used);
+    return add_saturating(used[dev], mine);
 }
 
 void occ_forget_after_fork(void)
 {
     /* The child shares the parent's open file descriptions: close our copies
      * (the parent's locks stay, they are the parent's) and start afresh. */
-    if (lock_fd >= 0)
-        close(lock_fd);
+    if (dir_fd >= 0)
+        close(dir_fd);
     if (own_fd >= 0)
         close(own_fd);
-    lock_fd = own_fd = -1;
+    dir_fd = own_fd = -1;
+    own_name[0] = 0;
     memset(&own, 0, sizeof own);
     pthread_mutex_init(&lock, NULL);
 }
@@ -260,7 +364,7 @@ struct listing {
     struct occ_process *out;
 };
 
-static void list_one(const struct record *r, void *arg)
+static void list_one(const struct occ_record *r, void *arg)
 {
     struct listing *l = arg;
     if (r->used[l->dev] && l->n < l->max)
@@ -269,17 +373,15 @@ static void list_one(const struct record *r, void *arg)
 
 int occ_processes(int dev, struct occ_process *out, int max)
 {
-    /* Readers need no record of their own: only the directory and lock. */
+    /* Readers need no record of their own: only the directory. */
     pthread_mutex_lock(&lock);
     int opened = open_directory();
+    struct listing l = {dev, 0, max, out};
+    if (opened == 0 && own_fd >= 0 && own.used[dev] && max > 0)
+        out[l.n++] = (struct occ_process){(int)own.pid, own.used[dev]};
     pthread_mutex_unlock(&lock);
     if (opened != 0)
         return 0;
-    lock_machine();
-    struct listing l = {dev, 0, max, out};
-    if (own_fd >= 0 && own.used[dev] && max > 0)
-        out[l.n++] = (struct occ_process){(int)own.pid, own.used[dev]};
     each_live(list_one, &l);
-    unlock_machine();
     return l.n;
 }

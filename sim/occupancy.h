@@ -3,20 +3,29 @@
  *
  * Layout of the state directory (VRAM_SIM_DIR, default /tmp/vram-sim, mode
  * 1777 like /tmp so that every user can take part and none can touch
- * another's files):
- *   devices.lock        flock()ed while a process checks and changes
- *                       occupancy; any user can lock it through a read-only
- *                       descriptor, and the kernel drops the lock when its
- *                       holder dies, so no dead process can hold it.
+ * another's files; it must belong to root or to the user, since the owner
+ * of a sticky directory may delete anything in it):
  *   proc-<pid>-<nonce>  one record per live process: its bytes per device.
- *                       The owner holds an fcntl() write lock on it for its
- *                       lifetime. A record whose lock is gone belongs to a
- *                       process that died, at any instruction, and is
+ *                       It appears whole (written and locked before it is
+ *                       linked into the directory), and its owner holds an
+ *                       open-file-description lock (F_OFD_SETLK) on it for
+ *                       its lifetime. A record whose lock is gone belongs to
+ *                       a process that died, at any instruction, and is
  *                       ignored (and removed by whoever may remove it).
  *                       Records are 0644: readable by all, writable by the
- *                       owner only. The liveness locks are open-file-
- *                       description locks, so any code may open a record,
- *                       even its own process's, without disturbing them.
+ *                       owner only; a record counts only if it is a regular
+ *                       file whose owner is the user running the process it
+ *                       names.
+ *
+ * There is no lock shared between processes. A charge is first announced in
+ * the process's own record with a ticket (a time), then decided against
+ * what everyone holds plus the charges announced before it; a charge with
+ * earlier announcements still undecided waits for them (a bakery, as in
+ * Lamport's algorithm), at most a fraction of a second, after which it
+ * counts them as taken. Two processes racing for the last bytes never both
+ * pass (each announces before it reads), and the first to ask is served
+ * first. Nothing another user does can make a process wait longer than that
+ * bound.
  */
 #ifndef VRAM_SIM_OCCUPANCY_H
 #define VRAM_SIM_OCCUPANCY_H
@@ -25,12 +34,24 @@
 
 #define SIM_MAX_DEVICES 16
 
+/* A record's contents. */
+#define OCC_RECORD_MAGIC "VRAMSIM1"
+struct occ_record {
+    char magic[8];
+    int64_t pid;
+    uint64_t used[SIM_MAX_DEVICES];
+    /* A charge being decided: its device, size and ticket (when it was
+     * asked for, on CLOCK_MONOTONIC, which all processes share). */
+    int64_t pending_dev;
+    uint64_t pending_bytes, ticket;
+};
+
 /* Opens (creating if needed) the state directory. 0, or -1 with a message
  * already printed to stderr naming the problem. */
 int occ_open(void);
-/* Charges `bytes` to this process on `dev` if every process together then
- * holds at most `total`. 0 on success, -1 if it does not fit, -2 on an I/O
- * failure. */
+/* Charges `bytes` to this process on physical device `dev` if every
+ * process together then holds at most `total`. 0 on success, -1 if it does
+ * not fit, -2 on an I/O failure. */
 int occ_charge(int dev, uint64_t bytes, uint64_t total);
 void occ_uncharge(int dev, uint64_t bytes);
 /* Bytes of `dev` held by all live processes together. */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CHECK(cond)                                                                             \
@@ -52,17 +54,52 @@
 #define GiB (1024ull * 1024 * 1024)
 #define MiB (1024ull * 1024)
 
-/* A private simulated machine for this test: its own state directory, so
- * that tests running side by side do not share a GPU. */
+/* A private simulated machine for this test: its own state directory
+ * (under TMPDIR), so that tests running side by side do not share a GPU.
+ * It is removed when the test exits, also through a failed CHECK; only by
+ * the process that made it, not by a child that exits first. */
+static char private_gpu_dir[4096];
+static pid_t private_gpu_owner;
+
+static inline int private_gpu_remove_one(const char *path, const struct stat *st, int flag,
+                                         struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static inline void private_gpu_remove(void)
+{
+    if (private_gpu_owner == getpid())
+        nftw(private_gpu_dir, private_gpu_remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static inline void private_gpu(const char *devices)
 {
-    static char dir[] = "/tmp/vram-test.XXXXXX";
-    if (!mkdtemp(dir)) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(private_gpu_dir, sizeof private_gpu_dir, "%s/vram-test.XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(private_gpu_dir)) {
         perror("mkdtemp");
         exit(1);
     }
-    setenv("VRAM_SIM_DIR", dir, 1);
+    private_gpu_owner = getpid();
+    atexit(private_gpu_remove);
+    setenv("VRAM_SIM_DIR", private_gpu_dir, 1);
     setenv("VRAM_SIM_DEVICES", devices, 1);
+}
+
+/* In a test that re-executed itself after private_gpu(): this process now
+ * owns the directory and removes it at exit. */
+static inline void private_gpu_inherited(void)
+{
+    const char *dir = getenv("VRAM_SIM_DIR");
+    if (!dir || snprintf(private_gpu_dir, sizeof private_gpu_dir, "%s", dir) >=
+                    (int)sizeof private_gpu_dir)
+        return;
+    private_gpu_owner = getpid();
+    atexit(private_gpu_remove);
 }
 
 #endif

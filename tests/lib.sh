@@ -86,3 +86,25 @@ field() {
   "$vram" status --json 2>/dev/null | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2
 }
 is() { [ "$(field "$1")" = "$2" ]; }
+# private_install BUILD: vram installed (cmake --install) under a prefix
+# of the test's own, $P, in a folder $tmp removed when the test exits; on
+# failure the log is shown and the test ends.
+private_install() {
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  P=$tmp/prefix
+  cmake --install "$1" --prefix "$P" >"$tmp/install.log" 2>&1 ||
+    { cat "$tmp/install.log"; echo "FAIL: cmake --install --prefix $P"; exit 1; }
+}
+# Debian's python3 as $py (with its json and csv), or the test is skipped.
+need_debian_python() {
+  py=/usr/bin/python3
+  [ -x $py ] && return
+  echo "SKIP: Debian's python3 is not installed (scripts/test-deps.sh installs it)"
+  exit 77
+}
+# json_field FILE EXPR: EXPR (Python) of the JSON in FILE, as d.
+json_field() { $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
+# The command a `vram run` started in the background runs as its child.
+child_of() { local c=; read -r c _ <"/proc/$1/task/$1/children" 2>/dev/null; [ -n "$c" ] && echo "$c"; }
+command_of() { wait_for 5 child_of "$1" >/dev/null && child_of "$1"; }

@@ -119,13 +119,17 @@ int main(int argc, char **argv)
     d = start_daemon();
     CHECK(wait_for_used(1 * GiB, true));
 
-    /* A child after fork holds nothing of the parent's. */
+    /* A child after fork holds nothing of the parent's, and cannot allocate
+     * under the parent's grant: as with the real driver, CUDA refuses a
+     * child forked after its parent initialised it. */
     pid_t c = fork();
-    if (c == 0)
-        _exit(0);
+    if (c == 0) {
+        void *p;
+        _exit(vram_malloc(0, 1 * MiB, NULL, &p) == VRAM_OK ? 1 : 0);
+    }
     int st;
     waitpid(c, &st, 0);
-    CHECK(WIFEXITED(st));
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CHECK(wait_for_used(1 * GiB, true));
 
     CHECK_OK(vram_free(keep, NULL));

@@ -28,6 +28,39 @@ static uint64_t next(void)
     return rng;
 }
 
+/* The bin of a free block of `size` bytes, as arena.h defines it: sizes
+ * [2^m, 2^(m+1)) granules in 32 steps, below 32 granules one bin each. */
+static uint32_t expected_bin(uint64_t size)
+{
+    uint64_t g = size / ARENA_GRANULE;
+    if (g < ARENA_SL_COUNT)
+        return (uint32_t)g;
+    unsigned m = 63u - (unsigned)__builtin_clzll(g);
+    return (m - ARENA_SL_SHIFT + 1) * ARENA_SL_COUNT +
+           (uint32_t)((g >> (m - ARENA_SL_SHIFT)) - ARENA_SL_COUNT);
+}
+
+/* Every free block is in the list of its size's bin, the lists are
+ * well linked, and the bitmaps say exactly which bins have blocks. */
+static uint64_t check_bins(const struct arena *a)
+{
+    uint64_t listed = 0;
+    for (uint32_t bin = 0; bin < ARENA_FL_COUNT * ARENA_SL_COUNT; bin++) {
+        uint32_t fl = bin / ARENA_SL_COUNT, sl = bin % ARENA_SL_COUNT;
+        bool marked = (a->sl_map[fl] >> sl) & 1;
+        CHECK(marked == (a->bins[bin] != ARENA_NONE));
+        CHECK(((a->fl_map >> fl) & 1) == (a->sl_map[fl] != 0));
+        arena_block prev = ARENA_NONE;
+        for (arena_block b = a->bins[bin]; b != ARENA_NONE; prev = b, b = a->nodes[b].bin.next) {
+            CHECK(arena_is_free(a, b));
+            CHECK(expected_bin(arena_size(a, b)) == bin);
+            CHECK(a->nodes[b].bin.prev == prev);
+            listed += arena_size(a, b);
+        }
+    }
+    return listed;
+}
+
 /* Walks every range from its first block: blocks must tile it exactly. */
 static void check_tiling(const struct arena *a)
 {
@@ -35,11 +68,14 @@ static void check_tiling(const struct arena *a)
     for (int r = 0; r < RANGES; r++) {
         uint64_t at = range_base[r];
         int prev_free = 0;
-        for (arena_block b = first[r]; b != ARENA_NONE; b = a->nodes[b].next_phys) {
+        arena_block b = a->nodes[first[r]].next_phys, prev = first[r];
+        CHECK(a->nodes[first[r]].off == at && arena_size(a, first[r]) == 0); /* the range's handle */
+        for (; b != ARENA_NONE; prev = b, b = a->nodes[b].next_phys) {
             const struct arena_node *n = &a->nodes[b];
             CHECK(n->off == at);
+            CHECK(n->prev_phys == prev);
             CHECK(arena_size(a, b) > 0 && arena_size(a, b) % ARENA_GRANULE == 0);
-            int is_free = (int)(n->size_free & 1);
+            int is_free = arena_is_free(a, b);
             CHECK(!(is_free && prev_free)); /* free neighbours are merged */
             if (is_free)
                 free_total += arena_size(a, b);
@@ -55,6 +91,7 @@ static void check_tiling(const struct arena *a)
         model_live += live[i].size;
     CHECK(live_total == model_live);
     CHECK(free_total == a->free_bytes);
+    CHECK(check_bins(a) == free_total); /* every free block listed, once */
 }
 
 static void check_live(const struct arena *a)
@@ -124,7 +161,7 @@ static void edges(void)
     arena_block r = arena_add(&a, base, size);
     /* The whole range in one block, then nothing is left. */
     arena_block all = arena_alloc(&a, size);
-    CHECK(all == r && arena_offset(&a, all) == base);
+    CHECK(all != ARENA_NONE && arena_offset(&a, all) == base);
     CHECK(arena_alloc(&a, ARENA_GRANULE) == ARENA_NONE);
     arena_free(&a, arena_take(&a, base));
     CHECK(arena_range_is_free(&a, r, size));

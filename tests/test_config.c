@@ -1,5 +1,7 @@
 /* Every way a person can mistype a setting gets a message that names the
  * setting, the value and what is accepted; nothing falls back silently. */
+#include "../src/core/options.h"
+#include "../src/ledger/policy.h"
 #include "../src/util/parse.h"
 #include "check.h"
 
@@ -9,10 +11,12 @@ static void sizes(void)
         const char *text;
         uint64_t bytes;
     } good[] = {
-        {"4096", 4096},          {"4G", 4 * GiB},       {"4GiB", 4 * GiB},
+        {"4096B", 4096},         {"4G", 4 * GiB},       {"4GiB", 4 * GiB},
         {"512MiB", 512 * MiB},   {"1.5GiB", 3 * GiB / 2}, {"2GB", 2000000000ull},
         {"1K", 1024},            {"100B", 100},          {"18446744073709551615", UINT64_MAX},
-        {"0.5T", 512 * GiB},
+        {"0.5T", 512 * GiB},     {"4Gi", 4 * GiB},      {"512Mi", 512 * MiB},
+        {"1.5Gi", 3 * GiB / 2},  {"1Ti", 1024 * GiB},   {"64Ki", 65536},
+        {"1048576", MiB},        {"0", 0},
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         uint64_t v = 0;
@@ -24,12 +28,24 @@ static void sizes(void)
         }
     }
     const char *bad[] = {"", "4Gb", "-1", "abc", "1.5", "4 G", "0x10", "18446744073709551616",
-                         "1e9", "inf", "4GiBs", "G"};
+                         "1e9", "inf", "4GiBs", "G", "4Gii", "4iB"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         uint64_t v;
         parse_why why = {{0}};
         CHECK(parse_size(bad[i], &v, &why) == -1);
         CHECK(why.text[0] != 0);
+    }
+    /* A number without a unit is bytes; below 1 MiB it is a forgotten unit,
+     * and the message shows the forms that were probably meant. */
+    const char *unitless[] = {"4", "25", "4096", "1048575", "1.5", "0.5"};
+    for (size_t i = 0; i < sizeof unitless / sizeof *unitless; i++) {
+        uint64_t v;
+        parse_why why = {{0}};
+        char hint[64];
+        snprintf(hint, sizeof hint, "%sGiB", unitless[i]);
+        CHECK(parse_size(unitless[i], &v, &why) == -1);
+        CHECK_CONTAINS(why.text, "without a unit is bytes");
+        CHECK_CONTAINS(why.text, hint);
     }
     double f;
     parse_why why;
@@ -46,6 +62,75 @@ static void sizes(void)
 
 /* The environment is read when vram first needs devices; a bad value makes
  * that first use fail, with nothing set up, so the next case can retry. */
+/* Durations: bare seconds, as nvidia-smi -l and gpustat -i take them, or
+ * a number with a unit. */
+static void durations(void)
+{
+    static const struct {
+        const char *text;
+        uint64_t ms;
+    } good[] = {{"1", 1000},   {"2.5", 2500},    {"0", 0},         {"500ms", 500},
+                {"30s", 30000}, {"10m", 600000}, {"1.5h", 5400000}, {"0.5", 500}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        uint64_t ms = 12345;
+        parse_why why = {{0}};
+        if (parse_duration(good[i].text, &ms, &why) != 0 || ms != good[i].ms) {
+            fprintf(stderr, "parse_duration(\"%s\") = %llu (%s), expected %llu\n", good[i].text,
+                    (unsigned long long)ms, why.text, (unsigned long long)good[i].ms);
+            exit(1);
+        }
+    }
+    const char *bad[] = {"", "-1", "1x", "s", "1 s", "1e3", "inf", "10M"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint64_t ms;
+        parse_why why = {{0}};
+        CHECK(parse_duration(bad[i], &ms, &why) == -1);
+        CHECK(why.text[0] != 0);
+    }
+}
+
+/* A size means the same wherever it is written: a vram run flag or a
+ * VRAM_* variable (both through options_set) and the policy file. */
+static void same_everywhere(void)
+{
+    static const struct {
+        const char *text;
+        uint64_t bytes; /* 0: refused */
+    } cases[] = {{"4Gi", 4 * GiB},  {"4GiB", 4 * GiB}, {"512Mi", 512 * MiB},
+                 {"1073741824", GiB}, {"4", 0},        {"25", 0},
+                 {"4096", 0}}; /* (in a policy, 0.5 is a share: not here) */
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        struct options o;
+        options_clear(&o);
+        char err[2048] = "", perr[1024] = "", text[128];
+        int r = options_set(&o, "VRAM_MEMORY_LIMIT", cases[i].text, err, sizeof err);
+        snprintf(text, sizeof text, "default-budget %s\ncap user 0 %s\n", cases[i].text,
+                 cases[i].text);
+        struct policy *p = malloc(sizeof *p);
+        CHECK(p);
+        int pr = policy_parse(text, strlen(text), "p.conf", p, perr, sizeof perr);
+        if (cases[i].bytes) {
+            CHECK(r == 0 && o.limit_all.bytes == cases[i].bytes);
+            CHECK(pr == 0 && p->default_budget.bytes == cases[i].bytes &&
+                  p->rules[0].amount.bytes == cases[i].bytes);
+        } else {
+            CHECK(r == -1);
+            CHECK_CONTAINS(err, "without a unit is bytes");
+            CHECK(pr == -1);
+            CHECK_CONTAINS(perr, "p.conf:1:");
+            CHECK_CONTAINS(perr, "without a unit is bytes");
+        }
+        free(p);
+    }
+    /* Policy durations are bare seconds too. */
+    struct policy *p = malloc(sizeof *p);
+    char err[512];
+    const char *text = "when-full wait 30\nreconcile-every 2.5\n";
+    CHECK(p && policy_parse(text, strlen(text), "p.conf", p, err, sizeof err) == 0);
+    CHECK(p->wait_ms == 30000 && p->reconcile_ms == 2500);
+    free(p);
+}
+
 static void bad_environment(void)
 {
     static const struct {
@@ -54,7 +139,9 @@ static void bad_environment(void)
         {"VRAM_MEMORY_LIMIT", "4Gb", "is bits"},
         {"VRAM_MEMORY_LIMIT", "-1", "negative"},
         {"VRAM_MEMORY_LIMIT", "abc", "not a number"},
-        {"VRAM_MEMORY_LIMIT", "1.5", "whole number"},
+        {"VRAM_MEMORY_LIMIT", "1.5", "without a unit is bytes"},
+        {"VRAM_MEMORY_LIMIT", "4", "less than 1 MiB"},
+        {"VRAM_MEMORY_LIMIT", "0=4", "less than 1 MiB"},
         {"VRAM_MEMORY_LIMIT", "0", "more than 0"},
         {"VRAM_MEMORY_LIMIT", "20GiB", "more than its total memory"},
         {"VRAM_MEMORY_LIMIT", "3=1GiB", "no visible device 3"},
@@ -72,6 +159,7 @@ static void bad_environment(void)
         {"VRAM_VIRTUAL_DEVICES", "0", "no DEVICE:"},
         {"VRAM_VIRTUAL_DEVICES", "0:2GiB;0:1GiB", "given twice"},
         {"VRAM_VIRTUAL_DEVICES", "0:2Gb", "is bits"},
+        {"VRAM_VIRTUAL_DEVICES", "0:512,512", "less than 1 MiB"},
         {"VRAM_LOG", "loud", "unknown level"},
         {"TF_FORCE_GPU_ALLOW_GROWTH", "yes", "TensorFlow accepts only"},
     };
@@ -131,6 +219,8 @@ int main(void)
 {
     private_gpu("12GiB,12GiB");
     sizes();
+    durations();
+    same_everywhere();
     bad_environment();
     bad_calls();
     vram_shutdown();

@@ -65,7 +65,7 @@ static void test_policy_file(void)
     policy_error("reserve 1G to user x\n", "reserve takes");
     policy_error("cap job x 1G\n", "expected user or group");
     policy_error("when-full sometimes\n", "when-full takes");
-    policy_error("when-full wait forever\n", "accepted: a number with a unit");
+    policy_error("when-full wait forever\n", "accepted: seconds (1, 2.5) or a number with a unit");
     policy_error("default-budget 0\n", "more than 0");
     policy_error("cap user a 1G on\n", "on DEVICE");
     policy_error("default-budget 150%\n", "default-budget \"150%\"");

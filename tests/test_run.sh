@@ -28,8 +28,68 @@ VRAM_PRELOAD_LIBRARY=/nonexistent/libvram-preload.so "$vram" run --limit 1GiB --
 check "missing interposer refused" test $rc = 2
 check "missing interposer says not started" contains "$tmp/err" "was not started"
 check "nothing ran" test ! -e "$tmp/ran"
+# A number without a unit is bytes: below 1 MiB it is a forgotten unit, and
+# refused with the forms that were meant, from the flag or the environment.
+"$vram" run --limit 4 -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "--limit 4 refused" test $rc = 2
+check "--limit 4 says why and what was meant" contains "$tmp/err" 'without a unit is bytes.*4MiB, 4GiB'
+VRAM_MEMORY_LIMIT=25 "$vram" run -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "VRAM_MEMORY_LIMIT=25 refused" test $rc = 2
+check "VRAM_MEMORY_LIMIT=25 named" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="25".*without a unit is bytes'
+check "nothing ran on a unitless size" test ! -e "$tmp/ran"
+# Kubernetes' 4Gi is 4GiB.
+"$vram" run --limit 4Gi -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
+check "--limit 4Gi is 4 GiB" contains "$tmp/out" "RESULT A 4294967296 4294967296 ok"
+# Durations in bare seconds, as nvidia-smi -l and gpustat -i take them.
+"$vram" top --interval 1 --once --socket "$tmp/no-daemon.sock" 2>"$tmp/err"; rc=$?
+check "top --interval 1 accepted (fails only for want of a daemon)" test $rc = 1
+"$vram" top --interval 0 --socket "$tmp/no-daemon.sock" 2>"$tmp/err"; rc=$?
+check "top --interval 0 refused" test $rc = 2
+check "top --interval 0 points to --once" contains "$tmp/err" 'more than 0 (for one screen, use --once)'
+VRAM_DAEMON=$tmp/no-daemon.sock "$vram" run --limit 1GiB --wait 1 -- sh -c 'echo "wait=$VRAM_WAIT"' >"$tmp/out" 2>&1
+check "--wait 1 is one second" contains "$tmp/out" "wait=1000ms"
+VRAM_DAEMON=$tmp/no-daemon.sock "$vram" run --limit 1GiB --wait=2.5 -- sh -c 'echo "wait=$VRAM_WAIT"' >"$tmp/out" 2>&1
+check "--wait=2.5 is 2.5 seconds" contains "$tmp/out" "wait=2500ms"
+# Every option is --opt value or --opt=value; an option that needs a value
+# never takes "--" for one.
+"$vram" run --limit=4GiB -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
+check "--limit=4GiB is --limit 4GiB" contains "$tmp/out" "RESULT A 4294967296 4294967296 ok"
+"$vram" run --limit 1GiB --job -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "--job -- is refused" sh -c "[ $rc = 2 ] && grep -q -- '--job needs a value' '$tmp/err' && [ ! -e '$tmp/ran' ]"
+VRAM_DAEMON=$tmp/no-daemon.sock "$vram" run --limit 1GiB --wait 10m -- sh -c 'echo "wait=$VRAM_WAIT"' >"$tmp/out" 2>&1
+check "--wait 10m waits 10 minutes (10m is not the program)" contains "$tmp/out" "wait=600000ms"
+"$vram" devices --brief=yes 2>"$tmp/err"; rc=$?
+check "a flag takes no value" sh -c "[ $rc = 2 ] && grep -q -- '--brief takes no value' '$tmp/err'"
+"$vram" top --once --interval=2 --socket="$tmp/no-daemon.sock" 2>"$tmp/err"; rc=$?
+check "top --interval=2 --socket=PATH" sh -c "[ $rc = 1 ] && grep -q 'no-daemon.sock' '$tmp/err'"
 "$vram" run --help >"$tmp/out"
 check "run --help" contains "$tmp/out" "cannot govern"
+
+# A budget for a device the program will not have, a --devices entry that
+# names no GPU, and a fraction that leaves a GPU nothing are errors before
+# the program starts (the machine has one GPU), never "no budget".
+for args in "--limit 5=1GiB" "--limit 2=4GiB" "--limit 0=1GiB,1=1GiB" "--fraction 0=0.5,3=25%" \
+            "--limit 1GiB --devices 5" "--limit 1GiB --devices GPU-ffff" "--limit 1GiB --devices 0,0" \
+            "--limit 1=1GiB --devices 0" "--fraction 0.0000000000000000001" "--fraction 0.00000001"; do
+  rm -f "$tmp/ran"
+  "$vram" run $args -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+  check "$args: refused" test $rc = 2
+  check "$args: not started" test ! -e "$tmp/ran"
+  check "$args: says which GPUs there are" contains "$tmp/err" "GPU-5a1d0e5a-a000-4000-8000-000000000000"
+done
+check "a missing device is named" sh -c "'$vram' run --limit 5=1GiB -- true 2>&1 | grep -q 'names device 5, but the program will see 1 GPU'"
+check "a budget of nothing is named" sh -c "'$vram' run --fraction 0.0000000000000000001 -- true 2>&1 | grep -q 'a budget of 0 B'"
+VRAM_MEMORY_LIMIT=3=1GiB "$vram" run -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "the environment's budget is checked too" test $rc = 2
+check "the environment's budget is named" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="3=1GiB" names device 3'
+# Reached without vram run, the interposer refuses such a configuration
+# loudly rather than running without a budget.
+VRAM_MEMORY_LIMIT=5=1GiB LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
+check "interposer: no budget for a missing device is an error" contains "$tmp/out" "RESULT A 0 0 OOM"
+check "interposer: says so" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="5=1GiB" names device 5'
+VRAM_MEMORY_FRACTION=0.0000000000000000001 LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
+check "interposer: a budget of nothing is an error" contains "$tmp/out" "RESULT A 0 0 OOM"
+check "interposer: says so" contains "$tmp/err" 'a budget of 0 B'
 
 # The budget is the device the program sees, and all it can take.
 "$vram" run --limit 4GiB -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
@@ -44,18 +104,21 @@ check "quiet when asked" sh -c "! grep -q 'vram:' '$tmp/err'"
 check "nothing on stdout but the program's" sh -c "[ \"\$(cat '$tmp/out')\" = 'RESULT C 4294967296 4294967296 ok' ]"
 
 # Two budgeted processes side by side on one device; a third does not fit.
-"$vram" run --limit 5GiB -- "$grab" D 20 >"$tmp/d" 2>&1 &
+# (They hold their memory for 15 s, and the check waits for both to have
+# taken it: on a loaded machine, sanitized processes take seconds to start.)
+"$vram" run --limit 5GiB -- "$grab" D 150 >"$tmp/d" 2>&1 &
 d=$!
-"$vram" run --limit 5GiB -- "$grab" E 20 >"$tmp/e" 2>&1 &
+"$vram" run --limit 5GiB -- "$grab" E 150 >"$tmp/e" 2>&1 &
 e=$!
-sleep 0.5
-"$vram" devices --brief >"$tmp/occ"
-check "two budgets held at once" contains "$tmp/occ" "10.00 GiB used of 12.00 GiB"
+held_both() { "$vram" devices --brief >"$tmp/occ"; contains "$tmp/occ" "10.00 GiB used of 12.00 GiB"; }
+check "two budgets held at once" wait_for 30 held_both
 "$vram" run --limit 5GiB -- "$grab" F 1 >"$tmp/f" 2>&1
 check "third sees only what is left" contains "$tmp/f" "RESULT F 5368709120 0 OOM"
-# Killed mid-run: its memory comes back at once.
-kill -9 $d
+# Killed mid-run: its memory comes back at once. (vram run stays beside its
+# command; the program is its child.)
+kill -9 "$(command_of $d)"
 wait $d 2>/dev/null
+check "vram run exits as the shell does for a killed command" test $? = 137
 "$vram" devices --brief >"$tmp/occ"
 check "killed process's memory is back" contains "$tmp/occ" " 5.00 GiB used of 12.00 GiB"
 wait $e
@@ -68,17 +131,29 @@ for delay in 0.05 0.13 0.21 0.08 0.17; do
   c=$!
   for _ in $(seq 500); do grep -q churning "$tmp/churn" 2>/dev/null && break; sleep 0.01; done
   sleep $delay
-  kill -9 $c
+  kill -9 "$(command_of $c)"
   wait $c 2>/dev/null
 done
 "$vram" devices --brief >"$tmp/occ"
 check "killed mid-allocation: all memory back" contains "$tmp/occ" " 0 B used of 12.00 GiB"
 
-# --growth asks the frameworks to grow instead of grabbing.
-PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 "$vram" run --limit 1GiB --growth -- \
-  sh -c 'echo "$TF_FORCE_GPU_ALLOW_GROWTH $XLA_PYTHON_CLIENT_PREALLOCATE $PYTORCH_CUDA_ALLOC_CONF"' >"$tmp/out"
-check "--growth sets the frameworks' variables" \
-  contains "$tmp/out" "true false max_split_size_mb:128,expandable_segments:True"
+# --growth asks the frameworks to grow instead of grabbing, under their
+# current and their old names, and never touches a setting of the user's.
+show='echo "tf=$TF_FORCE_GPU_ALLOW_GROWTH xla=$XLA_PYTHON_CLIENT_PREALLOCATE vram=$VRAM_ALLOW_GROWTH new=${PYTORCH_ALLOC_CONF-unset} old=${PYTORCH_CUDA_ALLOC_CONF-unset} ."'
+env -u PYTORCH_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u TF_FORCE_GPU_ALLOW_GROWTH -u XLA_PYTHON_CLIENT_PREALLOCATE \
+  "$vram" run --limit 1GiB --growth -- sh -c "$show" >"$tmp/out"
+check "--growth sets the frameworks' variables, current and old names" contains "$tmp/out" \
+  "tf=true xla=false vram=true new=expandable_segments:True old=expandable_segments:True ."
+PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$vram" run --limit 1GiB --growth -- sh -c "$show" >"$tmp/out"
+check "--growth leaves the user's PYTORCH_CUDA_ALLOC_CONF alone, adds no new name over it" \
+  contains "$tmp/out" "new=unset old=backend:cudaMallocAsync ."
+PYTORCH_ALLOC_CONF=max_split_size_mb:128 "$vram" run --limit 1GiB --growth -- sh -c "$show" >"$tmp/out"
+check "--growth leaves the user's PYTORCH_ALLOC_CONF alone" \
+  contains "$tmp/out" "new=max_split_size_mb:128 old=unset ."
+TF_FORCE_GPU_ALLOW_GROWTH=false XLA_PYTHON_CLIENT_PREALLOCATE=true \
+  "$vram" run --limit 1GiB --growth -- sh -c "$show" >"$tmp/out"
+check "--growth leaves the user's TensorFlow and JAX settings alone" \
+  contains "$tmp/out" "tf=false xla=true"
 
 echo "$passed passed, $failures failed"
 [ "$failures" = 0 ]

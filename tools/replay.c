@@ -8,6 +8,10 @@
  * form of shared/reference/offset-baseline.md: ns per op (one op = one
  * allocate or one free; median of timed runs after an untimed validation
  * run and a warm-up), and peak span / peak live.
+ *
+ * With --threads N, N threads replay the trace at the same time, first all
+ * on one heap (what its lock costs when threads contend), then each on a
+ * heap of its own (what they cost each other through the caches alone).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -17,6 +21,7 @@
 #include "../src/util/parse.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,16 +259,146 @@ static double timed(const struct trace *t, uint64_t *addr, uint64_t device_size,
     return ns;
 }
 
+/* ---------------------------------------------------- several threads */
+
+struct lane {
+    const struct trace *t;
+    struct heap *h;
+    struct fake_device *dev; /* set up the heap in the thread itself, or NULL */
+    uint64_t device_size;
+    bool growth;
+    uint64_t *addr;
+    pthread_barrier_t *start;
+    double began, ended;
+};
+
+static void *lane_run(void *arg)
+{
+    struct lane *l = arg;
+    const struct op *ops = l->t->ops;
+    /* A heap of its own is set up (and so first locked) by the thread that
+     * uses it, as a program's would be. */
+    if (l->dev)
+        setup(l->h, l->dev, l->device_size, l->growth);
+    pthread_barrier_wait(l->start);
+    l->began = now_ns();
+    for (size_t i = 0; i < l->t->nops; i++) {
+        if (ops[i].alloc)
+            heap_alloc(l->h, ops[i].size, NULL, &l->addr[ops[i].id], NULL);
+        else
+            heap_free(l->h, l->addr[ops[i].id], NULL);
+    }
+    l->ended = now_ns();
+    return NULL;
+}
+
+/* `threads` threads replay the trace at once, on one heap (`shared`) or a
+ * heap each. Returns the wall time from the first thread's start to the
+ * last one's end over the ops one thread made, in ns: the single-thread
+ * figure if they did not slow each other down at all. */
+static double timed_threads(const struct trace *t, int threads, bool shared, uint64_t device_size,
+                            bool growth)
+{
+    struct heap *heaps = calloc((size_t)threads, sizeof *heaps);
+    struct fake_device *devs = calloc((size_t)threads, sizeof *devs);
+    struct lane *lanes = calloc((size_t)threads, sizeof *lanes);
+    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+    if (shared)
+        setup(&heaps[0], &devs[0], device_size * (uint64_t)threads, growth);
+    for (int i = 0; i < threads; i++) {
+        lanes[i] = (struct lane){t,
+                                 &heaps[shared ? 0 : i],
+                                 shared ? NULL : &devs[i],
+                                 device_size,
+                                 growth,
+                                 calloc(t->nslots + 1, sizeof(uint64_t)),
+                                 &start};
+        pthread_create(&tids[i], NULL, lane_run, &lanes[i]);
+    }
+    pthread_barrier_wait(&start);
+    double began = 0, ended = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(tids[i], NULL);
+        if (i == 0 || lanes[i].began < began)
+            began = lanes[i].began;
+        if (lanes[i].ended > ended)
+            ended = lanes[i].ended;
+    }
+    double ns = (ended - began) / (double)t->nops;
+    for (int i = 0; i < (shared ? 1 : threads); i++)
+        heap_destroy(&heaps[i]);
+    for (int i = 0; i < threads; i++)
+        free(lanes[i].addr);
+    pthread_barrier_destroy(&start);
+    free(heaps);
+    free(devs);
+    free(lanes);
+    free(tids);
+    return ns;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* The median of `runs` timings, and their range as text. */
+static double median_of(double *ns, uint64_t runs, char *range, size_t range_size)
+{
+    qsort(ns, runs, sizeof *ns, cmp_double);
+    snprintf(range, range_size, "(%.1f-%.1f)", ns[0], ns[runs - 1]);
+    return ns[runs / 2];
+}
+
+static void report(const struct trace *t, uint64_t runs, uint64_t device_size, bool growth)
+{
+    uint64_t *addr = calloc(t->nslots + 1, sizeof *addr);
+    struct result r = validate(t, addr, device_size, growth);
+    timed(t, addr, device_size, growth); /* warm-up */
+    double *ns = malloc(sizeof *ns * runs);
+    for (uint64_t k = 0; k < runs; k++)
+        ns[k] = timed(t, addr, device_size, growth);
+    char range[64];
+    double median = median_of(ns, runs, range, sizeof range);
+    printf("%-28s %10zu %10.1f  %-12s %.3f (%s / %s)", base_name(t->path), t->nops, median, range,
+           r.peak_live ? (double)r.peak_span / (double)r.peak_live : 0.0,
+           format_size(r.peak_span).text, format_size(r.peak_live).text);
+    if (r.failures)
+        printf("  %llu allocations failed (device too small)", (unsigned long long)r.failures);
+    printf("\n");
+    free(ns);
+    free(addr);
+}
+
+static void report_threads(const struct trace *t, int threads, uint64_t runs, uint64_t device_size,
+                           bool growth)
+{
+    double *ns = malloc(sizeof *ns * runs);
+    for (int shared = 1; shared >= 0; shared--) {
+        timed_threads(t, threads, shared, device_size, growth); /* warm-up */
+        for (uint64_t k = 0; k < runs; k++)
+            ns[k] = timed_threads(t, threads, shared, device_size, growth);
+        char range[64], who[32];
+        double median = median_of(ns, runs, range, sizeof range);
+        snprintf(who, sizeof who, "%d, %s", threads, shared ? "one heap" : "a heap each");
+        printf("%-28s %10zu %16s %10.1f  %-12s\n", base_name(t->path), t->nops, who, median, range);
+    }
+    free(ns);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vram-replay [--runs N] [--device-size SIZE] [--growth] TRACE...\n"
+            "usage: vram-replay [--runs N] [--device-size SIZE] [--growth] [--threads N] TRACE...\n"
             "\n"
             "Replays allocation logs in RMM's CSV format (Thread,Time,Action,Pointer,Size,Stream;\n"
             "plain or gzip) through libvram's allocator bookkeeping on a simulated device, and\n"
@@ -273,12 +408,15 @@ static void usage(FILE *out)
             "  --runs N            timed runs per trace (default 5)\n"
             "  --device-size SIZE  size of the simulated device (default 64GiB), e.g. 12GiB\n"
             "  --growth            grow regions geometrically instead of reserving the\n"
-            "                      whole device at once\n");
+            "                      whole device at once\n"
+            "  --threads N         N threads (2 to 64) replay each trace at the same time, on\n"
+            "                      one heap and then on a heap each; prints ns per op of one\n"
+            "                      thread (the wall time over the ops one thread made)\n");
 }
 
 int main(int argc, char **argv)
 {
-    uint64_t runs = 5, device_size = (uint64_t)64 << 30;
+    uint64_t runs = 5, device_size = (uint64_t)64 << 30, threads = 0;
     bool growth = false;
     int first = argc;
     for (int i = 1; i < argc; i++) {
@@ -300,6 +438,13 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--growth") == 0) {
             growth = true;
+        } else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            bool parsed = parse_uint(argv[++i], 64, &threads, &why) == 0;
+            if (!parsed || threads < 2) {
+                fprintf(stderr, "vram-replay: --threads \"%s\": %s; expected a whole number from 2 to 64\n",
+                        argv[i], parsed ? "must be at least 2" : why.text);
+                return 2;
+            }
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "vram-replay: unknown option \"%s\" (or it lacks its value)\n", argv[i]);
             usage(stderr);
@@ -313,7 +458,11 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    printf("%-28s %10s %10s  %-12s %s\n", "trace", "ops", "ns/op", "(min-max)", "peak span / peak live");
+    if (threads)
+        printf("%-28s %10s %16s %10s  %-12s\n", "trace", "ops/thread", "threads", "ns/op", "(min-max)");
+    else
+        printf("%-28s %10s %10s  %-12s %s\n", "trace", "ops", "ns/op", "(min-max)",
+               "peak span / peak live");
     int status = 0;
     for (int i = first; i < argc; i++) {
         struct trace t = {.path = argv[i]};
@@ -322,24 +471,10 @@ int main(int argc, char **argv)
             status = 1;
             continue;
         }
-        uint64_t *addr = calloc(t.nslots + 1, sizeof *addr);
-        struct result r = validate(&t, addr, device_size, growth);
-        timed(&t, addr, device_size, growth); /* warm-up */
-        double *ns = malloc(sizeof *ns * runs);
-        for (uint64_t k = 0; k < runs; k++)
-            ns[k] = timed(&t, addr, device_size, growth);
-        qsort(ns, runs, sizeof *ns, cmp_double);
-        const char *name = strrchr(t.path, '/') ? strrchr(t.path, '/') + 1 : t.path;
-        char range[32];
-        snprintf(range, sizeof range, "(%.1f-%.1f)", ns[0], ns[runs - 1]);
-        printf("%-28s %10zu %10.1f  %-12s %.3f (%s / %s)", name, t.nops, ns[runs / 2], range,
-               r.peak_live ? (double)r.peak_span / (double)r.peak_live : 0.0,
-               format_size(r.peak_span).text, format_size(r.peak_live).text);
-        if (r.failures)
-            printf("  %llu allocations failed (device too small)", (unsigned long long)r.failures);
-        printf("\n");
-        free(ns);
-        free(addr);
+        if (threads)
+            report_threads(&t, (int)threads, runs, device_size, growth);
+        else
+            report(&t, runs, device_size, growth);
         free(t.ops);
     }
     return status;

@@ -1,11 +1,19 @@
 #include "heap.h"
 
+#include "arena_fast.h"
+
 #include <stdlib.h>
 #include <string.h>
 
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+/* Everything but the common case lives out of line, so that the fast path
+ * stays a short straight run of code. */
+#define SLOW_PATH __attribute__((noinline, cold))
+
 struct heap_region {
     uint64_t base, size;
-    arena_block first; /* the arena block at base; stable for the region's life */
+    arena_block range; /* the arena's handle for it */
 };
 
 struct pending {
@@ -30,7 +38,7 @@ int heap_init(struct heap *h, uint64_t limit, bool growth, const struct heap_bac
     memset(h, 0, sizeof *h);
     if (arena_init(&h->arena) != 0)
         return HEAP_NO_HOST_MEMORY;
-    vram_lock_init(&h->lock);
+    heap_lock_init(&h->lock);
     h->backend = *backend;
     h->growth = growth;
     h->next_region = HEAP_INITIAL_REGION;
@@ -39,6 +47,17 @@ int heap_init(struct heap *h, uint64_t limit, bool growth, const struct heap_bac
 }
 
 /* ------------------------------------------------------------- regions */
+
+/* What the heap holds from the driver changes only here, under the lock;
+ * a copy can be read without it (heap_reserved). */
+static void set_reserved(struct heap *h, uint64_t bytes)
+{
+    h->st.bytes_reserved = bytes;
+    if (bytes > h->st.peak_bytes_reserved)
+        h->st.peak_bytes_reserved = bytes;
+    atomic_store_explicit(&h->reserved, bytes, memory_order_relaxed);
+    atomic_store_explicit(&h->peak_reserved, h->st.peak_bytes_reserved, memory_order_relaxed);
+}
 
 static bool add_region(struct heap *h, uint64_t base, uint64_t size)
 {
@@ -50,13 +69,11 @@ static bool add_region(struct heap *h, uint64_t base, uint64_t size)
         h->regions = r;
         h->region_cap = cap;
     }
-    arena_block first = arena_add(&h->arena, base, size);
-    if (first == ARENA_NONE)
+    arena_block range = arena_add(&h->arena, base, size);
+    if (range == ARENA_NONE)
         return false;
-    h->regions[h->nregions++] = (struct heap_region){base, size, first};
-    h->st.bytes_reserved += size;
-    if (h->st.bytes_reserved > h->st.peak_bytes_reserved)
-        h->st.peak_bytes_reserved = h->st.bytes_reserved;
+    h->regions[h->nregions++] = (struct heap_region){base, size, range};
+    set_reserved(h, h->st.bytes_reserved + size);
     return true;
 }
 
@@ -65,13 +82,13 @@ static uint64_t release_free_regions(struct heap *h)
     uint64_t released = 0;
     for (uint32_t i = 0; i < h->nregions;) {
         struct heap_region r = h->regions[i];
-        if (!arena_range_is_free(&h->arena, r.first, r.size)) {
+        if (!arena_range_is_free(&h->arena, r.range, r.size)) {
             i++;
             continue;
         }
-        arena_remove_range(&h->arena, r.first);
+        arena_remove_range(&h->arena, r.range);
         h->backend.release(h->backend.ctx, r.base, r.size);
-        h->st.bytes_reserved -= r.size;
+        set_reserved(h, h->st.bytes_reserved - r.size);
         released += r.size;
         h->regions[i] = h->regions[--h->nregions];
     }
@@ -213,8 +230,7 @@ static arena_block take_own_pending(struct heap *h, void *stream, uint64_t size)
     if (best == UINT32_MAX)
         return ARENA_NONE;
     struct pending p = s->items[best];
-    if (arena_attach(&h->arena, p.block) != 0)
-        return ARENA_NONE;
+    arena_attach(&h->arena, p.block);
     memmove(&s->items[best], &s->items[best + 1], sizeof *s->items * (s->tail - best - 1));
     s->tail--;
     h->backend.event_release(h->backend.ctx, p.event);
@@ -228,6 +244,7 @@ static arena_block take_own_pending(struct heap *h, void *stream, uint64_t size)
 static void fill_stats(struct heap *h, struct heap_stats *out)
 {
     *out = h->st;
+    out->active_allocs = h->arena.live.count;
     out->largest_free_block = arena_largest_free(&h->arena);
     out->num_regions = h->nregions;
     uint64_t free_bytes = h->arena.free_bytes;
@@ -235,11 +252,23 @@ static void fill_stats(struct heap *h, struct heap_stats *out)
         free_bytes ? 1.0 - (double)out->largest_free_block / (double)free_bytes : 0.0;
 }
 
-/* Growing comes before waiting: a pending free may wait on work that
- * needs this very allocation to make progress. */
-static arena_block alloc_slow(struct heap *h, uint64_t rounded, struct heap_oom *oom)
+/* Everything an allocation may need beyond a free block at hand: blocks
+ * freed on streams first (one freed on this very stream is reusable at
+ * once; others once their frees completed), then growing, then waiting
+ * for pending frees, then giving free regions back and growing once more.
+ * Growing comes before waiting: a pending free may wait on work that needs
+ * this very allocation to make progress. */
+SLOW_PATH static arena_block alloc_slow(struct heap *h, uint64_t rounded, void *stream,
+                                        struct heap_oom *oom)
 {
     arena_block b;
+    if (h->npending) {
+        if (stream && (b = take_own_pending(h, stream, rounded)) != ARENA_NONE)
+            return b;
+        drain(h, false);
+        if ((b = arena_alloc(&h->arena, rounded)) != ARENA_NONE)
+            return b;
+    }
     if (oom) /* grow() records the driver's refusals here */
         oom->driver_error = 0, oom->driver_refused = 0;
     if (grow(h, rounded, oom) && (b = arena_alloc(&h->arena, rounded)) != ARENA_NONE)
@@ -259,71 +288,66 @@ static arena_block alloc_slow(struct heap *h, uint64_t rounded, struct heap_oom 
     return ARENA_NONE;
 }
 
+/* Counts and reports a refusal (under the lock). The report is written
+ * only here: a successful allocation never touches it. */
+SLOW_PATH static int refuse(struct heap *h, uint64_t size, bool valid, struct heap_oom *oom)
+{
+    h->st.num_ooms++;
+    if (oom) {
+        if (!valid)
+            oom->driver_error = 0, oom->driver_refused = 0;
+        uint64_t rounded = size > UINT64_MAX - ARENA_GRANULE ? 0 : round_up(size, ARENA_GRANULE);
+        oom->requested = size;
+        oom->rounded = rounded ? rounded : size;
+        fill_stats(h, &oom->stats);
+    }
+    return HEAP_OUT_OF_MEMORY;
+}
+
 int heap_alloc(struct heap *h, uint64_t size, void *stream, uint64_t *addr, struct heap_oom *oom)
 {
-    uint64_t rounded = size > UINT64_MAX - ARENA_GRANULE ? 0 : round_up(size, ARENA_GRANULE);
-    vram_lock_acquire(&h->lock);
+    /* Sizes from 1 to the limit (a multiple of the granule, and constant
+     * after heap_init) round up within it; 0 wraps around. */
+    bool valid = size - 1 < h->st.bytes_limit;
+    uint64_t rounded = round_up(size, ARENA_GRANULE);
+    bool owner = heap_lock_acquire(&h->lock);
     arena_block b = ARENA_NONE;
-    bool valid = rounded && rounded <= h->st.bytes_limit;
-    if (valid) {
-        if (h->npending) {
-            if (stream)
-                b = take_own_pending(h, stream, rounded);
-            if (b == ARENA_NONE)
-                drain(h, false);
-        }
-        if (b == ARENA_NONE)
-            b = arena_alloc(&h->arena, rounded);
-        if (b == ARENA_NONE)
-            b = alloc_slow(h, rounded, oom);
+    if (likely(valid && !h->npending))
+        b = arena_alloc_fast(&h->arena, rounded);
+    if (unlikely(b == ARENA_NONE) &&
+        (!valid || (b = alloc_slow(h, rounded, stream, oom)) == ARENA_NONE)) {
+        int rc = refuse(h, size, valid, oom);
+        heap_lock_release(&h->lock, owner);
+        return rc;
     }
-    if (b == ARENA_NONE) {
-        h->st.num_ooms++;
-        if (oom) {
-            /* The report is written only here: a successful allocation
-             * never touches it. */
-            if (!valid)
-                oom->driver_error = 0, oom->driver_refused = 0;
-            oom->requested = size;
-            oom->rounded = rounded ? rounded : size;
-            fill_stats(h, &oom->stats);
-        }
-        vram_lock_release(&h->lock);
-        return HEAP_OUT_OF_MEMORY;
-    }
-    uint64_t a = arena_offset(&h->arena, b);
     uint64_t got = arena_size(&h->arena, b);
-    h->st.bytes_in_use += got;
-    if (h->st.bytes_in_use > h->st.peak_bytes_in_use)
-        h->st.peak_bytes_in_use = h->st.bytes_in_use;
+    *addr = arena_offset(&h->arena, b);
+    /* Under the lock already, so the statistics are plain additions. */
+    uint64_t in_use = h->st.bytes_in_use += got;
+    if (in_use > h->st.peak_bytes_in_use)
+        h->st.peak_bytes_in_use = in_use;
     if (got > h->st.largest_alloc_size)
         h->st.largest_alloc_size = got;
     h->st.num_allocs++;
-    h->st.active_allocs++;
-    vram_lock_release(&h->lock);
-    *addr = a;
+    heap_lock_release(&h->lock, owner);
     return HEAP_OK;
 }
 
-int heap_free(struct heap *h, uint64_t addr, void *stream)
+/* A free ordered after the work queued on `stream` so far: the block waits
+ * in the stream's queue behind an event (under the lock). */
+SLOW_PATH static int free_on_stream(struct heap *h, uint64_t addr, void *stream)
 {
-    vram_lock_acquire(&h->lock);
     arena_block b = arena_take(&h->arena, addr);
-    if (b == ARENA_NONE) {
-        vram_lock_release(&h->lock);
+    if (b == ARENA_NONE)
         return HEAP_UNKNOWN_POINTER;
-    }
     uint64_t size = arena_size(&h->arena, b);
     h->st.bytes_in_use -= size;
-    h->st.active_allocs--;
     void *event;
-    if (stream && h->backend.event_record &&
-        h->backend.event_record(h->backend.ctx, stream, &event) == 0) {
+    if (h->backend.event_record(h->backend.ctx, stream, &event) == 0) {
         struct heap_stream *s = stream_slot(h, stream, true);
         if (s && push_pending(s, b, event)) {
             h->st.bytes_pending += size;
             h->npending++;
-            vram_lock_release(&h->lock);
             return HEAP_OK;
         }
         /* No host memory to remember the free: wait for it instead. */
@@ -331,50 +355,71 @@ int heap_free(struct heap *h, uint64_t addr, void *stream)
         h->backend.event_release(h->backend.ctx, event);
     }
     arena_free(&h->arena, b);
-    vram_lock_release(&h->lock);
     return HEAP_OK;
+}
+
+int heap_free(struct heap *h, uint64_t addr, void *stream)
+{
+    bool owner = heap_lock_acquire(&h->lock);
+    int rc;
+    if (unlikely(stream != NULL) && h->backend.event_record) {
+        rc = free_on_stream(h, addr, stream);
+    } else {
+        uint64_t size = arena_release_fast(&h->arena, addr);
+        h->st.bytes_in_use -= size; /* 0 when the address is not ours */
+        rc = size ? HEAP_OK : HEAP_UNKNOWN_POINTER;
+    }
+    heap_lock_release(&h->lock, owner);
+    return rc;
 }
 
 uint64_t heap_size_of(struct heap *h, uint64_t addr)
 {
     uint64_t size = 0;
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     arena_block b = arena_find(&h->arena, addr);
     if (b != ARENA_NONE)
         size = arena_size(&h->arena, b);
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
     return size;
 }
 
 void heap_stats(struct heap *h, struct heap_stats *out)
 {
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     fill_stats(h, out);
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
+}
+
+void heap_reserved(struct heap *h, uint64_t *reserved, uint64_t *peak)
+{
+    *reserved = atomic_load_explicit(&h->reserved, memory_order_relaxed);
+    *peak = atomic_load_explicit(&h->peak_reserved, memory_order_relaxed);
 }
 
 void heap_reset_peaks(struct heap *h)
 {
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     h->st.peak_bytes_in_use = h->st.bytes_in_use;
-    h->st.peak_bytes_reserved = h->st.bytes_reserved;
+    h->st.peak_bytes_reserved = 0;
+    set_reserved(h, h->st.bytes_reserved);
     h->st.largest_alloc_size = 0;
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
 }
 
 uint64_t heap_trim(struct heap *h)
 {
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     if (h->npending)
         drain(h, true);
     uint64_t released = release_free_regions(h);
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
     return released;
 }
 
 void heap_destroy(struct heap *h)
 {
-    vram_lock_acquire(&h->lock);
+    bool owner = heap_lock_acquire(&h->lock);
     if (h->npending)
         drain(h, true);
     for (uint32_t i = 0; i < h->nregions; i++)
@@ -384,5 +429,5 @@ void heap_destroy(struct heap *h)
     free(h->streams);
     free(h->regions);
     arena_destroy(&h->arena);
-    vram_lock_release(&h->lock);
+    heap_lock_release(&h->lock, owner);
 }

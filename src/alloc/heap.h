@@ -21,13 +21,14 @@
  * driver and retries once (so that several small free regions can become
  * one large one).
  *
- * Thread-safe: one lock per heap; backend calls are made under it.
+ * Thread-safe: one lock per heap (heap_lock.h: no atomic instruction while
+ * one thread uses the heap alone); backend calls are made under it.
  */
 #ifndef VRAM_HEAP_H
 #define VRAM_HEAP_H
 
-#include "../util/lock.h"
 #include "arena.h"
+#include "heap_lock.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -76,7 +77,7 @@ enum { HEAP_OK = 0, HEAP_OUT_OF_MEMORY = 1, HEAP_UNKNOWN_POINTER = 2, HEAP_NO_HO
 struct heap_stream;
 
 struct heap {
-    vram_lock lock;
+    heap_lock lock;
     struct arena arena; /* also indexes the live allocations by address */
     struct heap_region *regions;
     uint32_t nregions, region_cap;
@@ -86,7 +87,10 @@ struct heap {
     struct heap_backend backend;
     bool growth;
     uint64_t next_region;
-    struct heap_stats st;
+    struct heap_stats st; /* under the lock */
+    /* st's bytes_reserved and peak_bytes_reserved, for readers that must
+     * not take the lock (heap_reserved) */
+    _Atomic uint64_t reserved, peak_reserved;
 };
 
 int heap_init(struct heap *h, uint64_t limit, bool growth, const struct heap_backend *backend);
@@ -105,6 +109,11 @@ int heap_free(struct heap *h, uint64_t addr, void *stream);
 uint64_t heap_size_of(struct heap *h, uint64_t addr);
 
 void heap_stats(struct heap *h, struct heap_stats *out);
+/* What the heap holds from the driver now and at its peak, without taking
+ * the lock: for a thread that reports usage in the background (and so
+ * neither waits for allocations nor takes the lock away from the thread
+ * that allocates). */
+void heap_reserved(struct heap *h, uint64_t *reserved, uint64_t *peak);
 void heap_reset_peaks(struct heap *h);
 /* Waits for pending frees and gives every fully free region back. Returns
  * the bytes released. */

@@ -237,10 +237,10 @@ static void physical_usage(int v, uint64_t *used, uint64_t *peak)
     if (reported && v < reported->nphys) {
         struct physical_device *p = &reported->phys[v];
         for (int k = 0; k < p->nlogical; k++) {
-            struct heap_stats st;
-            heap_stats(&reported->logical[p->first_logical + k].heap, &st);
-            *used += st.bytes_reserved;
-            *peak += st.peak_bytes_reserved;
+            uint64_t reserved, peak_reserved; /* without the heap's lock */
+            heap_reserved(&reported->logical[p->first_logical + k].heap, &reserved, &peak_reserved);
+            *used += reserved;
+            *peak += peak_reserved;
         }
     }
     pthread_mutex_unlock(&reported_mu);

@@ -34,9 +34,12 @@ static const struct {
     {"VRAM_DAEMON", OPT_OTHER, "vramd's socket path, or \"off\""},
     {"VRAM_WAIT", OPT_OTHER, "with vramd: true/false or the longest wait for memory (10m)"},
     {"VRAM_JOB", OPT_OTHER, "with vramd: the job this process belongs to"},
+    {"VRAM_RECORD", OPT_OTHER, "the directory to record GPU memory events into"},
     {"VRAM_SIM_DEVICES", OPT_OTHER, "simulated driver: device sizes"},
     {"VRAM_SIM_DIR", OPT_OTHER, "simulated driver: state directory"},
+    {"VRAM_SIM_CONTEXT_SIZE", OPT_OTHER, "simulated driver: device memory each CUDA context takes"},
     {"VRAM_ISOLATE_CHILD", OPT_OTHER, "internal: set by vram_run_isolated in its child"},
+    {"VRAM_COMMAND", OPT_OTHER, "set by vram run: the command whose GPU budget this process shares"},
 };
 
 bool options_known(const char *name)

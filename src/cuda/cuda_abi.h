@@ -1,7 +1,10 @@
-/* The subset of the CUDA driver ABI that vram uses, declared by us.
+/* The CUDA driver ABI as vram uses it, declared by us.
  *
- * The driver ABI is stable: these names, values and signatures are those of
- * cuda.h, so building vram needs no CUDA toolkit. Both libvram (which loads
+ * The driver ABI is stable: these names, values and layouts are those of
+ * cuda.h, so building vram needs no CUDA toolkit. The types are written
+ * here by hand; the function types of every entry point are generated from
+ * cuda.h into cuda_api.h (scripts/gen-driver-api.py), for each entry point
+ * whose parameter types this file declares. Both libvram (which loads
  * libcuda.so.1 at run time) and the simulated driver (which *is* a
  * libcuda.so.1) include this header, which is what keeps the two honest: the
  * simulator cannot offer a signature the real driver does not have.
@@ -21,19 +24,35 @@ enum {
     CUDA_ERROR_DEINITIALIZED = 4,
     CUDA_ERROR_NO_DEVICE = 100,
     CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_PROFILER_DISABLED = 5,
+    CUDA_ERROR_STUB_LIBRARY = 34,
+    CUDA_ERROR_INVALID_IMAGE = 200,
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_CONTEXT_ALREADY_CURRENT = 202,
+    CUDA_ERROR_MAP_FAILED = 205,
+    CUDA_ERROR_ALREADY_MAPPED = 208,
+    CUDA_ERROR_NOT_MAPPED = 211,
+    CUDA_ERROR_INVALID_PTX = 218,
+    CUDA_ERROR_INVALID_SOURCE = 300,
+    CUDA_ERROR_FILE_NOT_FOUND = 301,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+    CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
+    CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+    CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
     CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_UNKNOWN = 999,
 };
 
 typedef int CUdevice;
+typedef int CUdevice_v1;
 typedef unsigned long long CUdeviceptr;
+/* The legacy ABI (before CUDA 3.2): 32-bit device pointers and sizes. Still
+ * exported by the driver; an interposer must govern them too. */
+typedef unsigned int CUdeviceptr_v1;
 typedef uint64_t cuuint64_t;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
@@ -43,14 +62,7 @@ typedef struct CUuuid_st {
 } CUuuid;
 typedef void (*CUhostFn)(void *userData);
 
-typedef int CUdevice_attribute;
-enum {
-    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
-    CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
-    CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
-    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
-    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
-};
+typedef int CUdevice_attribute; /* its values: sim/driver_enums.inc, generated */
 
 /* Stream and event creation flags. */
 enum {
@@ -62,6 +74,8 @@ enum {
     CU_EVENT_BLOCKING_SYNC = 1,
     CU_EVENT_DISABLE_TIMING = 2,
 };
+
+typedef uint32_t cuuint32_t;
 
 /* Special stream handles. */
 #define CU_STREAM_LEGACY ((CUstream)0x1)
@@ -186,117 +200,139 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_st {
     CUdeviceptr dptr;
 } CUDA_MEM_ALLOC_NODE_PARAMS;
 
-/* Function types, one per entry point we call. The names are the ABI
- * symbols; cuda.h's macros map e.g. cuMemAlloc to cuMemAlloc_v2. */
-typedef CUresult (*PFN_cuInit)(unsigned int flags);
-typedef CUresult (*PFN_cuDriverGetVersion)(int *version);
-typedef CUresult (*PFN_cuGetErrorName)(CUresult error, const char **str);
-typedef CUresult (*PFN_cuGetErrorString)(CUresult error, const char **str);
-typedef CUresult (*PFN_cuDeviceGetCount)(int *count);
-typedef CUresult (*PFN_cuDeviceGet)(CUdevice *device, int ordinal);
-typedef CUresult (*PFN_cuDeviceGetName)(char *name, int len, CUdevice dev);
-typedef CUresult (*PFN_cuDeviceGetUuid)(CUuuid *uuid, CUdevice dev);
-typedef CUresult (*PFN_cuDeviceTotalMem_v2)(size_t *bytes, CUdevice dev);
-typedef CUresult (*PFN_cuDeviceGetAttribute)(int *pi, CUdevice_attribute attrib, CUdevice dev);
-typedef CUresult (*PFN_cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
-typedef CUresult (*PFN_cuDevicePrimaryCtxRelease_v2)(CUdevice dev);
-typedef CUresult (*PFN_cuCtxCreate_v2)(CUcontext *pctx, unsigned int flags, CUdevice dev);
-typedef CUresult (*PFN_cuCtxDestroy_v2)(CUcontext ctx);
-typedef CUresult (*PFN_cuCtxPushCurrent_v2)(CUcontext ctx);
-typedef CUresult (*PFN_cuCtxPopCurrent_v2)(CUcontext *pctx);
-typedef CUresult (*PFN_cuCtxSetCurrent)(CUcontext ctx);
-typedef CUresult (*PFN_cuCtxGetCurrent)(CUcontext *pctx);
-typedef CUresult (*PFN_cuCtxGetDevice)(CUdevice *device);
-typedef CUresult (*PFN_cuCtxSynchronize)(void);
-typedef CUresult (*PFN_cuMemAlloc_v2)(CUdeviceptr *dptr, size_t bytesize);
-typedef CUresult (*PFN_cuMemAllocPitch_v2)(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
-                                           size_t Height, unsigned int ElementSizeBytes);
-typedef CUresult (*PFN_cuMemAllocManaged)(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
-/* The legacy ABI (before CUDA 3.2): 32-bit device pointers and sizes. Still
- * exported by the driver; an interposer must govern them too. */
-typedef unsigned int CUdeviceptr_v1;
-typedef CUresult (*PFN_cuMemAlloc)(CUdeviceptr_v1 *dptr, unsigned int bytesize);
-typedef CUresult (*PFN_cuMemAllocPitch)(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
-                                        unsigned int WidthInBytes, unsigned int Height,
-                                        unsigned int ElementSizeBytes);
-typedef CUresult (*PFN_cuMemFree)(CUdeviceptr_v1 dptr);
-typedef CUresult (*PFN_cuMemGetInfo)(unsigned int *free, unsigned int *total);
-typedef CUresult (*PFN_cuDeviceTotalMem)(unsigned int *bytes, CUdevice dev);
-typedef CUresult (*PFN_cuMemFree_v2)(CUdeviceptr dptr);
-typedef CUresult (*PFN_cuMemGetInfo_v2)(size_t *free, size_t *total);
-typedef CUresult (*PFN_cuMemcpyHtoD_v2)(CUdeviceptr dst, const void *src, size_t n);
-typedef CUresult (*PFN_cuMemcpyDtoH_v2)(void *dst, CUdeviceptr src, size_t n);
-typedef CUresult (*PFN_cuMemsetD8_v2)(CUdeviceptr dst, unsigned char value, size_t n);
-typedef CUresult (*PFN_cuStreamCreate)(CUstream *phStream, unsigned int flags);
-typedef CUresult (*PFN_cuStreamDestroy_v2)(CUstream hStream);
-typedef CUresult (*PFN_cuStreamSynchronize)(CUstream hStream);
-typedef CUresult (*PFN_cuStreamQuery)(CUstream hStream);
-typedef CUresult (*PFN_cuLaunchHostFunc)(CUstream hStream, CUhostFn fn, void *userData);
-typedef CUresult (*PFN_cuEventCreate)(CUevent *phEvent, unsigned int flags);
-typedef CUresult (*PFN_cuEventDestroy_v2)(CUevent hEvent);
-typedef CUresult (*PFN_cuEventRecord)(CUevent hEvent, CUstream hStream);
-typedef CUresult (*PFN_cuEventQuery)(CUevent hEvent);
-typedef CUresult (*PFN_cuEventSynchronize)(CUevent hEvent);
-typedef CUresult (*PFN_cuMemAllocAsync)(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
-typedef CUresult (*PFN_cuMemFreeAsync)(CUdeviceptr dptr, CUstream hStream);
-typedef CUresult (*PFN_cuMemAllocFromPoolAsync)(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                                CUstream hStream);
-typedef CUresult (*PFN_cuDeviceGetDefaultMemPool)(CUmemoryPool *pool_out, CUdevice dev);
-typedef CUresult (*PFN_cuDeviceGetMemPool)(CUmemoryPool *pool, CUdevice dev);
-typedef CUresult (*PFN_cuDeviceSetMemPool)(CUdevice dev, CUmemoryPool pool);
-typedef CUresult (*PFN_cuMemPoolCreate)(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
-typedef CUresult (*PFN_cuMemPoolDestroy)(CUmemoryPool pool);
-typedef CUresult (*PFN_cuMemPoolTrimTo)(CUmemoryPool pool, size_t minBytesToKeep);
-typedef CUresult (*PFN_cuMemPoolGetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
-typedef CUresult (*PFN_cuMemPoolSetAttribute)(CUmemoryPool pool, CUmemPool_attribute attr, void *value);
-typedef CUresult (*PFN_cuMemCreate)(CUmemGenericAllocationHandle *handle, size_t size,
-                                    const CUmemAllocationProp *prop, unsigned long long flags);
-typedef CUresult (*PFN_cuMemRelease)(CUmemGenericAllocationHandle handle);
-typedef CUresult (*PFN_cuMemGetAllocationGranularity)(size_t *granularity,
-                                                      const CUmemAllocationProp *prop,
-                                                      CUmemAllocationGranularity_flags option);
-typedef CUresult (*PFN_cuMemAddressReserve)(CUdeviceptr *ptr, size_t size, size_t alignment,
-                                            CUdeviceptr addr, unsigned long long flags);
-typedef CUresult (*PFN_cuMemAddressFree)(CUdeviceptr ptr, size_t size);
-typedef CUresult (*PFN_cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset,
-                                 CUmemGenericAllocationHandle handle, unsigned long long flags);
-typedef CUresult (*PFN_cuMemUnmap)(CUdeviceptr ptr, size_t size);
-typedef CUresult (*PFN_cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
-                                       size_t count);
-typedef CUresult (*PFN_cuArrayCreate_v2)(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray);
-typedef CUresult (*PFN_cuArray3DCreate_v2)(CUarray *pHandle,
-                                           const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray);
-typedef CUresult (*PFN_cuArrayDestroy)(CUarray hArray);
-typedef CUresult (*PFN_cuArrayGetMemoryRequirements)(CUDA_ARRAY_MEMORY_REQUIREMENTS *req,
-                                                     CUarray array, CUdevice device);
-typedef CUresult (*PFN_cuMipmappedArrayCreate)(CUmipmappedArray *pHandle,
-                                               const CUDA_ARRAY3D_DESCRIPTOR *pDesc,
-                                               unsigned int numMipmapLevels);
-typedef CUresult (*PFN_cuMipmappedArrayDestroy)(CUmipmappedArray hMipmappedArray);
-typedef CUresult (*PFN_cuMipmappedArrayGetMemoryRequirements)(CUDA_ARRAY_MEMORY_REQUIREMENTS *req,
-                                                              CUmipmappedArray mipmap,
-                                                              CUdevice device);
-typedef CUresult (*PFN_cuGraphCreate)(CUgraph *phGraph, unsigned int flags);
-typedef CUresult (*PFN_cuGraphDestroy)(CUgraph hGraph);
-typedef CUresult (*PFN_cuGraphAddMemAllocNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                               const CUgraphNode *dependencies,
-                                               size_t numDependencies,
-                                               CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
-typedef CUresult (*PFN_cuGraphAddMemFreeNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
-                                              const CUgraphNode *dependencies,
-                                              size_t numDependencies, CUdeviceptr dptr);
-typedef CUresult (*PFN_cuGraphInstantiateWithFlags)(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                    unsigned long long flags);
-typedef CUresult (*PFN_cuGraphLaunch)(CUgraphExec hGraphExec, CUstream hStream);
-typedef CUresult (*PFN_cuGraphUpload)(CUgraphExec hGraphExec, CUstream hStream);
-typedef CUresult (*PFN_cuGraphExecDestroy)(CUgraphExec hGraphExec);
-typedef CUresult (*PFN_cuDeviceGetGraphMemAttribute)(CUdevice device, CUgraphMem_attribute attr,
-                                                     void *value);
-typedef CUresult (*PFN_cuDeviceGraphMemTrim)(CUdevice device);
-typedef CUresult (*PFN_cuGetProcAddress)(const char *symbol, void **pfn, int cudaVersion,
-                                         cuuint64_t flags);
-typedef CUresult (*PFN_cuGetProcAddress_v2)(const char *symbol, void **pfn, int cudaVersion,
-                                            cuuint64_t flags,
-                                            CUdriverProcAddressQueryResult *symbolStatus);
+/* Device properties (cuDeviceGetProperties), caches, limits. */
+typedef struct CUdevprop_st {
+    int maxThreadsPerBlock;
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    int sharedMemPerBlock;
+    int totalConstantMemory;
+    int SIMDWidth;
+    int memPitch;
+    int regsPerBlock;
+    int clockRate;
+    int textureAlign;
+} CUdevprop;
+typedef int CUfunc_cache;
+enum { CU_FUNC_CACHE_PREFER_NONE = 0, CU_FUNC_CACHE_PREFER_SHARED = 1, CU_FUNC_CACHE_PREFER_L1 = 2,
+       CU_FUNC_CACHE_PREFER_EQUAL = 3 };
+typedef int CUsharedconfig;
+enum { CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE = 0, CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE = 1,
+       CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE = 2 };
+typedef int CUlimit;
+enum {
+    CU_LIMIT_STACK_SIZE = 0,
+    CU_LIMIT_PRINTF_FIFO_SIZE = 1,
+    CU_LIMIT_MALLOC_HEAP_SIZE = 2,
+    CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH = 3,
+    CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT = 4,
+    CU_LIMIT_MAX_L2_FETCH_GRANULARITY = 5,
+    CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 6,
+};
+enum { CU_CTX_SCHED_MASK = 0x07, CU_CTX_MAP_HOST = 0x08, CU_CTX_FLAGS_MASK = 0xFF };
+typedef struct CUexecAffinityParam_st CUexecAffinityParam;
+typedef struct CUctxCreateParams_st CUctxCreateParams;
+
+/* Host memory. */
+#define CU_MEMHOSTALLOC_PORTABLE 0x01
+#define CU_MEMHOSTALLOC_DEVICEMAP 0x02
+#define CU_MEMHOSTALLOC_WRITECOMBINED 0x04
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define CU_MEMHOSTREGISTER_IOMEMORY 0x04
+#define CU_MEMHOSTREGISTER_READ_ONLY 0x08
+
+/* Copies. */
+typedef int CUmemorytype;
+enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2, CU_MEMORYTYPE_ARRAY = 3,
+       CU_MEMORYTYPE_UNIFIED = 4 };
+typedef struct CUDA_MEMCPY2D_st {
+    size_t srcXInBytes, srcY;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    size_t srcPitch;
+    size_t dstXInBytes, dstY;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    size_t dstPitch;
+    size_t WidthInBytes, Height;
+} CUDA_MEMCPY2D;
+typedef struct CUDA_MEMCPY3D_st {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    void *reserved0;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    void *reserved1;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D;
+
+/* Pointers and IPC. */
+typedef int CUpointer_attribute;
+enum {
+    CU_POINTER_ATTRIBUTE_CONTEXT = 1,
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+    CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3,
+    CU_POINTER_ATTRIBUTE_HOST_POINTER = 4,
+    CU_POINTER_ATTRIBUTE_P2P_TOKENS = 5,
+    CU_POINTER_ATTRIBUTE_SYNC_MEMOPS = 6,
+    CU_POINTER_ATTRIBUTE_BUFFER_ID = 7,
+    CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+    CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 10,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
+    CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
+    CU_POINTER_ATTRIBUTE_MAPPED = 13,
+    CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES = 14,
+    CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE = 15,
+    CU_POINTER_ATTRIBUTE_ACCESS_FLAGS = 16,
+    CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE = 17,
+    CU_POINTER_ATTRIBUTE_MAPPING_SIZE = 18,
+    CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR = 19,
+    CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID = 20,
+};
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct CUipcMemHandle_st {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+typedef struct CUipcEventHandle_st {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcEventHandle;
+enum { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1 };
+
+/* Streams and events beyond creation. */
+typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
+enum { CU_EVENT_INTERPROCESS = 4 };
+
+/* Modules, libraries, the linker, functions and kernels: loaded and
+ * charged, never run. */
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUlib_st *CUlibrary;
+typedef struct CUkern_st *CUkernel;
+typedef struct CUlinkState_st *CUlinkState;
+typedef int CUjit_option;
+typedef int CUjitInputType;
+typedef int CUlibraryOption;
+typedef int CUfunction_attribute;
+typedef int CUoutput_mode;
+typedef struct CUlaunchConfig_st CUlaunchConfig;
+
+/* The function types of the entry points (PFN_ and the exported symbol),
+ * generated from cuda.h for every entry point whose types are declared
+ * above. */
+#include "cuda_api.h"
 
 #endif

@@ -1,9 +1,11 @@
 #include "budget.h"
+#include "command.h"
 
 #include "../core/options.h"
 #include "../cuda/uuid.h"
 #include "../ledger/agent.h"
 #include "../cuda/granularity.h"
+#include "../record/recorder.h"
 #include "../util/addrmap.h"
 #include "../util/lock.h"
 #include "../util/parse.h"
@@ -16,15 +18,17 @@
 #include <string.h>
 
 /* Budgets. A device's limit is resolved when it is first touched, because
- * a fraction needs the device's total from the driver. */
+ * a fraction needs the device's total from the driver. What is held is
+ * counted in the command's state (command.c): shared by every process of
+ * one `vram run`, or private to this process. */
 static struct {
     struct options env;
     bool config_bad;
+    char *join_error; /* why this process cannot join its command's budget */
     pthread_mutex_t resolve; /* taken only while resolving a device */
     _Atomic int state[BUDGET_MAX_DEVICES]; /* 0 unresolved, 1 unlimited, 2 limited */
     uint64_t limit[BUDGET_MAX_DEVICES];
-    _Atomic uint64_t used[BUDGET_MAX_DEVICES];
-    _Atomic uint64_t peak[BUDGET_MAX_DEVICES];
+    _Atomic int cdev[BUDGET_MAX_DEVICES]; /* the device's entry in the command's state, or -1 */
     char *denied[BUDGET_MAX_DEVICES]; /* why the daemon granted nothing */
     uint64_t (*total_of)(int dev);
     int (*uuid_of)(int dev, char *uuid);
@@ -48,6 +52,15 @@ static inline struct shard *shard_of(uint64_t key)
     return &shards[((key >> 9) * 0x9E3779B97F4A7C15ull) >> 60];
 }
 
+/* The interposer's first moment in every process of a command: find the
+ * command's state while the processes that can show it are alive. */
+__attribute__((constructor)) static void budget_load(void)
+{
+    for (int d = 0; d < BUDGET_MAX_DEVICES; d++)
+        atomic_init(&b.cdev[d], -1);
+    command_open_from_environment();
+}
+
 int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uuid))
 {
     b.total_of = total_of;
@@ -59,7 +72,26 @@ int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uu
     const char *lvl = getenv("VRAM_LOG");
     if (lvl && options_set(&b.env, "VRAM_LOG", lvl, err, sizeof err) == 0 && b.env.log_level >= 0)
         log_set_level(b.env.log_level);
-    if (options_from_environment(&b.env, err, sizeof err) != 0) {
+    if (command_join(err, sizeof err) != 0) {
+        /* A process of a budgeted command must not run unbudgeted: say why,
+         * always, once, and refuse its allocations. */
+        fprintf(stderr, "vram: error: %s; every GPU allocation of this process will be refused\n",
+                err);
+        b.join_error = strdup(err);
+        b.config_bad = true;
+        return -1;
+    }
+    char var[32], value[256];
+    int rc = 0;
+    if (command_budget_setting(var, sizeof var, value, sizeof value)) {
+        /* The command's budget, as vram run was given it: the same for every
+         * process of the command, whatever its own environment says. */
+        if (var[0])
+            rc = options_set(&b.env, var, value, err, sizeof err);
+    } else {
+        rc = options_from_environment(&b.env, err, sizeof err);
+    }
+    if (rc != 0) {
         /* A budget that cannot be read is not "no budget": say so, always,
          * and refuse allocations rather than run unbounded. */
         fprintf(stderr, "vram: error: %s; every GPU allocation will be refused\n", err);
@@ -71,17 +103,16 @@ int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uu
 
 static void usage_of(int dev, uint64_t *used, uint64_t *peak)
 {
-    *used = atomic_load_explicit(&b.used[dev], memory_order_relaxed);
-    *peak = atomic_load_explicit(&b.peak[dev], memory_order_relaxed);
+    int c = atomic_load(&b.cdev[dev]);
+    *used = c >= 0 ? command_own_used(c) : 0;
+    *peak = c >= 0 ? command_own_peak(c) : 0;
 }
 
 /* With a daemon, the budget is what it grants; `s` is the local answer. */
-static int ask_daemon(int dev, int s)
+static int ask_daemon(int dev, const char *uuid, int s)
 {
-    char uuid[UUID_TEXT_SIZE], why[1024];
+    char why[1024];
     uint64_t granted = 0;
-    if (!b.uuid_of || b.uuid_of(dev, uuid) != 0)
-        return s;
     switch (agent_request(dev, uuid, b.total_of(dev), s == 2 ? b.limit[dev] : 0, usage_of,
                           &granted, why, sizeof why)) {
     case AGENT_ALONE: return s;
@@ -96,8 +127,90 @@ static int ask_daemon(int dev, int s)
     return 2;
 }
 
+/* A setting for a device this program does not have, or a fraction that
+ * leaves a device less than 1 MiB, is a mistake to be heard, not "no
+ * budget" (vram run refuses both before the program starts; this is for a
+ * program started with the variables and LD_PRELOAD by hand): it makes the
+ * configuration bad, which refuses every allocation. Judged once the
+ * driver shows a device; false until then, to be tried again. */
+static bool check_configuration(void)
+{
+    int present = 0;
+    for (int d = 0; d < OPT_MAX_DEVICES && d < BUDGET_MAX_DEVICES; d++)
+        present += b.total_of(d) > 0;
+    if (present == 0)
+        return false;
+    struct options none;
+    options_clear(&none);
+    for (int d = 0; d < OPT_MAX_DEVICES && d < BUDGET_MAX_DEVICES && !b.config_bad; d++) {
+        const struct limit_setting *l = options_limit(&none, &b.env, d);
+        uint64_t total = b.total_of(d);
+        if (total == 0 && l == &b.env.limit[d] && l->kind != LIMIT_NONE) {
+            fprintf(stderr, "vram: error: %s names device %d, but this program sees only "
+                            "device%s 0%s%.0d; every GPU allocation will be refused\n",
+                    l->origin, d, present == 1 ? "" : "s", present == 1 ? "" : " to ",
+                    present == 1 ? 0 : present - 1);
+            b.config_bad = true;
+        } else if (total && l->kind == LIMIT_FRACTION &&
+                   (double)total * l->fraction < (double)PARSE_MEANINGFUL_BYTES) {
+            fprintf(stderr, "vram: error: %s gives device %d (%s) a budget of %s, less than "
+                            "1 MiB; every GPU allocation will be refused\n",
+                    l->origin, d, format_size(total).text,
+                    format_size((uint64_t)((double)total * l->fraction)).text);
+            b.config_bad = true;
+        }
+    }
+    return true;
+}
+
+/* This process's answer for a device (2 limited, 1 unlimited), then the
+ * command's: with one budget per command, the budget the command's first
+ * process on this device (by UUID) registered holds for all. */
+static int resolve_device(int dev)
+{
+    struct options none;
+    options_clear(&none);
+    const struct limit_setting *l = options_limit(&none, &b.env, dev);
+    int s = 2;
+    if (b.config_bad) {
+        b.limit[dev] = 0;
+        return 2;
+    }
+    if (l->kind == LIMIT_BYTES)
+        b.limit[dev] = l->bytes;
+    else if (l->kind == LIMIT_FRACTION)
+        b.limit[dev] = (uint64_t)((double)b.total_of(dev) * l->fraction);
+    else
+        s = 1;
+    char uuid[UUID_TEXT_SIZE], why[512];
+    bool known = b.uuid_of && b.uuid_of(dev, uuid) == 0;
+    if (!known) /* a driver that cannot say: the ordinal is all we have */
+        snprintf(uuid, sizeof uuid, "device-%d", dev);
+    else
+        s = ask_daemon(dev, uuid, s);
+    if (b.denied[dev])
+        return 2;
+    uint64_t budget = 0;
+    int c = command_device(uuid, dev, s == 2, b.limit[dev], &budget, why, sizeof why);
+    if (c == -2) {
+        fprintf(stderr, "vram: error: device %d: %s; every GPU allocation on it will be refused\n",
+                dev, why);
+        b.denied[dev] = strdup(why);
+        b.limit[dev] = 0;
+        return 2;
+    }
+    if (c >= 0 && command_mode() == COMMAND_SHARED) {
+        if (s != 2 || budget < b.limit[dev])
+            b.limit[dev] = budget;
+        s = 2;
+    }
+    atomic_store(&b.cdev[dev], c);
+    return s;
+}
+
 static int resolve(int dev)
 {
+    static bool checked;
     if (dev < 0 || dev >= BUDGET_MAX_DEVICES)
         return 1;
     int s = atomic_load_explicit(&b.state[dev], memory_order_acquire);
@@ -105,24 +218,16 @@ static int resolve(int dev)
         return s;
     pthread_mutex_lock(&b.resolve);
     s = atomic_load(&b.state[dev]);
+    if (!s && !checked && !b.config_bad)
+        checked = check_configuration();
     if (!s) {
-        struct options none;
-        options_clear(&none);
-        const struct limit_setting *l = options_limit(&none, &b.env, dev);
-        s = 2;
-        if (b.config_bad) {
-            b.limit[dev] = 0;
-        } else if (l->kind == LIMIT_BYTES) {
-            b.limit[dev] = l->bytes;
-        } else if (l->kind == LIMIT_FRACTION) {
-            b.limit[dev] = (uint64_t)((double)b.total_of(dev) * l->fraction);
-        } else {
-            s = 1;
-        }
-        if (!b.config_bad)
-            s = ask_daemon(dev, s);
+        s = resolve_device(dev);
         if (s == 2)
-            vlog(LOG_INFO, "device %d: budget %s", dev, format_size(b.limit[dev]).text);
+            vlog(LOG_INFO, "device %d: budget %s%s", dev, format_size(b.limit[dev]).text,
+                 command_mode() == COMMAND_SHARED ? " for the whole command" : "");
+        if (s == 2)
+            record_budget(dev, b.limit[dev], command_mode() == COMMAND_SHARED
+                                                 ? RECORD_COMMAND_BUDGET : RECORD_PROCESS_BUDGET);
         atomic_store_explicit(&b.state[dev], s, memory_order_release);
     }
     pthread_mutex_unlock(&b.resolve);
@@ -131,30 +236,21 @@ static int resolve(int dev)
 
 bool budget_limited(int dev) { return resolve(dev) == 2; }
 uint64_t budget_limit(int dev) { return budget_limited(dev) ? b.limit[dev] : UINT64_MAX; }
-uint64_t budget_used(int dev)
-{
-    return dev >= 0 && dev < BUDGET_MAX_DEVICES ? atomic_load(&b.used[dev]) : 0;
-}
 
 int budget_reserve(int dev, uint64_t bytes)
 {
-    uint64_t limit = b.limit[dev];
-    uint64_t cur = atomic_load_explicit(&b.used[dev], memory_order_relaxed);
-    do {
-        if (bytes > limit || cur > limit - bytes)
-            return -1;
-    } while (!atomic_compare_exchange_weak_explicit(&b.used[dev], &cur, cur + bytes,
-                                                    memory_order_relaxed, memory_order_relaxed));
-    /* The peak, for the daemon's view; written only when it moves. */
-    uint64_t now = cur + bytes, peak = atomic_load_explicit(&b.peak[dev], memory_order_relaxed);
-    while (now > peak && !atomic_compare_exchange_weak_explicit(&b.peak[dev], &peak, now,
-                                                                memory_order_relaxed,
-                                                                memory_order_relaxed))
-        ;
-    return 0;
+    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
+    if (c < 0)
+        return -1; /* limited but not accounted: a budget that could not be set up */
+    return command_reserve(c, b.limit[dev], bytes);
 }
 
-void budget_release(int dev, uint64_t bytes) { atomic_fetch_sub(&b.used[dev], bytes); }
+void budget_release(int dev, uint64_t bytes)
+{
+    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
+    if (c >= 0)
+        command_release(c, bytes);
+}
 
 void budget_commit(int dev, uint64_t key, uint64_t bytes, enum charge_kind kind)
 {
@@ -182,6 +278,21 @@ bool budget_forget(uint64_t key, int *dev, uint64_t *bytes, enum charge_kind *ki
     return true;
 }
 
+/* What the device holds against its budget: the whole command's (dead
+ * processes' shares reclaimed first), or this process's. */
+static uint64_t held(int dev)
+{
+    int c = atomic_load(&b.cdev[dev]);
+    return c >= 0 ? command_used(c) : 0;
+}
+
+uint64_t budget_total(int dev, uint64_t phys_total)
+{
+    if (!budget_limited(dev))
+        return phys_total;
+    return b.limit[dev] < phys_total ? b.limit[dev] : phys_total;
+}
+
 void budget_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free_out,
                  uint64_t *total_out)
 {
@@ -190,7 +301,7 @@ void budget_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *fre
         *total_out = phys_total;
         return;
     }
-    uint64_t limit = b.limit[dev], used = atomic_load(&b.used[dev]);
+    uint64_t limit = b.limit[dev], used = held(dev);
     uint64_t total = limit < phys_total ? limit : phys_total;
     uint64_t free_bytes = used < limit ? limit - used : 0;
     if (free_bytes > phys_free)
@@ -254,26 +365,57 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
         n += (size_t)snprintf(holders + n, sizeof holders - n, "%s%s at 0x%llx (%s)",
                               i ? ", " : "; largest holders: ", format_size(t.bytes[i]).text,
                               (unsigned long long)t.key[i], kind_name[t.kind[i]]);
-    if (b.config_bad)
+    int c = atomic_load(&b.cdev[dev]);
+    if (b.join_error)
+        vlog(LOG_ERROR, "%s refused on device %d: this process could not join its command's "
+             "budget (see above)", call, dev);
+    else if (b.config_bad)
         vlog(LOG_ERROR, "%s refused on device %d: the budget configuration is invalid (see above)",
              call, dev);
     else if (b.denied[dev])
         vlog(LOG_ERROR, "%s refused on device %d: vramd granted no memory: %s", call, dev,
              b.denied[dev]);
-    else
+    else if (c < 0 || command_claim_error())
+        vlog(LOG_ERROR, "%s refused on device %d: %s", call, dev,
+             c < 0 ? "the device has no budget accounting" : command_claim_error());
+    else if (command_mode() == COMMAND_SHARED) {
+        uint64_t all = command_used(c), mine = command_own_used(c);
+        int others = command_processes(c) - (mine != 0);
+        char split[160] = "";
+        if (others > 0)
+            snprintf(split, sizeof split, ", %d other process%s %s", others,
+                     others == 1 ? "" : "es", format_size(all > mine ? all - mine : 0).text);
+        vlog(LOG_ERROR,
+             "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d budget %s, in use %s by the "
+             "command (this process %s%s), requested %s%s",
+             call, dev, format_size(b.limit[dev]).text, format_size(all).text,
+             format_size(mine).text, split, format_size(requested).text, holders);
+    } else
         vlog(LOG_ERROR,
              "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d budget %s, in use %s, "
              "requested %s%s",
-             call, dev, format_size(b.limit[dev]).text, format_size(budget_used(dev)).text,
+             call, dev, format_size(b.limit[dev]).text, format_size(command_own_used(c)).text,
              format_size(requested).text, holders);
+}
+
+unsigned budget_refusal(int dev, uint64_t *in_use)
+{
+    *in_use = held(dev);
+    if (b.join_error)
+        return RECORD_NO_ACCOUNTING;
+    if (b.config_bad)
+        return RECORD_BAD_SETTINGS;
+    if (b.denied[dev])
+        return RECORD_NOT_GRANTED;
+    if (atomic_load(&b.cdev[dev]) < 0 || command_claim_error())
+        return RECORD_NO_ACCOUNTING;
+    return RECORD_OVER_BUDGET;
 }
 
 void budget_after_fork(void)
 {
-    for (int d = 0; d < BUDGET_MAX_DEVICES; d++) {
-        atomic_store(&b.used[d], 0);
-        atomic_store(&b.peak[d], 0);
-    }
+    /* What the command's state needs is done by command.c's own handler. */
+    pthread_mutex_init(&b.resolve, NULL);
     for (int s = 0; s < SHARDS; s++) {
         vram_lock_init(&shards[s].lock);
         addrmap_destroy(&shards[s].map);

@@ -1,5 +1,11 @@
 /* budget: what a process may hold on each device, and what it holds.
  *
+ * Under `vram run` the budget is the whole command's: every process of the
+ * command charges the same per-device budget, kept in the command's shared
+ * state (command.h); with --per-process, or without vram run, each process
+ * has its own. The functions here speak of devices by the program's CUDA
+ * ordinal; the command's state knows them by UUID.
+ *
  * Every allocation the interposer governs goes through three steps:
  * budget_reserve() charges the budget first (an atomic compare-and-swap,
  * so two threads can never together pass it), the driver is called, and
@@ -9,8 +15,10 @@
  *
  * budget_view() is the one function that says what the program sees of a
  * device: total = min(budget, physical total) and
- * free = max(0, min(budget - used, physical free)), used for cuMemGetInfo,
- * cuDeviceTotalMem and NVML alike so the views always agree.
+ * free = max(0, min(budget - used, physical free)), where used is all that
+ * the command holds on the device (processes that died are reclaimed
+ * first); used for cuMemGetInfo and NVML alike so the views always agree,
+ * and budget_total() gives the same total for cuDeviceTotalMem.
  */
 #ifndef VRAM_BUDGET_H
 #define VRAM_BUDGET_H
@@ -48,7 +56,6 @@ int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uu
 /* False if no budget applies to this device (pass everything through). */
 bool budget_limited(int dev);
 uint64_t budget_limit(int dev);
-uint64_t budget_used(int dev);
 
 /* 0 if `bytes` fit and are now charged; -1 if the budget is exhausted. */
 int budget_reserve(int dev, uint64_t bytes);
@@ -63,12 +70,19 @@ void budget_release(int dev, uint64_t bytes);
 /* The program's view of a device. */
 void budget_view(int dev, uint64_t phys_free, uint64_t phys_total, uint64_t *free_out,
                  uint64_t *total_out);
+uint64_t budget_total(int dev, uint64_t phys_total);
 
 /* Writes the one-line report of a refused allocation (VRAM_LOG=error and
  * above): budget, in use, requested, and this process's largest holders. */
 void budget_report_oom(int dev, uint64_t requested, const char *call);
 
-/* In a child after fork(): a new process, holding nothing. */
+/* Why a request on `dev` is refused now (an enum record_reason of
+ * src/record/recording.h), and what the device holds against its budget:
+ * for the recording of the refusal. */
+unsigned budget_refusal(int dev, uint64_t *in_use);
+
+/* In a child after fork(): a new process, holding nothing (its own
+ * pointers are forgotten; command.c makes it a new member of the command). */
 void budget_after_fork(void);
 
 #endif

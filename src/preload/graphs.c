@@ -37,8 +37,9 @@ static struct graph_need *graph_add(void *key, int dev)
     return g;
 }
 
-/* Caller holds graph_mu. `pre` was reserved for this operation. */
-static void graph_settle(int dev, uint64_t pre)
+/* Caller holds graph_mu. `pre` was reserved for this operation, on
+ * `stream`. */
+static void graph_settle(int dev, uint64_t pre, CUstream stream)
 {
     cuuint64_t now = 0;
     if (!real.cuDeviceGetGraphMemAttribute ||
@@ -51,6 +52,7 @@ static void graph_settle(int dev, uint64_t pre)
     else if (now > had && budget_reserve(dev, now - had) != 0)
         /* The launch already happened: it cannot be refused any more. */
         budget_report_oom(dev, now - had, "graph launch (over budget after the fact)");
+    record_resize(RECORD_GRAPH, dev, (uint64_t)dev + 1, graph_charged[dev], now, (uintptr_t)stream);
     graph_charged[dev] = now;
 }
 
@@ -65,7 +67,7 @@ EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgra
     int dev = params->poolProps.location.id;
     uint64_t charge = device_charge(params->bytesize);
     if (charge > budget_limit(dev)) { /* could never be launched */
-        budget_report_oom(dev, charge, "cuGraphAddMemAllocNode");
+        governed_refusal(dev, RECORD_GRAPH, charge, 0, "cuGraphAddMemAllocNode", 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUresult rc = real.cuGraphAddMemAllocNode(node, g, deps, ndeps, params);
@@ -109,14 +111,14 @@ static CUresult graph_run(const char *name, CUgraphExec e, CUstream s, PFN_cuGra
     uint64_t pre = n->bytes > graph_charged[dev] ? n->bytes - graph_charged[dev] : 0;
     if (pre && budget_reserve(dev, pre) != 0) {
         pthread_mutex_unlock(&graph_mu);
-        budget_report_oom(dev, pre, name);
+        governed_refusal(dev, RECORD_GRAPH, pre, (uintptr_t)s, name, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUresult rc = run(e, s);
     if (rc != CUDA_SUCCESS)
         budget_release(dev, pre);
     else
-        graph_settle(dev, pre);
+        graph_settle(dev, pre, s);
     pthread_mutex_unlock(&graph_mu);
     return rc;
 }
@@ -151,7 +153,7 @@ EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev)
     CUresult rc = real.cuDeviceGraphMemTrim(dev);
     if (rc == CUDA_SUCCESS && dev >= 0 && dev < BUDGET_MAX_DEVICES && budget_limited(dev)) {
         pthread_mutex_lock(&graph_mu);
-        graph_settle(dev, 0);
+        graph_settle(dev, 0, NULL);
         pthread_mutex_unlock(&graph_mu);
     }
     return rc;

@@ -14,6 +14,7 @@
 #include "../cuda/cuda_abi.h"
 #include "../cuda/granularity.h"
 #include "../cuda/nvml_abi.h"
+#include "../record/recorder.h"
 #include "budget.h"
 
 #include <pthread.h>
@@ -90,6 +91,23 @@ int governed_device(void);
  * A key the budget does not know is the driver's business alone. */
 CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t));
 
+/* What a charge is, in a recording. */
+static inline enum record_family family_of(enum charge_kind kind)
+{
+    static const unsigned char family[CHARGE_KINDS] = {
+        [CHARGE_MEMALLOC] = RECORD_PLAIN, [CHARGE_PITCH] = RECORD_PITCHED,
+        [CHARGE_MANAGED] = RECORD_MANAGED, [CHARGE_ASYNC] = RECORD_POOL,
+        [CHARGE_VMM] = RECORD_VMM,         [CHARGE_ARRAY] = RECORD_ARRAY,
+        [CHARGE_MIPMAP] = RECORD_ARRAY,    [CHARGE_GRAPH] = RECORD_GRAPH,
+    };
+    return (unsigned)kind < CHARGE_KINDS ? (enum record_family)family[kind] : RECORD_NO_FAMILY;
+}
+
+/* A governed request for `bytes` on `dev` refused: said (VRAM_LOG) and
+ * recorded with its reason, `why`, or the budget's when 0. */
+void governed_refusal(int dev, enum record_family family, uint64_t bytes, uint64_t stream,
+                      const char *call, enum record_reason why);
+
 /* Reserve, call the driver, then commit or roll back: the budget is never
  * exceeded, not even for an instant, by any number of threads. */
 #define GOVERNED_ALLOC(call_name, charge_expr, kind, driver_call, key_expr)                   \
@@ -99,14 +117,17 @@ CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t));
             return driver_call;                                                               \
         uint64_t charge_ = (charge_expr);                                                     \
         if (budget_reserve(dev_, charge_) != 0) {                                             \
-            budget_report_oom(dev_, charge_, call_name);                                      \
+            governed_refusal(dev_, family_of(kind), charge_, 0, call_name, 0);                \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                  \
         }                                                                                     \
         CUresult rc_ = driver_call;                                                           \
-        if (rc_ == CUDA_SUCCESS)                                                              \
-            budget_commit(dev_, (key_expr), charge_, kind);                                   \
-        else                                                                                  \
-            budget_release(dev_, charge_);                                                   \
+        if (rc_ == CUDA_SUCCESS) {                                                            \
+            uint64_t key_ = (key_expr);                                                       \
+            budget_commit(dev_, key_, charge_, kind);                                         \
+            record_alloc(family_of(kind), dev_, key_, charge_, 0);                            \
+        } else {                                                                              \
+            budget_release(dev_, charge_);                                                    \
+        }                                                                                     \
         return rc_;                                                                           \
     } while (0)
 

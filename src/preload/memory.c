@@ -42,7 +42,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, 
     if (dev < 0)
         return real.cuMemAllocPitch_v2(dptr, pPitch, w, h, elem);
     if (budget_reserve(dev, bound) != 0) {
-        budget_report_oom(dev, bound, "cuMemAllocPitch");
+        governed_refusal(dev, RECORD_PITCHED, bound, 0, "cuMemAllocPitch", 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUresult rc = real.cuMemAllocPitch_v2(dptr, pPitch, w, h, elem);
@@ -57,10 +57,11 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, 
         /* The driver padded more than any device we know; over budget. */
         real.cuMemFree_v2(*dptr);
         budget_release(dev, bound);
-        budget_report_oom(dev, actual, "cuMemAllocPitch");
+        governed_refusal(dev, RECORD_PITCHED, actual, 0, "cuMemAllocPitch", 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     budget_commit(dev, *dptr, actual, CHARGE_PITCH);
+    record_alloc(RECORD_PITCHED, dev, *dptr, actual, 0);
     return rc;
 }
 
@@ -141,9 +142,7 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_once(&budget_once, setup_budgets);
-    uint64_t f, t;
-    budget_view(dev, 0, *bytes, &f, &t);
-    *bytes = t;
+    *bytes = budget_total(dev, *bytes);
     return rc;
 }
 

@@ -38,9 +38,9 @@ static uint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
 }
 
 /* Brings a pool's charge to what it reserves now; `pre` is what the caller
- * already reserved for this operation. Returns -1 if the pool grew past the
- * budget (the caller undoes its operation). */
-static int pool_settle(struct pool_charge *pc, uint64_t pre)
+ * already reserved for this operation, on `stream`. Returns -1 if the pool
+ * grew past the budget (the caller undoes its operation). */
+static int pool_settle(struct pool_charge *pc, uint64_t pre, CUstream stream)
 {
     uint64_t now = pool_attr(pc->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
     uint64_t had = pc->charged + pre;
@@ -50,14 +50,15 @@ static int pool_settle(struct pool_charge *pc, uint64_t pre)
         budget_release(pc->dev, pre);
         return -1;
     }
+    record_resize(RECORD_POOL, pc->dev, (uintptr_t)pc->pool, pc->charged, now, (uintptr_t)stream);
     pc->charged = now;
     return 0;
 }
 
-static void settle_all_pools(void)
+static void settle_all_pools(CUstream stream)
 {
     for (int i = 0; i < npools; i++)
-        pool_settle(&pools[i], 0);
+        pool_settle(&pools[i], 0, stream);
 }
 
 static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -73,7 +74,7 @@ static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize,
     struct pool_charge *pc = pool_entry(pool, dev);
     if (!pc) {
         pthread_mutex_unlock(&pool_mu);
-        budget_report_oom(dev, bytesize, name);
+        governed_refusal(dev, RECORD_POOL, bytesize, (uintptr_t)s, name, RECORD_TOO_MANY_POOLS);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     /* Room the pool may need beyond what it holds free. */
@@ -83,17 +84,17 @@ static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize,
     uint64_t pre = charge > idle ? device_charge(charge - idle) : 0;
     if (pre && budget_reserve(dev, pre) != 0) {
         pthread_mutex_unlock(&pool_mu);
-        budget_report_oom(dev, charge, name);
+        governed_refusal(dev, RECORD_POOL, charge, (uintptr_t)s, name, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUresult rc = from_pool ? from_pool(dptr, bytesize, pool, s) : from_default(dptr, bytesize, s);
     if (rc != CUDA_SUCCESS) {
         budget_release(dev, pre);
-    } else if (pool_settle(pc, pre) != 0) {
+    } else if (pool_settle(pc, pre, s) != 0) {
         undo(*dptr, s);
-        pool_settle(pc, 0);
+        pool_settle(pc, 0, s);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
-        budget_report_oom(dev, charge, name);
+        governed_refusal(dev, RECORD_POOL, charge, (uintptr_t)s, name, 0);
     }
     pthread_mutex_unlock(&pool_mu);
     return rc;
@@ -134,10 +135,10 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 }
 
 /* After anything that can shrink pools, their charges follow. */
-static CUresult settled(CUresult rc)
+static CUresult settled(CUresult rc, CUstream stream)
 {
     pthread_mutex_lock(&pool_mu);
-    settle_all_pools();
+    settle_all_pools(stream);
     pthread_mutex_unlock(&pool_mu);
     return rc;
 }
@@ -145,25 +146,25 @@ static CUresult settled(CUresult rc)
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
 {
     need_real();
-    return settled(real.cuMemFreeAsync(dptr, s));
+    return settled(real.cuMemFreeAsync(dptr, s), s);
 }
 
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
 {
     need_real();
-    return settled(real.cuMemFreeAsync_ptsz(dptr, s));
+    return settled(real.cuMemFreeAsync_ptsz(dptr, s), s);
 }
 
 EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 {
     need_real();
-    return settled(real.cuMemPoolTrimTo(pool, keep));
+    return settled(real.cuMemPoolTrimTo(pool, keep), NULL);
 }
 
 EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     need_real();
-    return settled(real.cuMemPoolSetAttribute(pool, attr, value));
+    return settled(real.cuMemPoolSetAttribute(pool, attr, value), NULL);
 }
 
 EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
@@ -176,6 +177,7 @@ EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     for (int i = 0; i < npools; i++)
         if (pools[i].pool == pool) {
             budget_release(pools[i].dev, pools[i].charged);
+            record_resize(RECORD_POOL, pools[i].dev, (uintptr_t)pool, pools[i].charged, 0, 0);
             pools[i] = pools[--npools];
             break;
         }

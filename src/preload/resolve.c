@@ -27,6 +27,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Tells libvram, in the same process, that the environment's budget is
@@ -184,6 +185,13 @@ static void after_fork_child(void) { budget_after_fork(); }
 void setup_budgets(void)
 {
     need_real();
+    /* Before the budgets, whose setting is the first event. A recording
+     * asked for and not made is said whatever VRAM_LOG says, as a bad
+     * budget is: the user would otherwise find out only at the end. */
+    char err[PATH_MAX + 160];
+    if (recorder_start_from_environment(err, sizeof err) != 0)
+        fprintf(stderr, "vram: error: %s; this process's GPU memory events are not recorded\n",
+                err);
     budget_setup(physical_total, physical_uuid);
     pthread_atfork(NULL, NULL, after_fork_child);
 }
@@ -208,11 +216,24 @@ CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t))
     if (!budget_forget(key, &dev, &bytes, &kind))
         return driver(key); /* not ours: the driver's answer, unchanged */
     CUresult rc = driver(key);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         budget_release(dev, bytes);
-    else
+        record_free(family_of(kind), dev, key, bytes, 0);
+    } else {
         budget_commit(dev, key, bytes, kind); /* still held */
+    }
     return rc;
+}
+
+void governed_refusal(int dev, enum record_family family, uint64_t bytes, uint64_t stream,
+                      const char *call, enum record_reason why)
+{
+    if (RECORDER_ON()) {
+        uint64_t in_use = 0;
+        unsigned reason = budget_refusal(dev, &in_use);
+        record_refusal(family, dev, bytes, in_use, why ? why : reason, stream);
+    }
+    budget_report_oom(dev, bytes, call);
 }
 
 /* ------------------------------------------------------------ resolution */

@@ -32,6 +32,7 @@ static void vmm_maybe_uncharge(struct vmm_handle *v)
 {
     if (v->released && v->maps == 0) {
         budget_release(v->dev, v->bytes);
+        record_free(RECORD_VMM, v->dev, v->handle, v->bytes, 0);
         *v = vmm[--nvmm];
     }
 }
@@ -47,15 +48,18 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     int dev = prop->location.id;
     uint64_t charge = device_charge(size);
     pthread_mutex_lock(&vmm_mu);
-    if (nvmm == MAX_VMM || budget_reserve(dev, charge) != 0) {
+    bool full = nvmm == MAX_VMM;
+    if (full || budget_reserve(dev, charge) != 0) {
         pthread_mutex_unlock(&vmm_mu);
-        budget_report_oom(dev, charge, "cuMemCreate");
+        governed_refusal(dev, RECORD_VMM, charge, 0, "cuMemCreate",
+                         full ? RECORD_TOO_MANY_HANDLES : 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUresult rc = real.cuMemCreate(handle, size, prop, flags);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         vmm[nvmm++] = (struct vmm_handle){.handle = *handle, .dev = dev, .bytes = charge};
-    else
+        record_alloc(RECORD_VMM, dev, *handle, charge, 0);
+    } else
         budget_release(dev, charge);
     pthread_mutex_unlock(&vmm_mu);
     return rc;
@@ -71,6 +75,8 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     struct vmm_handle *v = vmm_find(handle);
     if (v) {
         v->released = true;
+        if (v->maps)
+            record_release(v->dev, handle, v->bytes);
         vmm_maybe_uncharge(v);
     }
     pthread_mutex_unlock(&vmm_mu);
@@ -86,8 +92,10 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         return rc;
     pthread_mutex_lock(&vmm_mu);
     struct vmm_handle *v = vmm_find(handle);
-    if (v && v->maps < 8)
+    if (v && v->maps < 8) {
         v->mapped_at[v->maps++] = ptr;
+        record_map(v->dev, ptr, size, handle);
+    }
     pthread_mutex_unlock(&vmm_mu);
     return rc;
 }
@@ -104,6 +112,7 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         for (int m = 0; m < v->maps; m++)
             if (v->mapped_at[m] == ptr) {
                 v->mapped_at[m] = v->mapped_at[--v->maps];
+                record_unmap(v->dev, ptr, size);
                 vmm_maybe_uncharge(v);
                 i = nvmm; /* done */
                 break;
@@ -137,7 +146,7 @@ static CUresult governed_array(const char *name, uint64_t estimate, void **handl
     if (dev < 0)
         return create(handle, desc, levels);
     if (budget_reserve(dev, estimate) != 0) {
-        budget_report_oom(dev, estimate, name);
+        governed_refusal(dev, RECORD_ARRAY, estimate, 0, name, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUresult rc = create(handle, desc, levels);
@@ -151,10 +160,11 @@ static CUresult governed_array(const char *name, uint64_t estimate, void **handl
     } else if (exact > estimate && budget_reserve(dev, exact - estimate) != 0) {
         destroy(*handle);
         budget_release(dev, estimate);
-        budget_report_oom(dev, exact, name);
+        governed_refusal(dev, RECORD_ARRAY, exact, 0, name, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     budget_commit(dev, (uint64_t)(uintptr_t)*handle, exact ? exact : estimate, kind);
+    record_alloc(RECORD_ARRAY, dev, (uintptr_t)*handle, exact ? exact : estimate, 0);
     return rc;
 }
 

@@ -73,19 +73,26 @@ int parse_size(const char *s, uint64_t *out, parse_why *why)
     if (!unit)
         return fail(why, "not a number");
 
-    /* Exact integer path for plain byte counts, so that 2^64-1 or a
-     * 17-digit count is not rounded through a double. */
+    /* A number without a unit is bytes, read exactly (2^64-1 or a
+     * 17-digit count is not rounded through a double). But "--limit 4" or
+     * "default-budget 25" is a forgotten unit, not 4 or 25 bytes: below
+     * 1 MiB a bare number is refused, with the forms that were meant. */
     if (*unit == 0) {
-        if (point)
-            return fail(why, "a byte count must be a whole number");
         uint64_t n = 0;
-        for (const char *p = s; *p; p++) {
+        for (const char *p = s; *p && !point; p++) {
             if (n > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
                 return fail(why, "too large");
             n = n * 10 + (uint64_t)(*p - '0');
         }
-        *out = n;
-        return 0;
+        if (!point && (n == 0 || n >= PARSE_MEANINGFUL_BYTES)) {
+            *out = n;
+            return 0;
+        }
+        if (point)
+            return fail(why, "a number without a unit is bytes, and bytes are whole; give a "
+                             "unit: %.24sMiB or %.24sGiB", s, s);
+        return fail(why, "a number without a unit is bytes, and this is less than 1 MiB; give a "
+                         "unit: %.24sMiB, %.24sGiB, or %.24sB if bytes are meant", s, s, s);
     }
 
     double mult;
@@ -108,7 +115,8 @@ int parse_size(const char *s, uint64_t *out, parse_why *why)
     }
     if (letter == 'B') {
         mult = 1;
-    } else if (*rest == 0 || strcmp(rest, "iB") == 0 || strcmp(rest, "ib") == 0) {
+    } else if (*rest == 0 || strcmp(rest, "i") == 0 || strcmp(rest, "iB") == 0 ||
+               strcmp(rest, "ib") == 0) { /* 4Gi: Kubernetes' way of writing 4GiB */
         mult = (double)((uint64_t)1 << (10 * power));
     } else if (strcmp(rest, "B") == 0) {
         mult = 1;
@@ -190,10 +198,8 @@ int parse_duration(const char *s, uint64_t *ms_out, parse_why *why)
 {
     if (!s || !*s)
         return fail(why, "empty");
-    if (strcmp(s, "0") == 0) {
-        *ms_out = 0;
-        return 0;
-    }
+    if (*s == '-')
+        return fail(why, "a duration cannot be negative");
     double v;
     bool point;
     const char *unit = read_decimal(s, &v, &point);
@@ -202,7 +208,7 @@ int parse_duration(const char *s, uint64_t *ms_out, parse_why *why)
     static const struct {
         const char *name;
         double ms;
-    } units[] = {{"ms", 1}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3}};
+    } units[] = {{"", 1e3}, {"ms", 1}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3}};
     for (size_t i = 0; i < sizeof units / sizeof *units; i++)
         if (strcmp(unit, units[i].name) == 0) {
             double ms = v * units[i].ms;
@@ -211,7 +217,7 @@ int parse_duration(const char *s, uint64_t *ms_out, parse_why *why)
             *ms_out = (uint64_t)(ms + 0.5);
             return 0;
         }
-    return fail(why, *unit ? "unknown unit \"%.8s\"" : "a number without a unit", unit);
+    return fail(why, "unknown unit \"%.8s\"", unit);
 }
 
 size_text format_size(uint64_t bytes)

@@ -16,24 +16,35 @@
 
 /* Accepted forms, for error messages. */
 #define PARSE_SIZE_FORMS                                                                       \
-    "a byte count (4096) or a number with a unit: K, M, G, T or KiB, MiB, GiB, TiB (powers "  \
-    "of 1024), KB, MB, GB, TB (powers of 1000); e.g. 4G, 4GiB, 512MiB, 1.5GiB"
+    "a number with a unit: K, M, G, T, Ki, Mi, Gi, Ti, KiB, MiB, GiB, TiB (powers of 1024), "  \
+    "KB, MB, GB, TB (powers of 1000) or B; e.g. 4G, 4Gi, 4GiB, 512MiB, 1.5GiB; a number "     \
+    "without a unit is bytes, and at least 1 MiB (1048576)"
 #define PARSE_FRACTION_FORMS "a fraction in (0, 1] such as 0.33, or a percentage such as 33%"
 #define PARSE_BOOL_FORMS "true or false (also 1/0, yes/no, on/off)"
+
+/* A number without a unit is a byte count, but one below this is refused
+ * (`--limit 4` is surely not 4 bytes), and so is a budget that a fraction
+ * makes smaller than this: nothing a program could use fits in it. */
+#define PARSE_MEANINGFUL_BYTES (1ull << 20)
 
 typedef struct {
     char text[160];
 } parse_why;
 
+/* A size in bytes: "4GiB", "4Gi", "4G", "512MiB", "1.5GiB", "2GB", "100B";
+ * a bare number of at least PARSE_MEANINGFUL_BYTES ("1073741824"), or 0. */
 int parse_size(const char *s, uint64_t *out, parse_why *why);
 int parse_fraction(const char *s, double *out, parse_why *why);
 int parse_bool(const char *s, bool *out, parse_why *why);
 /* A non-negative decimal integer that fits in `max`. */
 int parse_uint(const char *s, uint64_t max, uint64_t *out, parse_why *why);
 
-/* A duration: a number with a unit, ms, s, m or h ("500ms", "30s", "10m",
- * "1.5h"), or 0. Milliseconds out. */
-#define PARSE_DURATION_FORMS "a number with a unit: ms, s, m or h (e.g. 500ms, 30s, 10m, 1.5h), or 0"
+/* A duration: seconds ("1", "2.5", as nvidia-smi -l and gpustat -i take
+ * them) or a number with a unit, ms, s, m or h ("500ms", "30s", "10m",
+ * "1.5h"). Milliseconds out. What 0 means, if anything, is the caller's to
+ * say. */
+#define PARSE_DURATION_FORMS                                                                   \
+    "seconds (1, 2.5) or a number with a unit: ms, s, m or h (e.g. 500ms, 30s, 10m, 1.5h)"
 int parse_duration(const char *s, uint64_t *ms_out, parse_why *why);
 
 /* "12.00 GiB", "512.00 MiB", "256 B": sizes in messages and tables. */

@@ -1,0 +1,116 @@
+/* command: the GPU budget that every process of one `vram run` shares.
+ *
+ * `vram run` (the supervisor) creates the command's shared state in a memfd
+ * (anonymous memory: no file in /tmp or /dev/shm, gone when the last
+ * process that maps it ends) and names it in VRAM_COMMAND. Every process of
+ * the command that loads the interposer opens it when it starts and, at its
+ * first allocation, claims a slot: per device, one counter that only this
+ * process writes. The budget holds for the sum of all slots. A slot's
+ * liveness is an open-file-description lock the kernel drops when the
+ * process dies, so a dead process's share is reclaimed whole by whoever
+ * next needs it; nothing waits on a lock a dead process could hold.
+ *
+ * Without VRAM_COMMAND (the interposer preloaded by hand, or by the Slurm
+ * plugin) the same code runs on private memory: one process, its own budget.
+ *
+ * The rules that make it exact are in command.c, above command_reserve().
+ */
+#ifndef VRAM_COMMAND_H
+#define VRAM_COMMAND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define COMMAND_ENV "VRAM_COMMAND"
+#define COMMAND_MAX_DEVICES 64
+#define COMMAND_MAX_SLOTS 256   /* processes of one command holding memory at once */
+#define COMMAND_MAX_RECORDS 256 /* ended processes listed in the summary */
+#define COMMAND_UUID_SIZE 48
+
+enum command_mode {
+    COMMAND_SHARED = 1,      /* one budget for all the command's processes */
+    COMMAND_PER_PROCESS = 2, /* each process its own budget (--per-process, vramd) */
+};
+
+/* ------------------------------------------------ vram run (the supervisor) */
+
+struct command_owner {
+    int fd;                        /* the memfd; close-on-exec */
+    struct command_shared *shared; /* mapped */
+    char env[128];                 /* the value of VRAM_COMMAND for the child */
+};
+
+/* Creates the state. `limit_var`/`limit_value` is the budget as the options
+ * give it ("VRAM_MEMORY_LIMIT", "0=4GiB,1=2GiB"; or NULL: vramd's policy),
+ * which every process of the command then reads from the state rather than
+ * from its own environment. 0, or -1 with the reason in why. */
+int command_create(struct command_owner *o, enum command_mode mode, const char *limit_var,
+                   const char *limit_value, char *why, size_t whylen);
+
+/* True if VRAM_COMMAND names a command that is still alive (for refusing
+ * to nest one `vram run` in another). */
+bool command_inside_live(void);
+
+/* What the command used, read after it ended (dead processes are reclaimed
+ * first; processes still running are listed as running). */
+struct command_summary {
+    enum command_mode mode;
+    int ndevices;
+    struct command_summary_device {
+        int ordinal; /* as the process that first used it numbered it */
+        char uuid[COMMAND_UUID_SIZE];
+        uint64_t budget, peak, refused, context;
+    } device[COMMAND_MAX_DEVICES];
+    int nprocesses, processes_not_listed;
+    struct command_summary_process {
+        int pid;
+        bool running;
+        uint64_t peak[COMMAND_MAX_DEVICES]; /* by the index in device[] */
+    } process[COMMAND_MAX_RECORDS + COMMAND_MAX_SLOTS];
+};
+void command_summarize(struct command_owner *o, struct command_summary *out);
+
+/* ----------------------------------------------- a process of the command */
+
+/* Called once when the interposer loads: opens the state VRAM_COMMAND names
+ * (while the processes it names are alive) and names this process in it
+ * for its own children, so that they can find the state even after vram
+ * run has gone. Does no more; nothing is printed here. Also sets up what a
+ * forked child needs: it is a new member with nothing charged, and claims
+ * its own slot at its first allocation. */
+void command_open_from_environment(void);
+
+/* Maps the state (or private memory when there is no VRAM_COMMAND).
+ * 0, or -1 with a one-line reason in why: this process belongs to a
+ * command whose budget it cannot join, and must not allocate. */
+int command_join(char *why, size_t whylen);
+enum command_mode command_mode(void);
+/* The budget as vram run gave it ("VRAM_MEMORY_LIMIT", "4GiB"); false when
+ * not under vram run or when it gave none. */
+bool command_budget_setting(char *var, size_t varlen, char *value, size_t valuelen);
+
+/* The command's entry for a device, by UUID. If no process registered it
+ * and `register_budget` is set, registers it with `budget`. Returns its
+ * index (and the command's budget for it in *budget), -1 if the device has
+ * no budget, -2 with the reason in why if the state cannot be used. */
+int command_device(const char *uuid, int ordinal, bool register_budget, uint64_t budget,
+                   uint64_t *budget_out, char *why, size_t whylen);
+
+/* Reserve-before-allocate on device index d against `limit`: 0 if `bytes`
+ * are charged, -1 if they do not fit (dead processes' shares are reclaimed
+ * before that answer; the refusal is counted for the summary). No system
+ * call unless the answer would be -1. */
+int command_reserve(int d, uint64_t limit, uint64_t bytes);
+void command_release(int d, uint64_t bytes);
+
+/* What the command holds on d (after reclaiming the dead), and what this
+ * process holds and held at most. */
+uint64_t command_used(int d);
+uint64_t command_own_used(int d);
+uint64_t command_own_peak(int d);
+int command_processes(int d); /* live processes holding memory on d */
+/* Why this process could not take a slot in the command, or NULL. */
+const char *command_claim_error(void);
+
+#endif

@@ -1,0 +1,97 @@
+/* command_state: the layout of a command's shared state and the rules
+ * both sides follow: vram run, which creates it and reads it at the end,
+ * and the processes of the command (command.c). Internal to vram.
+ *
+ * One memfd, sealed against shrinking and growing (so no process can make
+ * another's mapping fault), mode 0600, owned by the user who ran vram run.
+ * Every field a process writes after creation is an atomic that only one
+ * writer changes at a time:
+ *   used[d][i], peak[d][i]  slot i's process (its threads: atomic adds), or
+ *                           whoever holds slot i's lock after it died;
+ *   pid[i]                  the same;
+ *   device[], devices       whoever holds the registry lock;
+ *   device[d].peak/refused  anyone, by compare-and-swap / add (statistics);
+ *   record[], records       whoever reclaims a dead slot (statistics).
+ *
+ * Locks are open-file-description locks (F_OFD_SETLK) on single bytes of
+ * the memfd, never on its contents: byte i (< COMMAND_MAX_SLOTS) is slot
+ * i's liveness, byte COMMAND_MAX_SLOTS the registry's. The kernel drops an
+ * OFD lock when the last reference to its open file description goes. A
+ * member holds its slot's lock through a description that nothing but a
+ * one-page mapping refers to: no descriptor a program could close (daemons
+ * close every descriptor), and MADV_DONTFORK so that no child inherits it.
+ * The lock therefore lasts exactly as long as the process's address space:
+ * it goes at exit, at a crash, at SIGKILL and at exec, and at no other time.
+ */
+#ifndef VRAM_COMMAND_STATE_H
+#define VRAM_COMMAND_STATE_H
+
+#include "command.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define COMMAND_MAGIC "VRAMCMD"
+#define COMMAND_VERSION 1
+#define COMMAND_REGISTRY_BYTE COMMAND_MAX_SLOTS
+
+struct command_device_entry {
+    char uuid[COMMAND_UUID_SIZE];
+    int32_t ordinal;
+    uint32_t reserved_;
+    uint64_t budget;
+    _Atomic uint64_t peak;    /* see command_reserve() */
+    _Atomic uint64_t refused; /* reservations refused */
+    _Atomic uint64_t context; /* the contexts' part of the peak: charged by a later step */
+};
+
+struct command_record {
+    _Atomic int32_t pid; /* stored last: 0 while the record is being written */
+    uint32_t reserved_;
+    uint64_t peak[COMMAND_MAX_DEVICES];
+};
+
+struct command_shared {
+    char magic[8];
+    uint32_t version, mode;
+    uint64_t size;
+    unsigned char id[16];
+    int32_t supervisor;
+    uint32_t reserved_;
+    char limit_var[32], limit_value[224];
+    _Atomic uint32_t devices; /* device[0, devices) are registered */
+    _Atomic uint32_t slots;   /* slots [0, slots) were claimed at some time */
+    _Atomic uint32_t records; /* record[] entries taken */
+    _Atomic uint32_t records_lost;
+    struct command_device_entry device[COMMAND_MAX_DEVICES];
+    _Alignas(64) _Atomic int32_t pid[COMMAND_MAX_SLOTS]; /* 0 free; <0 being reclaimed */
+    _Alignas(64) _Atomic uint64_t used[COMMAND_MAX_DEVICES][COMMAND_MAX_SLOTS];
+    _Alignas(64) _Atomic uint64_t peak[COMMAND_MAX_DEVICES][COMMAND_MAX_SLOTS];
+    struct command_record record[COMMAND_MAX_RECORDS];
+};
+
+/* An OFD lock on one byte of the state; `wait` blocks (EINTR retried). */
+int command_lock_byte(int fd, int byte, short type, bool wait);
+
+/* The command's id as text (32 hex digits) and back. */
+void command_id_text(const unsigned char id[16], char out[33]);
+int command_id_parse(const char *s, unsigned char id[16]);
+
+/* Opens /proc/PID/FD and checks it is the state of the command `id`: a
+ * sealed memfd of this user with the right header. The descriptor (a new
+ * open file description), or -1 with the reason in why. */
+int command_state_open(int pid, int fd, const unsigned char id[16], char *why, size_t n);
+
+/* Nothing charged on any device in slot i. */
+bool command_slot_clean(struct command_shared *s, int i);
+/* Clears dead slot i (its lock held by the caller), recording what its
+ * process used for the summary. */
+void command_reclaim(struct command_shared *s, int i);
+/* Reclaims every dead slot but `own`, testing liveness through `fd`;
+ * returns how many. Callers in one process must be serialised: OFD locks
+ * do not exclude their own description. */
+int command_sweep(struct command_shared *s, int fd, int own);
+
+#endif

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Numba, a program nobody here wrote, on the simulated GPU: alone (the whole
+# device less its CUDA context) and under `vram run --limit 2GiB` (a 2 GiB
+# device, all of it and not a byte more). Debian's numba runs with Debian's
+# python3 (/usr/bin/python3), the one the package installs into.
+set -u
+build=$(cd "${1:?usage: test_numba.sh BUILD_DIR}" && pwd)
+py=/usr/bin/python3
+if ! "$py" -c 'import numba.cuda' 2>/dev/null; then
+  echo "SKIP: Debian's python3-numba is not installed (scripts/test-deps.sh installs it as root)"
+  exit 77
+fi
+. "$(dirname "$0")/setup.sh"
+export NUMBA_CACHE_DIR="$tmp/cache"
+MiB=$((1 << 20))
+total=$((81559 * MiB)) context=$((392 * MiB))   # the H100 profile and its context (sim/config.h)
+
+"$py" "$here/numba_client.py" $total $((total - context)) >"$tmp/direct" 2>&1
+check "numba alone: the whole device less the context" test $? = 0
+"$build/vram" run --limit 2GiB -- "$py" "$here/numba_client.py" $((2048 * MiB)) $((2048 * MiB)) >"$tmp/budget" 2>&1
+check "numba under vram run --limit 2GiB: a 2 GiB device, all of it, no more" test $? = 0
+check "the refusal names the budget" contains "$tmp/budget" "budget 2.00 GiB"
+for f in direct budget; do echo "--- $f"; cat "$tmp/$f"; done
+echo "$passed passed, $failures failed"
+[ $failures = 0 ]

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# vram run --record: a program that uses every family the interposer
+# governs records exactly the events it caused, with what the budget
+# charged and what the simulated GPU held (check_recording.py reads the
+# file on its own), and the peak vram run reports; RMM's log of it replays
+# with vram-replay to that peak; its trace events are valid; several
+# processes record into one recording; a SIGKILLed program's events are
+# there up to its last buffer; what cannot be written is kept, and said how
+# to convert by hand; bad --record and --format are refused before
+# anything starts.
+set -u
+build=${1:?usage: test_run_record.sh BUILD_DIR RECORDED}
+recorded=${2:?usage: test_run_record.sh BUILD_DIR RECORDED}
+here=$(cd "$(dirname "$0")" && pwd)
+vram=$build/vram replay=$build/vram-replay
+. "$here/../lib.sh"
+need_debian_python
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export VRAM_SIM_DIR=$tmp/sim
+mkdir "$VRAM_SIM_DIR"
+run() { "$vram" run --limit 1GiB "$@"; }
+mib() { echo $(($1 * 1048576)); }
+
+# --- every family, as vram's own form -------------------------------------
+run --record "$tmp/fam.vrec" --summary "$tmp/fam-summary.json" -- \
+  "$recorded" families "$tmp/fam.log" 2>"$tmp/fam.err"
+rc=$?
+check "the program ran" test $rc = 0
+$py "$here/check_recording.py" "$tmp/fam.vrec" "$tmp/fam.log" >"$tmp/fam.json" 2>"$tmp/err"
+check "exactly the program's events, and what the budget and the GPU counted" test -s "$tmp/fam.json"
+cat "$tmp/err"
+peak=$(json_field "$tmp/fam-summary.json" 'd["devices"][0]["peak"]')
+check "the peak vram run reported is the program's" test "$peak" = "$(mib 900)"
+check "the recording's peak is vram run's" test "$(json_field "$tmp/fam.json" 'd["peak"]')" = "$peak"
+check "every refusal recorded" \
+  test "$(json_field "$tmp/fam.json" 'd["refusals"]')" = "$(json_field "$tmp/fam.json" 'd["expected_refusals"]')"
+"$vram" record info --json "$tmp/fam.vrec" >"$tmp/info.json"
+check "vram record info reads the same peak" \
+  test "$(json_field "$tmp/info.json" 'd["devices"][0]["peak"]')" = "$peak"
+check "and the command's budget" test "$(json_field "$tmp/info.json" 'd["devices"][0]["budget"]')" = "$(mib 1024)"
+check "every family in it" test "$(json_field "$tmp/info.json" \
+  'sorted(k for k, v in d["devices"][0]["family_peaks"].items() if v)')" = \
+  "['array', 'graph', 'managed', 'pitched', 'plain', 'pool', 'vmm']"
+check "no recorders' directory left" sh -c "! ls -d '$tmp'/*.recording-* 2>/dev/null"
+check "nothing noted for a program that ended well" sh -c "! grep -q 'note:' '$tmp/fam.err'"
+
+# --- RMM's log: replays to the same peak ----------------------------------
+run --record "$tmp/fam.csv" --summary "$tmp/csv-summary.json" --log off -- \
+  "$recorded" families "$tmp/csv.log"
+check "recorded as RMM's log" test -s "$tmp/fam.csv"
+$py "$here/check_csv.py" "$tmp/fam.csv" >"$tmp/csv.json" 2>"$tmp/err"
+check "the log is a consistent history" test -s "$tmp/csv.json"
+cat "$tmp/err"
+peak=$(json_field "$tmp/csv-summary.json" 'd["devices"][0]["peak"]')
+check "the log's peak is vram run's" test "$(json_field "$tmp/csv.json" 'd["peak"]')" = "$peak"
+check "refusals are allocate failures" test "$(json_field "$tmp/csv.json" 'd["failures"]')" = 8
+"$replay" --runs 1 "$tmp/fam.csv" >"$tmp/replay" 2>&1
+check "vram-replay replays it to the same peak" contains "$tmp/replay" "/ 900.00 MiB)"
+check "vram-replay: nothing failed" sh -c "! grep -q failed '$tmp/replay'"
+
+# --- trace events, by --format --------------------------------------------
+run --record "$tmp/fam.trace" --format json --summary "$tmp/trace-summary.json" --log off -- \
+  "$recorded" families "$tmp/trace.log"
+$py "$here/check_trace.py" "$tmp/fam.trace" >"$tmp/trace.json" 2>"$tmp/err"
+check "valid trace-event JSON" test -s "$tmp/trace.json"
+cat "$tmp/err"
+check "its GPU 0 counter peaks at vram run's peak" test "$(json_field "$tmp/trace.json" \
+  'd["gpus"]["0"]["peak"]')" = "$(json_field "$tmp/trace-summary.json" 'd["devices"][0]["peak"]')"
+check "its refusals marked" test "$(json_field "$tmp/trace.json" 'd["gpus"]["0"]["refusals"]')" = 8
+check "its budget" test "$(json_field "$tmp/trace.json" 'd["gpus"]["0"]["budget"]')" = "$(mib 1024)"
+
+# --- several processes, one recording -------------------------------------
+run --log off --record "$tmp/multi.vrec" -- bash -c \
+  "'$recorded' pairs '$tmp/a.log' 40 & '$recorded' pairs '$tmp/b.log' 60 & wait; \
+   '$recorded' pairs '$tmp/c.log' 20"
+$py "$here/check_recording.py" "$tmp/multi.vrec" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" \
+  >"$tmp/multi.json" 2>"$tmp/err"
+check "three processes, each exactly its events, in one file" \
+  test "$(json_field "$tmp/multi.json" 'd["processes"]' 2>/dev/null)" = 3
+cat "$tmp/err"
+
+# --- exec: the image it leaves held memory that the driver freed at exec --
+run --record "$tmp/exec.csv" --summary "$tmp/exec-summary.json" -- \
+  "$recorded" exec 512 "$recorded" pairs "$tmp/exec.log" 10 2>"$tmp/exec.err"
+$py "$here/check_csv.py" "$tmp/exec.csv" >"$tmp/exec.json" 2>"$tmp/err"
+check "exec: the 512 MiB the first image held are in the recording" \
+  test "$(json_field "$tmp/exec.json" 'd["peak"]' 2>/dev/null)" = "$(mib 512)"
+check "exec: and freed when the next image began, nothing held at the end" \
+  test "$(json_field "$tmp/exec.json" 'd["live_at_end"]' 2>/dev/null)" = 0
+check "exec: the peak is vram run's" \
+  test "$(json_field "$tmp/exec-summary.json" 'd["devices"][0]["peak"]')" = "$(mib 512)"
+check "exec: the note says so" contains "$tmp/exec.err" "followed by another of its pid (exec)"
+cat "$tmp/err"
+
+# --- a process killed with SIGKILL ----------------------------------------
+"$vram" run --limit 1GiB --record "$tmp/killed.vrec" -- "$recorded" churn "$tmp/killed.log" \
+  2>"$tmp/killed.err" &
+runner=$!
+cmd=$(command_of $runner)
+wait_for 20 sh -c "[ \$(wc -l <'$tmp/killed.log' 2>/dev/null || echo 0) -ge 200 ]"
+sleep 2.5
+kill -KILL "$cmd"
+wait $runner
+rc=$?
+check "vram run says the command was killed" test $rc = 137
+$py "$here/check_recording.py" --killed "$tmp/killed.vrec" "$tmp/killed.log" >"$tmp/kill.json" \
+  2>"$tmp/err"
+check "the killed program's events are there up to its last buffer" test -s "$tmp/kill.json"
+echo "killed: $(cat "$tmp/kill.json")"
+cat "$tmp/err"
+check "vram run notes the process left no exit record" contains "$tmp/killed.err" "no exit record"
+
+# --- what cannot be written is kept ---------------------------------------
+# A directory where the file should go: the merged file cannot take its place.
+run --log off --record "$tmp/late.vrec" -- sh -c \
+  "'$recorded' pairs '$tmp/late.log' 10 && mkdir '$tmp/late.vrec'" 2>"$tmp/late.err"
+rc=$?
+check "the command's status, not the recording's" test $rc = 0
+kept=$(sed -n 's/.*the events are kept in \([^ ]*\) (vram record convert .*/\1/p' "$tmp/late.err")
+check "the message says where the events are kept" test -d "$kept"
+check "and how to convert them" contains "$tmp/late.err" "vram record convert $kept FILE"
+"$vram" record convert "$kept" "$tmp/late2.vrec" 2>"$tmp/err"
+$py "$here/check_recording.py" "$tmp/late2.vrec" "$tmp/late.log" >/dev/null 2>&1
+check "converted by hand, they are all there" test $? = 0
+rm -rf "$kept"
+
+# --- bad --record and --format: refused, nothing started ------------------
+refused() { # NAME PATTERN ARGS...: status 2, the message, nothing started or left
+  local name=$1 pattern=$2; shift 2
+  rm -f "$tmp/started"
+  "$vram" run --limit 1GiB "$@" -- touch "$tmp/started" 2>"$tmp/err"
+  local rc=$?
+  check "$name: refused" test $rc = 2
+  check "$name: says why" contains "$tmp/err" "$pattern"
+  check "$name: nothing started" test ! -e "$tmp/started"
+  check "$name: no recorders' directory left" sh -c "! ls -d '$tmp'/*.recording-* 2>/dev/null"
+}
+refused "an extension that is no form" 'x.txt".*\.vrec, \.csv, \.json' --record "$tmp/x.txt"
+refused "an unknown --format" '--format "xml": unknown format; accepted: vrec' \
+  --record "$tmp/x.vrec" --format xml
+refused "--format without --record" '--format csv: .*no --record' --format csv
+refused "standard output" '--record "-": expected a file name' --record -
+refused "a directory" "--record $tmp: a directory" --record "$tmp" --format vrec
+refused "a folder that is not there" "nodir/x.vrec: .*No such file" --record "$tmp/nodir/x.vrec"
+
+# Refusals say why: a budget that cannot be read, a command that cannot be
+# joined (the interposer alone, recording into a directory of its own).
+refusal_reason() { # WHY ENV...: the reason of the one refusal a recording holds
+  local why=$1; shift
+  rm -rf "$tmp/why" && mkdir "$tmp/why"
+  env "$@" VRAM_RECORD="$tmp/why" LD_PRELOAD="$build/libvram-preload.so" \
+    "$recorded" churn "$tmp/why.log" >/dev/null 2>&1
+  "$vram" record convert "$tmp/why" "$tmp/why.json" 2>/dev/null
+  $py -c '
+import json, sys
+names = [e["name"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "i"
+         and e["name"].startswith("refused")]
+sys.exit(names != ["refused: " + sys.argv[2]])' "$tmp/why.json" "$why"
+}
+check "a refusal for bad settings says so" \
+  refusal_reason "bad budget settings" VRAM_MEMORY_LIMIT=4Gb
+check "a refusal for a command that cannot be joined says so" \
+  refusal_reason "budget unavailable" VRAM_MEMORY_LIMIT=1GiB VRAM_COMMAND=00000000:1/3
+
+# The interposer told to record where it cannot says so, always, and the
+# program runs on.
+VRAM_RECORD=$tmp/nowhere LD_PRELOAD=$build/libvram-preload.so VRAM_MEMORY_LIMIT=1GiB \
+  "$recorded" pairs "$tmp/alone.log" 2 2>"$tmp/err"
+rc=$?
+check "a bad VRAM_RECORD: the program runs" test $rc = 0
+check "a bad VRAM_RECORD: said without VRAM_LOG, naming it" \
+  contains "$tmp/err" "vram: error: VRAM_RECORD=\"$tmp/nowhere\": No such file"
+
+echo "$passed passed, $failures failed"
+[ "$failures" = 0 ]

@@ -1,0 +1,265 @@
+/* The simulated GPU's shared directory (VRAM_SIM_DIR) cannot be abused,
+ * and nothing a dead process leaves outlives it:
+ *   - a lock file held by anyone, or a FIFO where a file is expected, makes
+ *     no allocation wait (every case runs under an alarm);
+ *   - a record forged by another user, naming someone else's process, is
+ *     neither charged to that process nor counted;
+ *   - a world-writable directory that another user owns is refused (its
+ *     owner could delete the records in it);
+ *   - a process killed while it registers leaves no file behind.
+ * Each case is a fresh process (this program executed again), since the
+ * simulator's state is per process and a forked child may not use CUDA.
+ * The cases with another user need root and are skipped, and said to be,
+ * without it. */
+#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/nvml_abi.h"
+#include "../sim/occupancy.h"
+#include "check.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+CUresult cuInit(unsigned int);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+
+#define NOBODY 65534
+
+/* The driver's fcntl goes through here: a case can have the process killed
+ * at the moment it locks its record, the middle of registering. */
+int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    if (cmd == F_OFD_SETLK && getenv("VRAM_TEST_KILL_AT_LOCK"))
+        raise(SIGKILL);
+    return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+
+static char *self;
+
+/* --------------------------------------------------------- in the child */
+
+static int child_allocate(void)
+{
+    alarm(20); /* a hang is a failure, not a stuck test */
+    CUcontext c;
+    CUdeviceptr p;
+    size_t free_b, total;
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(c) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&p, 64 * MiB) == CUDA_SUCCESS);
+    CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS);
+    CHECK(total - free_b == 64 * MiB);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+    return 0;
+}
+
+static int child_refused(void)
+{
+    alarm(20);
+    CHECK(cuInit(0) == CUDA_ERROR_NOT_INITIALIZED);
+    return 0;
+}
+
+/* What NVML says of the device: nobody holds memory, nobody is listed. */
+static int child_nvml_empty(void)
+{
+    alarm(20);
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    CHECK(h);
+    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)dlsym(h, "nvmlInit_v2");
+    PFN_nvmlDeviceGetHandleByIndex_v2 get =
+        (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    PFN_nvmlDeviceGetMemoryInfo info = (PFN_nvmlDeviceGetMemoryInfo)dlsym(h, "nvmlDeviceGetMemoryInfo");
+    PFN_nvmlDeviceGetComputeRunningProcesses_v3 procs =
+        (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
+    nvmlDevice_t d;
+    nvmlMemory_t m;
+    nvmlProcessInfo_t p[8];
+    unsigned n = 8;
+    CHECK(init() == NVML_SUCCESS && get(0, &d) == NVML_SUCCESS);
+    CHECK(info(d, &m) == NVML_SUCCESS);
+    CHECK(m.used == 0);
+    CHECK(procs(d, &n, p) == NVML_SUCCESS);
+    CHECK(n == 0);
+    return 0;
+}
+
+/* ------------------------------------------------------- in the parent */
+
+static char dir[1024];
+
+static void fresh_dir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/vram-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    CHECK(mkdtemp(dir));
+    CHECK(chmod(dir, 01777) == 0);
+    setenv("VRAM_SIM_DIR", dir, 1);
+}
+
+static void remove_dir(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* Runs this program again as `what`; its wait status. */
+static int run(const char *what)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        execl(self, self, what, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+static bool ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+
+static void lock_held_by_another(void)
+{
+    fresh_dir();
+    char path[1200];
+    snprintf(path, sizeof path, "%s/devices.lock", dir);
+    int fd = open(path, O_RDONLY | O_CREAT, 0644);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    CHECK(ok(run("allocate")));
+    close(fd);
+    remove_dir();
+}
+
+static void fifos_where_files_were(void)
+{
+    fresh_dir();
+    char path[1200];
+    snprintf(path, sizeof path, "%s/devices.lock", dir);
+    CHECK(mkfifo(path, 0666) == 0);
+    snprintf(path, sizeof path, "%s/proc-1-fifo", dir);
+    CHECK(mkfifo(path, 0666) == 0);
+    CHECK(ok(run("allocate")));
+    CHECK(ok(run("nvml-empty")));
+    remove_dir();
+}
+
+static void killed_while_registering(void)
+{
+    fresh_dir();
+    setenv("VRAM_TEST_KILL_AT_LOCK", "1", 1);
+    int st = run("allocate");
+    unsetenv("VRAM_TEST_KILL_AT_LOCK");
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            fprintf(stderr, "left behind by a process killed while registering: %s\n", e->d_name);
+            exit(1);
+        }
+    closedir(d);
+    CHECK(ok(run("allocate")));
+    remove_dir();
+}
+
+static void directory_of_another_user(void)
+{
+    fresh_dir();
+    CHECK(chown(dir, NOBODY, NOBODY) == 0);
+    CHECK(ok(run("refused")));
+    remove_dir();
+}
+
+/* Another user writes a record that names this process and claims 1 GiB,
+ * and holds it as a live process would. */
+static void forged_record(void)
+{
+    fresh_dir();
+    int ready[2];
+    CHECK(pipe(ready) == 0);
+    pid_t victim = getpid();
+    pid_t forger = fork();
+    if (forger == 0) {
+        if (setgid(NOBODY) != 0 || setuid(NOBODY) != 0)
+            _exit(2);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with the test, whatever happens */
+        char path[1200];
+        snprintf(path, sizeof path, "%s/proc-%d-f0e", dir, (int)victim);
+        int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
+        struct occ_record r = {.magic = OCC_RECORD_MAGIC, .pid = victim};
+        r.used[0] = 1 * GiB;
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fd < 0 || pwrite(fd, &r, sizeof r, 0) != sizeof r || fcntl(fd, F_OFD_SETLK, &fl) != 0)
+            _exit(3);
+        if (write(ready[1], "x", 1) != 1)
+            _exit(4);
+        pause();
+        _exit(0);
+    }
+    char c;
+    CHECK(read(ready[0], &c, 1) == 1);
+    CHECK(ok(run("nvml-empty")));
+    CHECK(ok(run("allocate"))); /* and the 1 GiB claimed is not in the way either */
+    kill(forger, SIGKILL);
+    waitpid(forger, NULL, 0);
+    close(ready[0]);
+    close(ready[1]);
+    remove_dir();
+}
+
+int main(int argc, char **argv)
+{
+    self = argv[0];
+    setenv("VRAM_SIM_DEVICES", "1100MiB", 1);
+    setenv("VRAM_SIM_CONTEXT_SIZE", "0", 1);
+    if (argc == 2 && strcmp(argv[1], "allocate") == 0)
+        return child_allocate();
+    if (argc == 2 && strcmp(argv[1], "refused") == 0)
+        return child_refused();
+    if (argc == 2 && strcmp(argv[1], "nvml-empty") == 0)
+        return child_nvml_empty();
+    /* VRAM_TEST_ONLY=NAME runs one case (to see each fail on its own). */
+    const char *only = getenv("VRAM_TEST_ONLY");
+#define CASE(name) (!only || strcmp(only, #name) == 0)
+    if (CASE(lock_held_by_another))
+        lock_held_by_another();
+    if (CASE(fifos_where_files_were))
+        fifos_where_files_were();
+    if (CASE(killed_while_registering))
+        killed_while_registering();
+    if (geteuid() == 0) {
+        if (CASE(directory_of_another_user))
+            directory_of_another_user();
+        if (CASE(forged_record))
+            forged_record();
+    } else {
+        printf("test_sim_state: SKIP the cases with another user (they need root)\n");
+    }
+    printf("test_sim_state: ok\n");
+    return 0;
+}

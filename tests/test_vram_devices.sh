@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# vram devices on the simulated GPUs and NVML, as a person reads it: each
+# GPU with its memory, then the processes holding memory (pid, user,
+# command, used, and the budget vramd granted), like nvidia-smi's process
+# table; never a row for the listing itself; --json for scripts.
+set -u
+build=${1:?usage: test_vram_devices.sh BUILD_DIR}
+vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
+tmp=$(mktemp -d)
+export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB,80GiB VRAM_SIM_DIR=$tmp/sim VRAM_DAEMON=off
+mkdir "$VRAM_SIM_DIR"
+unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG CUDA_VISIBLE_DEVICES
+daemon=
+trap 'kill $(jobs -p) $daemon 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+me=$(id -un)
+gpu0=GPU-5a1d0e5a-a000-4000-8000-000000000000 gpu1=GPU-5a1d0e5a-a100-4000-8000-000000000001
+
+"$vram" devices >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "idle: lists the GPUs" sh -c "[ $rc = 0 ] && grep -q '^0 .*12.00 GiB .* 0 B .*12.00 GiB' '$tmp/out' && grep -q '^1 .*80.00 GiB' '$tmp/out'"
+check "idle: with their UUIDs" sh -c "grep -q '$gpu0' '$tmp/out' && grep -q '$gpu1' '$tmp/out'"
+check "idle: no process holds memory, the listing included" contains "$tmp/out" "(no process holds GPU memory)"
+check "no rows of the listing's own (logical devices, in use 0 B)" sh -c "! grep -qi 'logical\|in use' '$tmp/out'"
+
+# Two programs under vram run, one on each GPU's budget.
+"$vram" run --limit 5GiB -- "$grab" D 40 >/dev/null 2>&1 &
+run_d=$!
+wait_for 10 sh -c "'$vram' devices --brief | grep -q 'GPU 0 .* 5.00 GiB used'"
+d=$(command_of $run_d) # vram run stays beside its command; the holder is its child
+cmdline() { tr '\0' ' ' </proc/$1/cmdline | sed 's/ $//'; }
+"$vram" devices >"$tmp/out" 2>"$tmp/err"
+check "a holder: its GPU, pid, user, used" grep -Eq "^0 +$d +$me +5.00 GiB +- +" "$tmp/out"
+check "a holder: its command" contains "$tmp/out" "vram-demo-grab D 40"
+check "GPU 0 shows what is used" grep -Eq '^0 .*12.00 GiB +5.00 GiB +7.00 GiB' "$tmp/out"
+check "no row for vram devices itself" sh -c "[ \$(grep -c '^[0-9] ' '$tmp/out') = 3 ]"
+
+"$vram" devices --json >"$tmp/json" 2>"$tmp/err"; rc=$?
+check "--json exits 0" test $rc = 0
+if [ -x /usr/bin/python3 ]; then
+  check "--json: GPUs, memory and processes, in bytes" /usr/bin/python3 - "$tmp/json" "$d" "$me" "$gpu0" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+pid, me, uuid = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+g = j["gpus"]
+assert [x["index"] for x in g] == [0, 1], g
+assert g[0]["uuid"] == uuid and g[0]["total"] == 12 << 30 and g[0]["used"] == 5 << 30, g[0]
+assert g[0]["free"] == 7 << 30 and g[1]["processes"] == [], g
+p = g[0]["processes"]
+assert len(p) == 1 and p[0]["pid"] == pid and p[0]["user"] == me and p[0]["used"] == 5 << 30, p
+assert "vram-demo-grab D 40" in p[0]["command"] and p[0]["budget"] is None, p
+assert j["nvml_error"] is None and j["vramd"] is False, j
+EOF
+else
+  check "--json: the holder" grep -q "\"pid\":$d,.*\"used\":5368709120" "$tmp/json"
+fi
+kill $run_d; wait $run_d 2>/dev/null
+
+# With vramd, the budget it granted is in the table.
+S=$tmp/vramd.sock
+printf 'default-budget 4GiB\nreconcile-every 100ms\n' >"$tmp/policy"
+"$vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" >"$tmp/daemon.out" 2>&1 &
+daemon=$!
+wait_for 10 test -S "$S"
+VRAM_DAEMON=$S "$vram" run -- "$grab" E 40 >/dev/null 2>&1 &
+run_e=$!
+wait_for 10 sh -c "'$vram' devices --brief | grep -q 'GPU 0 .* 4.00 GiB used'"
+e=$(command_of $run_e)
+VRAM_DAEMON=$S "$vram" devices >"$tmp/out" 2>"$tmp/err"
+check "with vramd: the budget it granted" grep -Eq "^0 +$e +$me +4.00 GiB +4.00 GiB +" "$tmp/out"
+VRAM_DAEMON=$S "$vram" devices --json >"$tmp/json"
+check "with vramd: the budget in JSON" grep -q "\"pid\":$e,.*\"budget\":4294967296" "$tmp/json"
+kill $run_e; wait $run_e 2>/dev/null
+
+# Without NVML the GPUs are still listed, and what is unknown says why.
+mkdir "$tmp/no-nvml"
+ln -s "$(readlink -f "$build/sim/libcuda.so.1")" "$tmp/no-nvml/libcuda.so.1"
+LD_LIBRARY_PATH=$tmp/no-nvml "$vram" devices >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "without NVML: still a listing" sh -c "[ $rc = 0 ] && grep -q '$gpu0' '$tmp/out'"
+check "without NVML: says why processes are unknown" contains "$tmp/out" "cannot load NVML"
+
+"$vram" devices --brief --json 2>"$tmp/err"; rc=$?
+check "--brief with --json refused" sh -c "[ $rc = 2 ] && grep -q 'give one of them' '$tmp/err'"
+"$vram" devices --help >"$tmp/out"
+check "--help says what it shows" sh -c "grep -q 'who holds their memory' '$tmp/out' && grep -q -- '--json' '$tmp/out'"
+
+echo "$passed passed, $failures failed"
+[ "$failures" = 0 ]

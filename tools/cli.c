@@ -1,0 +1,143 @@
+/* cli: option reading and the ledger fetch shared by the subcommands. */
+#include "cli.h"
+
+#include "../src/ledger/client.h"
+#include "../src/util/parse.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "vram %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+static const struct cli_option *find(const struct cli_option *table, const char *word, size_t len)
+{
+    for (const struct cli_option *o = table; o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, word, len) == 0)
+            return o;
+    return NULL;
+}
+
+int cli_parse(const char *cmd, const struct cli_option *table, int argc, char **argv, int first,
+              bool operands)
+{
+    int i = first;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0)
+            return i + 1;
+        if (a[0] != '-' || a[1] == 0) {
+            if (operands)
+                return i;
+            cli_usage_error(cmd, "unexpected argument \"%s\"; vram %s --help lists the options",
+                            a, cmd);
+            return -1;
+        }
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const struct cli_option *o = find(table, a, len);
+        if (!o) {
+            cli_usage_error(cmd, "unknown option \"%.*s\"; vram %s --help lists the options",
+                            (int)len, a, cmd);
+            return -1;
+        }
+        if (o->arg == CLI_FLAG) {
+            if (eq) {
+                cli_usage_error(cmd, "%s takes no value (given \"%s\")", o->name, eq + 1);
+                return -1;
+            }
+            *o->value = "";
+        } else if (eq) {
+            *o->value = eq + 1;
+        } else if (o->arg == CLI_OPTIONAL) {
+            /* --wait 10m: a value only if it looks like one, so that
+             * `--wait python train.py` still runs python. */
+            bool next = i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9';
+            *o->value = next ? argv[++i] : "";
+        } else {
+            if (i + 1 >= argc || strcmp(argv[i + 1], "--") == 0) {
+                cli_usage_error(cmd, "%s needs a value; vram %s --help lists the forms", o->name,
+                                cmd);
+                return -1;
+            }
+            *o->value = argv[++i];
+        }
+    }
+    return i;
+}
+
+int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *s)
+{
+    char path[256], err[512];
+    if (socket_path) {
+        snprintf(path, sizeof path, "%s", socket_path);
+    } else {
+        int r = ledger_find_socket(path, sizeof path, err, sizeof err);
+        if (r > 0) {
+            char user[256];
+            ledger_default_socket(user, sizeof user);
+            bool one = strcmp(user, LEDGER_SYSTEM_SOCKET) == 0;
+            snprintf(err, sizeof err, "no vramd is running (no socket at %s%s%s); start one "
+                     "with vramd, or name its socket with --socket or VRAM_DAEMON",
+                     LEDGER_SYSTEM_SOCKET, one ? "" : " or ", one ? "" : user);
+        }
+        if (r != 0) {
+            fprintf(stderr, "vram %s: %s\n", cmd, err);
+            return 1;
+        }
+    }
+    if (snapshot_fetch(path, s, err, sizeof err) != 0) {
+        fprintf(stderr, "vram %s: %s\n", cmd, err);
+        return 1;
+    }
+    return 0;
+}
+
+int cli_parse_operands(const char *cmd, const struct cli_option *table, int argc, char **argv,
+                       int first, char **operands, int max)
+{
+    int count = 0;
+    bool dashes = false; /* after "--" every word is an operand */
+    for (int i = first; i < argc;) {
+        int next = i;
+        if (!dashes) {
+            next = cli_parse(cmd, table, argc, argv, i, true);
+            if (next < 0)
+                return -1;
+            dashes = next > i && strcmp(argv[next - 1], "--") == 0;
+        }
+        if (next >= argc)
+            break;
+        if (count == max) {
+            cli_usage_error(cmd, "unexpected argument \"%s\"; vram %s --help says what it takes",
+                            argv[next], cmd);
+            return -1;
+        }
+        operands[count++] = argv[next];
+        i = next + 1;
+    }
+    return count;
+}
+
+int cli_parse_device(const char *cmd, const char *value, int *device)
+{
+    uint64_t v;
+    parse_why why;
+    if (!value)
+        return 0;
+    if (parse_uint(value, 254, &v, &why) != 0) {
+        cli_usage_error(cmd, "--device \"%s\": %s; expected a GPU ordinal from 0 to 254", value,
+                        why.text);
+        return -1;
+    }
+    *device = (int)v;
+    return 0;
+}

@@ -1,0 +1,125 @@
+/* vram plot: a recording's GPU memory over time, as a page or an SVG. */
+#include "plot.h"
+
+#include "../src/record/formats.h"
+#include "../src/util/parse.h"
+#include "cli.h"
+
+#include <string.h>
+
+static void plot_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: vram plot FILE -o OUT [--format html|svg] [--width PIXELS] [--device N]\n"
+            "                 [--title TEXT]\n"
+            "\n"
+            "Draws the GPU memory of a recording (vram run --record FILE) over time, per GPU:\n"
+            "stacked by family and by process, the budget as a line, refusals marked, the\n"
+            "peak annotated. OUT.html is a page that shows the time and the bytes under the\n"
+            "pointer; OUT.svg a picture. Both are self-contained: nothing is fetched.\n"
+            "\n"
+            "A recording of millions of events stays readable: each pixel column keeps the\n"
+            "highest level each stacked series reached in it (and the lowest and last total),\n"
+            "so no peak is lost between columns.\n"
+            "\n"
+            "  -o, --output OUT   the file to write (.html or .svg; \"-\": standard output,\n"
+            "                     with --format)\n"
+            "  --format FORMAT    html or svg, whatever OUT is called\n"
+            "  --width PIXELS     columns of a chart, %d to %d (default 1000)\n"
+            "  --device N         only GPU N\n"
+            "  --title TEXT       what the page calls the recording (default: FILE)\n",
+            200, 8000);
+}
+
+struct page {
+    const struct recording *r;
+    const struct timeline *t;
+    const struct plot_options *o;
+    bool svg;
+};
+
+static int write_page(FILE *out, void *arg)
+{
+    const struct page *p = arg;
+    return p->svg ? plot_write_svg(out, p->r, p->t, p->o) : plot_write_html(out, p->r, p->t, p->o);
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    const char *output = NULL, *format = NULL, *width_s = NULL, *device_s = NULL, *title = NULL,
+               *help = NULL;
+    const struct cli_option table[] = {
+        {"-o", CLI_VALUE, &output},       {"--output", CLI_VALUE, &output},
+        {"--format", CLI_VALUE, &format}, {"--width", CLI_VALUE, &width_s},
+        {"--device", CLI_VALUE, &device_s}, {"--title", CLI_VALUE, &title},
+        {"--help", CLI_FLAG, &help},      {"-h", CLI_FLAG, &help},
+        {NULL, 0, NULL},
+    };
+    char *input[1];
+    int n = cli_parse_operands("plot", table, argc, argv, 2, input, 1);
+    if (n < 0)
+        return 2;
+    if (help) {
+        plot_usage(stdout);
+        return 0;
+    }
+    if (n != 1)
+        return cli_usage_error("plot", "which recording? vram plot FILE -o OUT (vram plot --help "
+                               "says more)");
+    if (!output)
+        return cli_usage_error("plot", "where to? give -o OUT, a .html or .svg file");
+    bool svg;
+    const char *ext = strrchr(output, '.');
+    if (format) {
+        if (strcmp(format, "html") != 0 && strcmp(format, "svg") != 0)
+            return cli_usage_error("plot", "--format \"%s\": expected html or svg", format);
+        svg = strcmp(format, "svg") == 0;
+    } else if (ext && (strcmp(ext, ".html") == 0 || strcmp(ext, ".htm") == 0)) {
+        svg = false;
+    } else if (ext && strcmp(ext, ".svg") == 0) {
+        svg = true;
+    } else {
+        return cli_usage_error("plot", "-o \"%s\": the extension does not say the format; name it "
+                               ".html (a page) or .svg (a picture), or give --format", output);
+    }
+    uint64_t width = 1000;
+    int device = -1;
+    parse_why why;
+    if (width_s && (parse_uint(width_s, 8000, &width, &why) != 0 || width < 200))
+        return cli_usage_error("plot", "--width \"%s\": %s; expected a number of pixels from 200 "
+                               "to 8000", width_s, width < 200 ? "too narrow" : why.text);
+    if (cli_parse_device("plot", device_s, &device) != 0)
+        return 2;
+
+    struct recording r;
+    char err[1024];
+    if (recording_load(input[0], &r, err, sizeof err) != 0) {
+        fprintf(stderr, "vram plot: %s\n", err);
+        return 1;
+    }
+    if (device >= r.ndevices) {
+        fprintf(stderr, "vram plot: --device %d: %s has no events of GPU %d\n", device,
+                input[0], device);
+        recording_free(&r);
+        return 1;
+    }
+    struct timeline t;
+    if (timeline_build(&r, (int)width, device, &t) != 0) {
+        fprintf(stderr, "vram plot: %s: out of memory\n", input[0]);
+        recording_free(&r);
+        return 1;
+    }
+    struct plot_options o = {.title = title ? title : input[0], .width = (int)width};
+
+    struct page page = {&r, &t, &o, svg};
+    int rc = 0;
+    if (write_whole(output, write_page, &page, err, sizeof err) != 0) {
+        fprintf(stderr, "vram plot: %s\n", err);
+        rc = 1;
+    }
+    if (r.notes[0])
+        fprintf(stderr, "vram plot: note: %s\n", r.notes);
+    timeline_free(&t);
+    recording_free(&r);
+    return rc;
+}

@@ -1,0 +1,363 @@
+/* vram run: a program held to a GPU memory budget by the interposer. */
+#include "../src/core/options.h"
+#include "../src/ledger/client.h"
+#include "../src/ledger/protocol.h"
+#include "../src/record/formats.h"
+#include "../src/util/parse.h"
+#include "../src/util/report.h"
+#include "cli.h"
+#include "visible.h"
+#include "supervise.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef VRAM_INSTALL_LIBDIR
+#define VRAM_INSTALL_LIBDIR "/usr/local/lib"
+#endif
+#ifndef VRAM_LIBDIR_FROM_BINDIR
+#define VRAM_LIBDIR_FROM_BINDIR "../lib"
+#endif
+
+static void run_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: vram run [OPTIONS] -- COMMAND [ARGS...]\n"
+            "\n"
+            "Runs COMMAND held to a GPU memory budget it cannot exceed. Its CUDA driver\n"
+            "calls (and those of every library in it) are interposed with LD_PRELOAD: an\n"
+            "allocation past the budget fails with CUDA_ERROR_OUT_OF_MEMORY, and the\n"
+            "program sees the budget as the size of the device, so a framework's own\n"
+            "fraction or preallocation is a share of the budget (TensorFlow takes the\n"
+            "budget, JAX 75%% of it).\n"
+            "\n"
+            "options (--limit 4GiB and --limit=4GiB are the same):\n"
+            "  --limit SIZE        budget on every GPU (4GiB, 4Gi, 512MiB), or per GPU:\n"
+            "                      --limit 0=4GiB,1=2GiB\n"
+            "  --fraction F        budget as a share of each GPU's total memory: 0.33 or\n"
+            "                      33%%, or per GPU: --fraction 0=0.5,1=25%%\n"
+            "  --devices LIST      the GPUs the program may use, in order: ordinals or\n"
+            "                      GPU-UUID prefixes (it sets CUDA_VISIBLE_DEVICES); budgets\n"
+            "                      then number the GPUs in this order\n"
+            "  --growth            also ask the frameworks to take memory only as needed:\n"
+            "                      TF_FORCE_GPU_ALLOW_GROWTH=true,\n"
+            "                      XLA_PYTHON_CLIENT_PREALLOCATE=false, PYTORCH_ALLOC_CONF\n"
+            "                      and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True;\n"
+            "                      each only where none of its names is set already\n"
+            "  --log LEVEL         what the interposer reports on stderr: off, error\n"
+            "                      (default: one line per refused allocation), warn, info,\n"
+            "                      debug\n"
+            "  --wait[=DURATION]   with vramd: when the GPU is full, wait for memory instead\n"
+            "                      of failing; at most DURATION (30 seconds, 10m; 0 does\n"
+            "                      not wait), or as long as the policy allows\n"
+            "  --job NAME          with vramd: the job the program belongs to (for memory\n"
+            "                      reserved for a job, and in vram top)\n"
+            "  --per-process       a budget for each process of the command, instead of\n"
+            "                      one that all its processes share\n"
+            "  --summary FILE      when the command ends, write what it used to FILE as\n"
+            "                      JSON: budget and peak per GPU and per process\n"
+            "  --record FILE       record every GPU memory event of the command's\n"
+            "                      processes (allocations and frees of every family,\n"
+            "                      pools, budgets, refusals) and write them to FILE when\n"
+            "                      it ends, for vram plot and vram record\n"
+            "  --format FORM       FILE's form: vrec (vram's own), csv (RMM's allocation\n"
+            "                      log) or json (trace events for ui.perfetto.dev);\n"
+            "                      by default FILE's extension: .vrec, .csv or .json\n"
+            "  --help              this text\n"
+            "\n"
+            "The budget is the whole command's: COMMAND and every process it starts\n"
+            "(children, workers, daemons) share it on each GPU and never hold more\n"
+            "together. vram run stays beside the command, passes on the signals sent to\n"
+            "it, and when the command ends prints its peak per GPU (unless --log off):\n"
+            "  vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget\n"
+            "and exits with its status (128+N if it was killed by signal N). With vramd,\n"
+            "each process still asks its own grant for now.\n"
+            "\n"
+            "A budget is required (--limit, --fraction, or VRAM_MEMORY_LIMIT or\n"
+            "VRAM_MEMORY_FRACTION in the environment) unless vramd runs: then the program\n"
+            "gets the budget the daemon's policy grants, and a budget given is what it\n"
+            "asks for. Nothing is started when a budget names a GPU the program will not\n"
+            "have, comes to less than 1 MiB, or cannot be read, or when the interposer\n"
+            "cannot be loaded. What an LD_PRELOAD interposer cannot govern: a program\n"
+            "that clears LD_PRELOAD for its children, links the driver statically, or\n"
+            "talks to the kernel driver directly. Sizes and durations: vram --help.\n");
+}
+
+/* The interposer beside this program (build tree), or where it is installed
+ * relative to it (any prefix), or where the build was configured to go. */
+static int find_preload(char *out, size_t n)
+{
+    const char *env = getenv("VRAM_PRELOAD_LIBRARY");
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        return access(out, R_OK) == 0 ? 0 : -1;
+    }
+    char self[PATH_MAX - 64];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(out, n, "%s/libvram-preload.so", self);
+            if (access(out, R_OK) == 0)
+                return 0;
+            snprintf(out, n, "%s/" VRAM_LIBDIR_FROM_BINDIR "/libvram-preload.so", self);
+            if (access(out, R_OK) == 0)
+                return 0;
+        }
+    }
+    snprintf(out, n, "%s/libvram-preload.so", VRAM_INSTALL_LIBDIR);
+    return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+#define run_fail(...) cli_usage_error("run", __VA_ARGS__)
+
+/* A budget named for a device the program will not have, and a fraction
+ * that leaves a device next to nothing, are refused before the program
+ * starts: the interposer would otherwise run it with no budget on the
+ * devices it has (or refuse everything, once it runs). The driver is asked
+ * only when a setting depends on the devices. `given` is the flag the
+ * budget came from, or NULL when it came from the environment. */
+static int check_budgets(const struct options *o, const char *devices, const char *given)
+{
+    bool per_device = false;
+    for (int d = 0; d < OPT_MAX_DEVICES; d++)
+        per_device |= o->limit[d].kind != LIMIT_NONE;
+    if (!devices && !per_device && o->limit_all.kind != LIMIT_FRACTION)
+        return 0;
+    static struct visible v; /* large: not on the stack */
+    char err[2048], list[1024];
+    if (visible_gpus(devices, &v, err, sizeof err) != 0)
+        return run_fail("%s; the program was not started", err);
+    visible_describe(&v, list, sizeof list);
+    for (int d = 0; d < OPT_MAX_DEVICES; d++) {
+        const struct limit_setting *l = &o->limit[d];
+        if (l->kind != LIMIT_NONE && d >= v.n)
+            return run_fail("%s names device %d, but the program will see %s%s; the program "
+                            "was not started",
+                            given ? given : l->origin, d, list,
+                            devices ? ", numbered in the order of --devices" : "");
+    }
+    struct options none;
+    options_clear(&none);
+    for (int d = 0; d < v.n; d++) {
+        const struct limit_setting *l = options_limit(&none, o, d);
+        uint64_t budget = (uint64_t)((double)v.gpu[d].total * l->fraction);
+        if (l->kind == LIMIT_FRACTION && budget < PARSE_MEANINGFUL_BYTES)
+            return run_fail("%s gives device %d (%s, %s) a budget of %s, and a budget below "
+                            "1 MiB holds nothing a program can use; the program was not started",
+                            given ? given : l->origin, d, v.gpu[d].uuid,
+                            format_size(v.gpu[d].total).text, format_size(budget).text);
+    }
+    return 0;
+}
+
+/* --growth: each framework's own "take memory as it is needed" setting,
+ * under every name the framework reads, but only where the user has set
+ * none of those names. A setting of the user's own is never changed or
+ * added to, and a new name is never set beside an old one the user set:
+ * PyTorch >= 2.9 reads PYTORCH_ALLOC_CONF first and would then ignore the
+ * user's PYTORCH_CUDA_ALLOC_CONF. */
+static const struct {
+    const char *names[2]; /* current name first */
+    const char *value;
+} growth_settings[] = {
+    {{"VRAM_ALLOW_GROWTH"}, "true"},
+    {{"TF_FORCE_GPU_ALLOW_GROWTH"}, "true"},
+    /* JAX's preallocation switch has one name; XLA_CLIENT_MEM_FRACTION
+     * (formerly XLA_PYTHON_CLIENT_MEM_FRACTION) sizes the preallocation,
+     * which this turns off. */
+    {{"XLA_PYTHON_CLIENT_PREALLOCATE"}, "false"},
+    {{"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}, "expandable_segments:True"},
+};
+
+static void ask_for_growth(void)
+{
+    for (size_t i = 0; i < sizeof growth_settings / sizeof *growth_settings; i++) {
+        bool users = false;
+        for (int k = 0; k < 2 && growth_settings[i].names[k]; k++) {
+            const char *v = getenv(growth_settings[i].names[k]);
+            users |= v && *v;
+        }
+        for (int k = 0; k < 2 && growth_settings[i].names[k] && !users; k++)
+            setenv(growth_settings[i].names[k], growth_settings[i].value, 1);
+    }
+}
+
+/* --record FILE [--format FORM]: the form known before anything starts,
+ * and a FILE that can be a file. */
+static int check_record(const char *record, const char *format, enum recording_format *f)
+{
+    char err[1024];
+    if (format && !record)
+        return run_fail("--format %s: it is the form of --record's FILE, and no --record was "
+                        "given", format);
+    if (!record)
+        return 0;
+    if (!*record || strcmp(record, "-") == 0)
+        return run_fail("--record \"%s\": expected a file name (the command's own output is on "
+                        "standard output)", record);
+    if (recording_format_of(record, format, f, err, sizeof err) != 0)
+        return run_fail("--record: %s", err);
+    struct stat st;
+    if (stat(record, &st) == 0 && S_ISDIR(st.st_mode))
+        return run_fail("--record %s: a directory; expected a file to write the recording to",
+                        record);
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    const char *limit = NULL, *fraction = NULL, *devices = NULL, *log = NULL, *wait = NULL,
+               *job = NULL, *growth = NULL, *help = NULL, *per_process = NULL, *summary = NULL,
+               *record = NULL, *format = NULL;
+    const struct cli_option table[] = {
+        {"--limit", CLI_VALUE, &limit},     {"--fraction", CLI_VALUE, &fraction},
+        {"--devices", CLI_VALUE, &devices}, {"--log", CLI_VALUE, &log},
+        {"--job", CLI_VALUE, &job},         {"--wait", CLI_OPTIONAL, &wait},
+        {"--growth", CLI_FLAG, &growth},    {"--help", CLI_FLAG, &help},
+        {"-h", CLI_FLAG, &help},            {"--per-process", CLI_FLAG, &per_process},
+        {"--summary", CLI_VALUE, &summary}, {"--record", CLI_VALUE, &record},
+        {"--format", CLI_VALUE, &format},   {NULL, 0, NULL},
+    };
+    int i = cli_parse("run", table, argc, argv, 2, true);
+    if (i < 0)
+        return 2;
+    if (help) {
+        run_usage(stdout);
+        return 0;
+    }
+    if (i >= argc)
+        return run_fail("no command to run: vram run [OPTIONS] -- COMMAND [ARGS...]");
+    if (wait && !*wait)
+        wait = "true";
+
+    /* Validate with the same parser as every other part of vram. */
+    struct options scratch;
+    options_clear(&scratch);
+    char err[1024];
+    if (limit && fraction)
+        return run_fail("--limit %s and --fraction %s: give one of them", limit, fraction);
+    if (limit && options_set(&scratch, "VRAM_MEMORY_LIMIT", limit, err, sizeof err) != 0)
+        return run_fail("--limit: %s", err);
+    if (fraction && options_set(&scratch, "VRAM_MEMORY_FRACTION", fraction, err, sizeof err) != 0)
+        return run_fail("--fraction: %s", err);
+    if (log && options_set(&scratch, "VRAM_LOG", log, err, sizeof err) != 0)
+        return run_fail("--log: %s", err);
+    char wait_ms[32] = "true";
+    if (wait && strcmp(wait, "true") != 0) {
+        uint64_t ms;
+        parse_why why;
+        if (parse_duration(wait, &ms, &why) != 0)
+            return run_fail("--wait=%s: %s; accepted: --wait (as long as the policy allows), or "
+                            "--wait=DURATION, where DURATION is %s; 0 does not wait",
+                            wait, why.text, PARSE_DURATION_FORMS);
+        /* In milliseconds, with the unit: VRAM_WAIT=1 would read as "true". */
+        snprintf(wait_ms, sizeof wait_ms, "%llums", (unsigned long long)ms);
+    }
+    struct supervise_options so = {.summary_fd = -1, .summary_path = summary};
+    if (check_record(record, format, &so.record_format) != 0)
+        return 2;
+    if (job && !proto_name_ok(job))
+        return run_fail("--job \"%s\": a job name is 1 to 63 of the characters "
+                        "A-Z a-z 0-9 . _ : @ + / -", job);
+    char sock[256], derr[512];
+    int daemon = ledger_find_socket(sock, sizeof sock, derr, sizeof derr);
+    if (daemon < 0)
+        return run_fail("%s", derr);
+    if ((wait || job) && daemon != 0)
+        return run_fail("%s needs vramd, and no vramd socket was found (start vramd, or set "
+                        "VRAM_DAEMON to its socket)",
+                        wait ? "--wait" : "--job");
+    if (limit) {
+        setenv("VRAM_MEMORY_LIMIT", limit, 1);
+        unsetenv("VRAM_MEMORY_FRACTION");
+    } else if (fraction) {
+        setenv("VRAM_MEMORY_FRACTION", fraction, 1);
+        unsetenv("VRAM_MEMORY_LIMIT");
+    } else if (!getenv("VRAM_MEMORY_LIMIT") && !getenv("VRAM_MEMORY_FRACTION") && daemon != 0) {
+        return run_fail("no budget given: use --limit SIZE or --fraction F (or set "
+                        "VRAM_MEMORY_LIMIT or VRAM_MEMORY_FRACTION), or run vramd, whose "
+                        "policy then grants one");
+    }
+    if (wait)
+        setenv("VRAM_WAIT", wait_ms, 1);
+    if (job)
+        setenv("VRAM_JOB", job, 1);
+    /* Whatever came from the environment is checked the same way. */
+    options_clear(&scratch);
+    if (options_from_environment(&scratch, err, sizeof err) != 0)
+        return run_fail("%s", err);
+    char given[256] = "";
+    if (limit || fraction)
+        snprintf(given, sizeof given, "%s %s", limit ? "--limit" : "--fraction",
+                 limit ? limit : fraction);
+    if (check_budgets(&scratch, devices, given[0] ? given : NULL) != 0)
+        return 2;
+    if (devices)
+        setenv("CUDA_VISIBLE_DEVICES", devices, 1);
+    setenv("VRAM_LOG", log ? log : getenv("VRAM_LOG") ? getenv("VRAM_LOG") : "error", 1);
+    if (growth)
+        ask_for_growth();
+
+    /* One budget per command: a vram run inside another would give its
+     * processes a budget of their own, outside the outer one. */
+    if (command_inside_live())
+        return run_fail("already inside a vram run command (%s is set): its budget covers every "
+                        "process it starts; run the program without vram run to share it",
+                        COMMAND_ENV);
+    unsetenv(COMMAND_ENV); /* a stale one, from a command that has ended */
+
+    /* Never run the program without its budget: the interposer must exist
+     * and load, or nothing starts. */
+    char preload[PATH_MAX];
+    if (find_preload(preload, sizeof preload) != 0)
+        return run_fail("cannot find the interposer %s (set VRAM_PRELOAD_LIBRARY to its path); "
+                        "the program was not started",
+                        preload);
+    if (strpbrk(preload, " :"))
+        return run_fail("the interposer's path %s contains a space or colon, which LD_PRELOAD "
+                        "cannot carry; the program was not started",
+                        preload);
+    void *h = dlopen(preload, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return run_fail("cannot load the interposer: %s; the program was not started", dlerror());
+    dlclose(h);
+    const char *old = getenv("LD_PRELOAD");
+    char joined[PATH_MAX * 2];
+    snprintf(joined, sizeof joined, "%s%s%s", preload, old && *old ? ":" : "", old ? old : "");
+    setenv("LD_PRELOAD", joined, 1);
+
+    /* Asked now, not after a long run: the file can be written. */
+    if (summary && (so.summary_fd = open(summary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+        return run_fail("--summary %s: cannot create it: %s; the program was not started", summary,
+                        strerror(errno));
+    /* With vramd, each process asks its own grant (one grant per command
+     * needs the daemon's side: see ARCHITECTURE.md). */
+    so.mode = per_process || daemon == 0 ? COMMAND_PER_PROCESS : COMMAND_SHARED;
+    so.limit_var = getenv("VRAM_MEMORY_LIMIT") ? "VRAM_MEMORY_LIMIT"
+                   : getenv("VRAM_MEMORY_FRACTION") ? "VRAM_MEMORY_FRACTION"
+                                                    : NULL;
+    so.limit_value = so.limit_var ? getenv(so.limit_var) : NULL;
+    options_clear(&scratch);
+    so.report = options_set(&scratch, "VRAM_LOG", getenv("VRAM_LOG"), err, sizeof err) == 0 &&
+                scratch.log_level != LOG_OFF;
+    /* Last, so that nothing above leaves the directory behind. */
+    char record_dir[PATH_MAX];
+    if (record) {
+        if (recording_prepare(record, record_dir, sizeof record_dir, err, sizeof err) != 0)
+            return run_fail("--record %s: %s; the program was not started", record, err);
+        setenv("VRAM_RECORD", record_dir, 1);
+        so.record_dir = record_dir;
+        so.record_path = record;
+    }
+    return supervise(&argv[i], &so);
+}

@@ -1,0 +1,55 @@
+/* vram status: vramd's ledger once, for people (the top screen), scripts
+ * (--json) or metrics (--prometheus). */
+#include "../src/ledger/client.h"
+#include "cli.h"
+
+#include <stdio.h>
+
+static void status_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: vram status [--json | --prometheus] [--socket PATH]\n"
+            "\n"
+            "Who holds how much GPU memory on this node, as vramd's ledger says, printed\n"
+            "once: each GPU (total, reserved, granted, used, used outside any grant), each\n"
+            "user and each process (budget, used, peak, what NVML sees, waiting or over\n"
+            "budget): the vram top screen, or the same for programs. Root sees every\n"
+            "process; others see their own processes and other users' totals. It needs a\n"
+            "running vramd (vram devices shows the GPUs without one).\n"
+            "\n"
+            "  --json          the same as one JSON object, for scripts\n"
+            "  --prometheus    the same in Prometheus text format (as vramd --metrics-file\n"
+            "                  writes it)\n"
+            "  --socket PATH   vramd's socket (default: VRAM_DAEMON,\n"
+            "                  " LEDGER_SYSTEM_SOCKET ", then the user's own daemon's)\n"
+            "  --help          this text\n");
+}
+
+int cmd_status(int argc, char **argv)
+{
+    const char *json = NULL, *prom = NULL, *socket_path = NULL, *help = NULL;
+    const struct cli_option table[] = {
+        {"--json", CLI_FLAG, &json},   {"--prometheus", CLI_FLAG, &prom},
+        {"--socket", CLI_VALUE, &socket_path}, {"--help", CLI_FLAG, &help},
+        {"-h", CLI_FLAG, &help},       {NULL, 0, NULL},
+    };
+    if (cli_parse("status", table, argc, argv, 2, false) < 0)
+        return 2;
+    if (help) {
+        status_usage(stdout);
+        return 0;
+    }
+    if (json && prom)
+        return cli_usage_error("status", "--json and --prometheus: give one of them");
+    struct snapshot s;
+    if (cli_fetch_ledger("status", socket_path, &s) != 0)
+        return 1;
+    if (json)
+        snapshot_json(&s, stdout);
+    else if (prom)
+        snapshot_prometheus(&s, stdout);
+    else
+        snapshot_top(&s, stdout, 80);
+    snapshot_free(&s);
+    return 0;
+}

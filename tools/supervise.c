@@ -1,0 +1,253 @@
+/* vram run's supervisor: the command as a child, its signals, its end. */
+#include "supervise.h"
+#include "../src/util/parse.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- signals */
+
+static volatile sig_atomic_t child;
+
+/* Signals whose default would end vram run and leave the command running
+ * without it: they are passed on to the command instead. Stop signals keep
+ * their default, so that ^Z stops vram run with the command (a shell's job
+ * control sees them stop together). */
+static const int passed_on[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM};
+#define NPASSED (int)(sizeof passed_on / sizeof *passed_on)
+
+static void pass_on(int sig, siginfo_t *si, void *ctx)
+{
+    (void)ctx;
+    /* From the terminal (^C, ^\, a hang-up) the kernel signals the whole
+     * foreground process group, the command included: passing it on would
+     * deliver it twice. So would a signal the command sent itself. */
+    if (si->si_code == SI_KERNEL || (child > 0 && si->si_pid == child))
+        return;
+    if (child > 0)
+        kill(child, sig);
+}
+
+/* ------------------------------------------------------------ the end */
+
+static const char *signal_name(int sig, char *buf, size_t n)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev)
+        snprintf(buf, n, "SIG%s", abbrev);
+    else
+        snprintf(buf, n, "signal %d", sig);
+    return buf;
+}
+
+/* The devices in the order the command numbered them. */
+struct order {
+    int n, index[COMMAND_MAX_DEVICES];
+};
+
+static void device_order(const struct command_summary *s, struct order *o)
+{
+    o->n = s->ndevices;
+    for (int i = 0; i < o->n; i++) {
+        int j = i;
+        for (; j > 0 && s->device[o->index[j - 1]].ordinal > s->device[i].ordinal; j--)
+            o->index[j] = o->index[j - 1];
+        o->index[j] = i;
+    }
+}
+
+static void write_summary(FILE *f, char **argv, int status, const struct command_summary *s,
+                          const struct order *order)
+{
+    char name[32];
+    fprintf(f, "{\n  \"command\": [");
+    for (int i = 0; argv[i]; i++) {
+        fputs(i ? ", " : "", f);
+        json_string(f, argv[i]);
+    }
+    fprintf(f, "],\n  \"budget_for\": \"%s\",\n  \"exit\": ",
+            s->mode == COMMAND_SHARED ? "command" : "process");
+    if (WIFSIGNALED(status))
+        fprintf(f, "{\"signal\": %d, \"name\": \"%s\"}", WTERMSIG(status),
+                signal_name(WTERMSIG(status), name, sizeof name));
+    else
+        fprintf(f, "{\"code\": %d}", WEXITSTATUS(status));
+    fprintf(f, ",\n  \"devices\": [");
+    for (int i = 0; i < order->n; i++) {
+        const struct command_summary_device *e = &s->device[order->index[i]];
+        fprintf(f, "%s\n    {\"index\": %d, \"uuid\": ", i ? "," : "", e->ordinal);
+        json_string(f, e->uuid);
+        fprintf(f, ", \"budget\": %llu, \"peak\": %llu, \"refused\": %llu",
+                (unsigned long long)e->budget, (unsigned long long)e->peak,
+                (unsigned long long)e->refused);
+        if (e->context)
+            fprintf(f, ", \"context\": %llu", (unsigned long long)e->context);
+        fputc('}', f);
+    }
+    fprintf(f, "%s],\n  \"processes\": [", order->n ? "\n  " : "");
+    for (int p = 0; p < s->nprocesses; p++) {
+        const struct command_summary_process *e = &s->process[p];
+        fprintf(f, "%s\n    {\"pid\": %d, \"running\": %s, \"devices\": [", p ? "," : "", e->pid,
+                e->running ? "true" : "false");
+        for (int i = 0, n = 0; i < order->n; i++) {
+            int d = order->index[i];
+            if (!e->peak[d])
+                continue;
+            fprintf(f, "%s{\"index\": %d, \"uuid\": ", n++ ? ", " : "", s->device[d].ordinal);
+            json_string(f, s->device[d].uuid);
+            fprintf(f, ", \"peak\": %llu}", (unsigned long long)e->peak[d]);
+        }
+        fputs("]}", f);
+    }
+    fprintf(f, "%s],\n  \"processes_not_listed\": %d\n}\n", s->nprocesses ? "\n  " : "",
+            s->processes_not_listed);
+}
+
+/* "vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget" for each device, and
+ * what else a person needs to read it right. */
+static void report(const struct command_summary *s, const struct order *order, int status)
+{
+    for (int i = 0; i < order->n; i++) {
+        const struct command_summary_device *e = &s->device[order->index[i]];
+        char line[256];
+        int n = snprintf(line, sizeof line, "vram: GPU %d: peak %s of %s budget%s", e->ordinal,
+                         format_size(e->peak).text, format_size(e->budget).text,
+                         s->mode == COMMAND_PER_PROCESS ? " per process" : "");
+        if (e->context)
+            n += snprintf(line + n, sizeof line - (size_t)n, " (context %s)",
+                          format_size(e->context).text);
+        if (e->refused)
+            snprintf(line + n, sizeof line - (size_t)n, "; %llu allocation%s refused",
+                     (unsigned long long)e->refused, e->refused == 1 ? "" : "s");
+        fprintf(stderr, "%s\n", line);
+    }
+    int running = 0, first = 0;
+    for (int p = 0; p < s->nprocesses; p++)
+        if (s->process[p].running && !running++)
+            first = s->process[p].pid;
+    if (running)
+        fprintf(stderr,
+                "vram: %d process%s of the command still hold%s GPU memory (pid %d%s); the peak "
+                "above is until now\n",
+                running, running == 1 ? "" : "es", running == 1 ? "s" : "", first,
+                running > 1 ? ", ..." : "");
+    char name[32];
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "vram: the command was killed by %s\n",
+                signal_name(WTERMSIG(status), name, sizeof name));
+}
+
+/* --record: the files of the command's processes, merged into FILE. What a
+ * process still running writes after this is not in it (the reader's note
+ * says which processes left no exit record). */
+static void finish_recording(const struct supervise_options *o)
+{
+    char notes[1024] = "", err[PATH_MAX + 1024];
+    if (recording_finish(o->record_dir, o->record_path, o->record_format, notes, sizeof notes,
+                         err, sizeof err) != 0)
+        fprintf(stderr, "vram run: --record %s: %s\n", o->record_path, err);
+    else if (notes[0] && o->report)
+        fprintf(stderr, "vram run: --record %s: note: %s\n", o->record_path, notes);
+}
+
+/* The command has ended with `status`: everything that must happen when a
+ * command ends happens here (the peak, the summary, the recording). */
+static int command_ended(struct command_owner *owner, char **argv, int status,
+                         const struct supervise_options *o)
+{
+    struct command_summary *s = malloc(sizeof *s);
+    struct order order = {0};
+    if (s) {
+        command_summarize(owner, s);
+        device_order(s, &order);
+        if (o->report)
+            report(s, &order, status);
+    } else if (o->report) {
+        fprintf(stderr, "vram run: no memory for the command's summary\n");
+    }
+    if (o->summary_fd >= 0) {
+        FILE *f = fdopen(o->summary_fd, "w");
+        if (f && s)
+            write_summary(f, argv, status, s, &order);
+        if (!f || !s || fclose(f) != 0)
+            fprintf(stderr, "vram run: --summary %s: cannot write it: %s\n", o->summary_path,
+                    s ? strerror(errno) : "no memory");
+    }
+    free(s);
+    if (o->record_dir)
+        finish_recording(o);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+/* ----------------------------------------------------------- the command */
+
+int supervise(char **argv, const struct supervise_options *o)
+{
+    char why[512];
+    struct command_owner owner;
+    if (command_create(&owner, o->mode, o->limit_var, o->limit_value, why, sizeof why) != 0) {
+        fprintf(stderr, "vram run: %s; the program was not started\n", why);
+        if (o->record_dir)
+            rmdir(o->record_dir);
+        return 2;
+    }
+    setenv(COMMAND_ENV, owner.env, 1);
+
+    /* The command inherits vram run's dispositions as it would have with a
+     * plain exec; vram run itself needs SIGCHLD's default to wait. */
+    struct sigaction chld_old, dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGCHLD, &dfl, &chld_old);
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old); /* no signal lost between fork and the handlers */
+    pid_t parent = getpid(), pid = fork();
+    if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        fprintf(stderr, "vram run: cannot start %s: %s\n", argv[0], strerror(errno));
+        if (o->record_dir)
+            rmdir(o->record_dir);
+        return 2;
+    }
+    if (pid == 0) {
+        /* SIGKILL of vram run is SIGKILL of the command's first process, as
+         * when vram run was the command; what it started keeps the budget. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(128 + SIGKILL);
+        sigaction(SIGCHLD, &chld_old, NULL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execvp(argv[0], argv);
+        int e = errno;
+        fprintf(stderr, "vram run: cannot run %s: %s\n", argv[0], strerror(e));
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    child = pid;
+    struct sigaction sa = {.sa_sigaction = pass_on, .sa_flags = SA_SIGINFO | SA_RESTART};
+    sigfillset(&sa.sa_mask);
+    for (int i = 0; i < NPASSED; i++) {
+        struct sigaction was;
+        /* A signal the caller ignores (nohup) stays ignored, for both. */
+        if (sigaction(passed_on[i], NULL, &was) == 0 && was.sa_handler != SIG_IGN)
+            sigaction(passed_on[i], &sa, NULL);
+    }
+    signal(SIGPIPE, SIG_IGN); /* a closed stderr must not cost the summary */
+    sigprocmask(SIG_SETMASK, &old, NULL);
+
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "vram run: waiting for %s: %s\n", argv[0], strerror(errno));
+            status = 1 << 8;
+            break;
+        }
+    }
+    child = 0;
+    return command_ended(&owner, argv, status, o);
+}

@@ -1,0 +1,147 @@
+/* visible: the GPUs a program under vram run will see, from the driver. */
+#include "visible.h"
+
+#include "../src/cuda/driver.h"
+#include "../src/util/parse.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define DEVICES_FORMS                                                                          \
+    "a comma-separated list of GPU ordinals or GPU UUIDs (or unique prefixes of them), as "    \
+    "CUDA_VISIBLE_DEVICES takes them: 0,1 or GPU-5a1d; vram devices lists them"
+
+/* Every GPU the driver shows in this environment. */
+static int driver_gpus(struct visible *all, char *err, size_t n)
+{
+    struct cuda_driver cu;
+    char why[512];
+    if (driver_load(&cu, why, sizeof why) != 0) {
+        snprintf(err, n, "cannot ask the CUDA driver which GPUs there are: %s", why);
+        return -1;
+    }
+    int count = 0;
+    CUresult rc = cu.cuDeviceGetCount(&count);
+    all->n = 0;
+    for (int o = 0; rc == CUDA_SUCCESS && o < count && all->n < OPT_MAX_DEVICES; o++) {
+        struct visible_gpu *g = &all->gpu[all->n];
+        CUdevice d;
+        CUuuid u;
+        size_t total;
+        if ((rc = cu.cuDeviceGet(&d, o)) != CUDA_SUCCESS ||
+            (rc = cu.cuDeviceGetUuid(&u, d)) != CUDA_SUCCESS ||
+            (rc = cu.cuDeviceGetName(g->name, sizeof g->name, d)) != CUDA_SUCCESS ||
+            (rc = cu.cuDeviceTotalMem(&total, d)) != CUDA_SUCCESS)
+            break;
+        g->ordinal = o;
+        uuid_text((const unsigned char *)u.bytes, g->uuid);
+        g->total = total;
+        all->n++;
+    }
+    if (rc != CUDA_SUCCESS) {
+        char buf[64];
+        snprintf(err, n, "the CUDA driver could not list its GPUs: %s",
+                 driver_error_text(&cu, rc, buf));
+        driver_unload(&cu);
+        return -1;
+    }
+    driver_unload(&cu);
+    return 0;
+}
+
+/* The one GPU an entry of --devices names, or -1 with the message. */
+static int find(const struct visible *all, const char *item, const char *devices, char *err,
+                size_t n)
+{
+    char list[1024];
+    visible_describe(all, list, sizeof list);
+    uint64_t ord;
+    parse_why why;
+    if (isdigit((unsigned char)item[0])) {
+        if (parse_uint(item, 1u << 20, &ord, &why) == 0 && ord < (uint64_t)all->n)
+            return (int)ord;
+        snprintf(err, n, "--devices \"%s\": there is no GPU %s; this machine has %s", devices,
+                 item, list);
+        return -1;
+    }
+    if (strncasecmp(item, "GPU-", 4) != 0 || !item[4]) {
+        snprintf(err, n, "--devices \"%s\": \"%s\" is neither an ordinal nor a GPU UUID; "
+                 "accepted: " DEVICES_FORMS, devices, item);
+        return -1;
+    }
+    int found = -1;
+    for (int g = 0; g < all->n; g++) {
+        if (strncasecmp(all->gpu[g].uuid, item, strlen(item)) != 0)
+            continue;
+        if (found >= 0) {
+            snprintf(err, n, "--devices \"%s\": \"%s\" matches more than one GPU (%s and %s); "
+                     "give more of the UUID", devices, item, all->gpu[found].uuid,
+                     all->gpu[g].uuid);
+            return -1;
+        }
+        found = g;
+    }
+    if (found < 0)
+        snprintf(err, n, "--devices \"%s\": no GPU has the UUID %s; this machine has %s",
+                 devices, item, list);
+    return found;
+}
+
+int visible_gpus(const char *devices, struct visible *out, char *err, size_t n)
+{
+    if (!devices)
+        return driver_gpus(out, err, n);
+
+    /* --devices replaces CUDA_VISIBLE_DEVICES: its entries name the
+     * machine's GPUs, so the driver is asked without it. */
+    const char *inherited = getenv("CUDA_VISIBLE_DEVICES");
+    char *saved = inherited ? strdup(inherited) : NULL;
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    static struct visible all; /* large: not on the stack */
+    int r = driver_gpus(&all, err, n);
+    if (saved) {
+        setenv("CUDA_VISIBLE_DEVICES", saved, 1);
+        free(saved);
+    }
+    if (r != 0)
+        return -1;
+
+    char items[OPT_MAX_DEVICES][64];
+    parse_why why;
+    int count = parse_split(devices, ',', items, OPT_MAX_DEVICES, &why);
+    if (count < 0) {
+        snprintf(err, n, "--devices \"%s\": %s; accepted: " DEVICES_FORMS, devices, why.text);
+        return -1;
+    }
+    out->n = 0;
+    for (int i = 0; i < count; i++) {
+        int g = find(&all, items[i], devices, err, n);
+        if (g < 0)
+            return -1;
+        for (int j = 0; j < out->n; j++)
+            if (out->gpu[j].ordinal == all.gpu[g].ordinal) {
+                snprintf(err, n, "--devices \"%s\": GPU %d (%s) is listed twice", devices,
+                         all.gpu[g].ordinal, all.gpu[g].uuid);
+                return -1;
+            }
+        out->gpu[out->n++] = all.gpu[g];
+    }
+    return 0;
+}
+
+void visible_describe(const struct visible *v, char *out, size_t n)
+{
+    if (v->n == 0) {
+        snprintf(out, n, "no GPU");
+        return;
+    }
+    size_t used = (size_t)snprintf(out, n, "%d GPU%s (", v->n, v->n == 1 ? "" : "s");
+    for (int i = 0; i < v->n && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%d: %s, %s", i ? "; " : "", i,
+                                 v->gpu[i].uuid, format_size(v->gpu[i].total).text);
+    if (used < n)
+        snprintf(out + used, n - used, ")");
+}
