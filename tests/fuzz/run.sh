@@ -48,7 +48,10 @@ for target in ${FUZZ_TARGETS:-protocol policy daemon}; do
   scratch=$scratch_root/$target
   mkdir "$scratch" || { status=1; continue; }
   if [ -n "${FUZZ_RUNS:-}" ]; then limit="-runs=$FUZZ_RUNS"; else limit="-max_total_time=$seconds"; fi
-  if ! "$out/fuzz_$target" $limit -max_len=2048 -timeout=5 \
+  # -timeout catches an input that hangs; it is wall-clock time, so it is
+  # far above what any input takes (well under a second) for a machine
+  # busy with other tests not to look like a hang.
+  if ! "$out/fuzz_$target" $limit -max_len=2048 -timeout=60 \
        -artifact_prefix="$out/crash-$target-" "$scratch" "$src/tests/fuzz/corpus/$target" \
        >"$out/$target.log" 2>&1; then
     echo "fuzz_$target found a failure:"; tail -40 "$out/$target.log"; status=1; continue
