@@ -27,7 +27,7 @@ int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *))
         errno = EEXIST;
         return -1;
     }
-    /* A temporary name nobody can guess, created here (O_EXCL: never an
+    /* A temporary name no one can guess, created here (O_EXCL: never an
      * existing file, FIFO or link), so it is ours before a byte is written. */
     char tmp[600];
     if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) {
@@ -179,7 +179,7 @@ void load_state(void)
     if (!f)
         return;
     struct stat st;
-    /* Only a file this daemon's user wrote and nobody else can is believed. */
+    /* Only a file this daemon's user wrote and no one else can is believed. */
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
         (st.st_mode & 022))
         dlog(L_WARN, "%s: not a regular file of this daemon's user that only it may write; "

@@ -36,7 +36,7 @@ void ledger_default_socket(char *out, size_t n);
  * place someone else controls. */
 int ledger_find_socket(char *out, size_t n, char *err, size_t errlen);
 /* Whether `path` (a socket, or a regular file if !socket) and its
- * directory belong to root or this user and nobody else can replace them.
+ * directory belong to root or this user and no one else can replace them.
  * True, or false with why. A path that does not exist is trusted if its
  * directory is. */
 bool ledger_place_trusted(const char *path, bool socket, char *why, size_t n);

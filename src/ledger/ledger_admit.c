@@ -71,7 +71,7 @@ uint64_t ledger_reserved_against(const struct ledger *l, const struct ledger_cli
     return against;
 }
 
-/* What of c's own reservations on the device nobody entitled holds yet:
+/* What of c's own reservations on the device no one entitled holds yet:
  * memory only c's kind may take, whoever waits. */
 static uint64_t reserved_for(const struct ledger *l, const struct ledger_client *c, int dev)
 {

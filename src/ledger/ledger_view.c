@@ -123,7 +123,7 @@ void ledger_snapshot_page(const struct ledger *l, uid_t viewer, uint64_t after, 
         sd->granted = l->dev[d].granted;
         sd->unseen = l->dev[d].unseen;
         sd->used = l->dev[d].used;
-        /* Reserved: what the reservations set aside and nobody entitled holds yet. */
+        /* Reserved: what the reservations set aside and no one entitled holds yet. */
         sd->reserved = ledger_reserved_against(l, NULL, d, 0);
         sd->overcommitted = l->dev[d].overcommitted;
     }

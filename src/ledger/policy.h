@@ -10,7 +10,7 @@
  *                                     the most one user (all their processes
  *                                     together) or one group may hold on a device
  *   reserve AMOUNT for user|group|job NAME [on DEVICE]
- *                                     memory nobody else may take; a job NAME
+ *                                     memory no one else may take; a job NAME
  *                                     may end in '*' to match a prefix
  *   when-full wait DURATION | fail    a request that does not fit waits (at most
  *                                     DURATION) or fails at once
