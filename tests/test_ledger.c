@@ -495,6 +495,45 @@ static void test_first_come_first_served(void)
     ledger_destroy(&l);
 }
 
+/* Item 4: a budget a process took while the daemon was down is registered
+ * when the daemon is back. Its memory is in use already, and NVML shows it
+ * outside any grant: registering counts it once, not that usage and the
+ * budget again. Anyone else's usage, or a reused pid's, still counts. */
+static void test_register_counts_usage_once(void)
+{
+    struct ledger l;
+    policy_of("cap user 1002 5GiB\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *a = proc(&l, 11, 1001, "alice"), *c = proc(&l, 12, 1002, "carol");
+    CHECK(ask(&l, a, 5 * GiB, false) == VERDICT_GRANT);
+    /* carol's process holds 4 GiB and a context (NVML: 4.25 GiB, no grant);
+     * another of hers, not connected yet, 2 GiB. */
+    struct ledger_nvml_process seen[] = {{12, 1012, 4 * GiB + GiB / 4}, {13, 1013, 2 * GiB}};
+    struct ledger_client *over[4];
+    ledger_reconcile(&l, 0, seen, 2, over, 4);
+    CHECK(ask(&l, c, 4 * GiB, false) == VERDICT_DENY); /* as a new request: 5 + 6.25 + 4 > 12 */
+    CHECK(ledger_register(&l, c, 0, 4 * GiB, &granted, why, sizeof why) == VERDICT_GRANT);
+    CHECK(granted == 4 * GiB && c->use[0].grant == 4 * GiB);
+    consistent(&l);
+    /* NVML's next look finds carol's memory under her grant. */
+    ledger_reconcile(&l, 0, seen, 2, over, 4);
+    CHECK(l.dev[0].unseen == 2 * GiB && l.dev[0].excess == GiB / 4);
+    /* Not someone else's usage: a process with pid 13 but another start. */
+    struct ledger_client *r = proc(&l, 13, 1002, "carol");
+    r->start = 99;
+    CHECK(ledger_register(&l, r, 0, 1 * GiB, &granted, why, sizeof why) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "has 12.00 GiB");
+    /* The process itself: what it uses counts once, but caps hold (carol
+     * may hold 5 GiB, and has 4). */
+    r->start = 1013;
+    CHECK(ledger_register(&l, r, 0, 2 * GiB, &granted, why, sizeof why) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "may hold 5.00 GiB");
+    CHECK(ledger_register(&l, r, 0, 1 * GiB, &granted, why, sizeof why) == VERDICT_GRANT);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
 int main(void)
 {
     test_policy_file();
@@ -506,6 +545,7 @@ int main(void)
     test_job_reservation_is_for_registered_jobs();
     test_cap_holds_across_jobs();
     test_first_come_first_served();
+    test_register_counts_usage_once();
     printf("test_ledger: ok\n");
     return 0;
 }

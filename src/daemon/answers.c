@@ -204,8 +204,9 @@ static int on_request(struct conn *c, const struct proto_msg *m)
     uint64_t deadline = now_ms() + longest;
     uint64_t granted = 0;
     char why[700];
-    enum verdict v = ledger_request(&D.L, lc, dev, bytes, may_wait, deadline, &granted, why,
-                                    sizeof why);
+    enum verdict v = restore ? ledger_register(&D.L, lc, dev, bytes, &granted, why, sizeof why)
+                             : ledger_request(&D.L, lc, dev, bytes, may_wait, deadline, &granted,
+                                              why, sizeof why);
     if (v == VERDICT_GRANT) {
         D.state_dirty = true;
         dlog(L_INFO, "pid %d (%s, %s): granted %s on %s", (int)lc->pid, lc->user, lc->cmd,

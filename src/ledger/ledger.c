@@ -117,6 +117,8 @@ void ledger_destroy(struct ledger *l)
     }
     free(l->clients);
     free(l->jobs);
+    for (int d = 0; d < LEDGER_MAX_DEVICES; d++)
+        free(l->dev[d].unseen_by);
     memset(l, 0, sizeof *l);
 }
 
@@ -151,6 +153,7 @@ int ledger_device(struct ledger *l, const char *uuid, uint64_t total)
         if (l->ndev == LEDGER_MAX_DEVICES)
             return -1;
         d = l->ndev++;
+        free(l->dev[d].unseen_by);
         memset(&l->dev[d], 0, sizeof l->dev[d]);
         snprintf(l->dev[d].uuid, sizeof l->dev[d].uuid, "%s", uuid);
     }
@@ -319,8 +322,13 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
     uint64_t unseen = 0;
     /* The processes with a grant here, by pid: one sort, then a lookup each. */
     struct ledger_client **sorted = malloc((size_t)(l->nclients + 1) * sizeof *sorted);
-    if (!sorted)
+    struct ledger_nvml_process *by = malloc((size_t)(n + 1) * sizeof *by);
+    if (!sorted || !by) {
+        free(sorted);
+        free(by);
         return 0;
+    }
+    int nby = 0;
     for (int i = 0; i < l->nclients; i++) {
         struct ledger_client *c = l->clients[i];
         if (c->use[dev].nvml) {
@@ -344,6 +352,7 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
                 c = *hit;
         if (!c) {
             unseen += procs[k].used;
+            by[nby++] = procs[k];
             continue;
         }
         struct ledger_use *u = &c->use[dev];
@@ -360,6 +369,9 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
             sorted[i]->use[dev].over = false;
     free(sorted);
     struct ledger_device *d = &l->dev[dev];
+    free(d->unseen_by);
+    d->unseen_by = by;
+    d->nunseen = nby;
     d->used = d->used - d->unseen + unseen;
     d->unseen = unseen;
     d->overcommitted = d->granted > d->total || d->excess + d->unseen > d->total - d->granted;

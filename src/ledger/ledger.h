@@ -12,7 +12,9 @@
  *   - granted(D) + W + unseen(D) + reserved-but-unused(D) <= total(D),
  *     where unseen is usage NVML shows and no grant covers (other
  *     processes, contexts), and a reservation's unused part counts against
- *     everyone but those it is for;
+ *     everyone but those it is for (a budget C holds already and registers,
+ *     ledger_register, brings its own unseen usage into W: max(W, C's
+ *     unseen) instead of W + C's unseen);
  *   - no older request waits for that memory: requests are served in the
  *     order they came, per device and per cap (a request that waits for a
  *     cap to free holds back only later requests under the same cap; one
@@ -47,6 +49,12 @@
 enum client_role { ROLE_PROCESS, ROLE_JOB, ROLE_MONITOR };
 
 struct ledger_client;
+
+/* A process NVML sees using a device. */
+struct ledger_nvml_process {
+    pid_t pid;
+    uint64_t start, used;
+};
 
 struct ledger_use {
     uint64_t grant, used, peak, nvml;
@@ -97,6 +105,9 @@ struct ledger_device {
      * device's memory; for the caps (by rule index) an older request waits. */
     bool queue_blocked;
     uint64_t cap_blocked[POLICY_MAX_RULES / 64];
+    /* NVML's processes using it that hold no grant (NVML's last look). */
+    int nunseen;
+    struct ledger_nvml_process *unseen_by;
 };
 
 struct ledger {
@@ -142,6 +153,13 @@ enum verdict { VERDICT_GRANT, VERDICT_WAIT, VERDICT_DENY };
 enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
                             bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
                             size_t whylen);
+/* A budget the client holds already, registered: taken while the daemon
+ * was down, or held before a restart and not held for it since (its grace
+ * passed). Admitted as a new request that does not wait, but what NVML last
+ * saw its process use outside any grant is part of the budget, not on top
+ * of it: the process's memory is not counted twice against it. */
+enum verdict ledger_register(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                             uint64_t *granted, char *why, size_t whylen);
 /* After a restart: a grant the daemon before this one made (its state
  * file), held for its owner, who is not connected yet. It counts like any
  * grant until the owner takes it back (ledger_adopt) or ledger_expire_held
@@ -180,13 +198,10 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
 
 /* Takes in NVML's view of one device: the processes using it, each with
  * its start time (0 if it could not be read) and usage. A client's real
- * usage is matched by pid and start time; the rest is unseen usage.
+ * usage is matched by pid and start time; the rest is unseen usage, kept
+ * by process (unseen_by).
  * Returns the clients that have just gone over budget by more than the
  * policy's margin, in *over (up to max). */
-struct ledger_nvml_process {
-    pid_t pid;
-    uint64_t start, used;
-};
 int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
                      struct ledger_client **over, int max);
 

@@ -97,7 +97,10 @@ struct fit {
     int rule;     /* BY_CAP: the cap's rule */
 };
 
-static struct fit fits(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w)
+/* A request of w fits, where in_use of c's usage outside grants (NVML's
+ * last look) is memory the grant will cover, already counted in unseen. */
+static struct fit fits(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w,
+                       uint64_t in_use)
 {
     const struct ledger_device *d = &l->dev[dev];
     for (int r = 0; r < l->policy.nrules; r++) {
@@ -110,7 +113,9 @@ static struct fit fits(const struct ledger *l, const struct ledger_client *c, in
             return (struct fit){BY_CAP, w > cap, r};
     }
     uint64_t busy = d->granted + d->excess + d->unseen + ledger_reserved_against(l, c, dev, w);
-    if (busy <= d->total && w <= d->total - busy)
+    busy -= in_use < d->unseen ? in_use : d->unseen;
+    uint64_t need = w > in_use ? w : in_use;
+    if (busy <= d->total && need <= d->total - busy)
         return (struct fit){FITS, false, -1};
     /* Were everyone else to release, only others' reservations would stand
      * between the request and the device. */
@@ -215,9 +220,39 @@ static void explain(const struct ledger *l, const struct ledger_client *c, int d
     }
 }
 
+/* What NVML's last look saw c's process use on the device outside any
+ * grant: its pid with its start time, so that a reused pid is not it. */
+static uint64_t outside_grants(const struct ledger *l, const struct ledger_client *c, int dev)
+{
+    const struct ledger_device *d = &l->dev[dev];
+    uint64_t in_use = 0;
+    for (int k = 0; k < d->nunseen && c->start; k++)
+        if (d->unseen_by[k].pid == c->pid && d->unseen_by[k].start == c->start)
+            in_use += d->unseen_by[k].used;
+    return in_use;
+}
+
+static enum verdict request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                            bool may_wait, uint64_t deadline_ms, uint64_t in_use,
+                            uint64_t *granted, char *why, size_t whylen);
+
 enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
                             bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
                             size_t whylen)
+{
+    return request(l, c, dev, bytes, may_wait, deadline_ms, 0, granted, why, whylen);
+}
+
+enum verdict ledger_register(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                             uint64_t *granted, char *why, size_t whylen)
+{
+    return request(l, c, dev, bytes, false, 0, bytes ? outside_grants(l, c, dev) : 0, granted,
+                   why, whylen);
+}
+
+static enum verdict request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                            bool may_wait, uint64_t deadline_ms, uint64_t in_use,
+                            uint64_t *granted, char *why, size_t whylen)
 {
     struct ledger_use *u = &c->use[dev];
     const struct ledger_device *d = &l->dev[dev];
@@ -257,8 +292,8 @@ enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, 
                  "SIZE)", d->uuid);
         return VERDICT_DENY;
     }
-    struct fit f = fits(l, c, dev, w);
-    if (f.by == FITS && queued_ahead(l, c, dev, w))
+    struct fit f = fits(l, c, dev, w, in_use);
+    if (f.by == FITS && queued_ahead(l, c, dev, w > in_use ? w - in_use : 0))
         f.by = BY_QUEUE;
     if (f.by == FITS) {
         ledger_set_grant(l, c, dev, w, NULL);
@@ -291,7 +326,7 @@ void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn an
         while (u) {
             struct ledger_use *next = u->qnext;
             struct ledger_client *c = u->client;
-            struct fit f = fits(l, c, dev, u->want);
+            struct fit f = fits(l, c, dev, u->want, 0);
             if (f.by == FITS && queued_ahead(l, c, dev, u->want))
                 f.by = BY_QUEUE;
             if (f.by == FITS) {

@@ -8,6 +8,10 @@
  *   '~'       the timer ticks (waiters admitted or timed out)
  *   '^'       the daemon restarts: its state file written and read back,
  *             every connection gone and made again by the same processes
+ *   '%'       NVML's reading of a GPU comes in: the next byte picks the
+ *             GPU, then each pair of bytes is a process (the script's four,
+ *             one with a reused pid, or processes the daemon does not know)
+ *             and what it uses, in 128 MiB steps
  *   else      the rest of the line is one message from that connection.
  * After every step:
  *   - every answer the daemon sent is a well-formed message;
@@ -66,6 +70,27 @@ static void answers_are_messages(const struct fake_conn *f)
     }
 }
 
+/* NVML's reading of one GPU, as the daemon's reconcile thread hands it
+ * over: then waiters are admitted, as usage outside grants may have gone. */
+static void nvml_reading(const uint8_t *p, size_t n, const pid_t *who_pid)
+{
+    struct ledger_nvml_process procs[64];
+    int np = 0;
+    if (n == 0)
+        return;
+    int dev = p[0] & 1;
+    for (size_t i = 1; i + 1 < n && np < 64; i += 2) {
+        int k = p[i] & 7;
+        pid_t pid = k < 4 ? who_pid[k] : k == 4 ? who_pid[p[i] >> 3 & 3] : 300 + k;
+        /* As fake_open says /proc would; a reused pid has another start. */
+        uint64_t start = 1000 + (uint64_t)pid + (k == 4);
+        procs[np++] = (struct ledger_nvml_process){pid, start, (uint64_t)p[i + 1] << 27};
+    }
+    struct ledger_client *over[16];
+    ledger_reconcile(&D.L, dev, procs, np, over, 16);
+    answers_admit_waiting();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fake_daemon("default-budget 2GiB\n"
@@ -81,6 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uid_t uid;
         gid_t gid;
     } who[4] = {{1, 0, 0}, {100, 1000, 1000}, {101, 1000, 2000}, {200, 1001, 1001}};
+    static const pid_t who_pid[4] = {1, 100, 101, 200};
     for (int k = 0; k < 4; k++)
         c[k] = fake_open(who[k].pid, who[k].uid, who[k].gid);
     size_t i = 0;
@@ -100,6 +126,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fake_restart();
             for (int k = 0; k < 4; k++)
                 c[k] = fake_open(who[k].pid, who[k].uid, who[k].gid);
+        } else if (op == '%') {
+            nvml_reading(data + start + 1, n - 1, who_pid);
         } else if (op == '!') {
             fake_close(n > 1 ? c[data[start + 1] & 3] : f);
         } else if (!f->closed) {
