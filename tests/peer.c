@@ -10,9 +10,11 @@
  *                                  driver behind the daemon's back
  *   peer SOCKET job JOB UID GID UUID BYTES
  *                                  as root: holds a job's grant until killed
- *   peer SOCKET serve LOG          a daemon that is not one: listens at SOCKET,
+ *   peer SOCKET serve LOG [wait]   a daemon that is not one: listens at SOCKET,
  *                                  answers HELLO with OK and nothing else, and
- *                                  writes every message it gets to LOG
+ *                                  writes every message it gets to LOG; with
+ *                                  "wait", answers a REQUEST with WAIT until=1000
+ *                                  and again every 2 s, for ever
  *   peer SOCKET idle N             N connections that say nothing, held until killed
  *   peer SOCKET stall MSG          sends MSG and never reads the answer; holds the
  *                                  connection until killed
@@ -30,6 +32,7 @@
 #include "../src/cuda/cuda_abi.h"
 #include "../src/ledger/client.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +85,7 @@ static size_t unescape(const char *in, char *out, size_t cap)
     return n;
 }
 
-static int serve(const char *path, const char *log)
+static int serve(const char *path, const char *log, bool keep_waiting)
 {
     int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -97,11 +100,19 @@ static int serve(const char *path, const char *log)
     if (!out)
         return 1;
     struct pollfd p[65] = {{.fd = l, .events = POLLIN}};
+    bool asked[65] = {false};
+    static const char wait[] = "VRAM/1 WAIT until=1000 text=held for ever";
     int n = 1;
     for (;;) {
-        if (poll(p, (nfds_t)n, -1) < 0)
+        int r = poll(p, (nfds_t)n, keep_waiting ? 2000 : -1);
+        if (r == 0)
+            for (int i = 1; i < n; i++)
+                if (asked[i])
+                    send(p[i].fd, wait, sizeof wait - 1, MSG_NOSIGNAL);
+        if (r <= 0)
             continue;
         if (p[0].revents && n < 65) {
+            asked[n] = false;
             p[n].fd = accept(l, NULL, NULL);
             p[n++].events = POLLIN;
         }
@@ -112,6 +123,7 @@ static int serve(const char *path, const char *log)
             ssize_t k = recv(p[i].fd, buf, PROTO_MAX, 0);
             if (k <= 0) {
                 close(p[i].fd);
+                asked[i] = asked[n - 1];
                 p[i--] = p[--n];
                 continue;
             }
@@ -120,6 +132,10 @@ static int serve(const char *path, const char *log)
             fflush(out);
             if (strstr(buf, " HELLO "))
                 send(p[i].fd, "VRAM/1 OK client=1", 18, MSG_NOSIGNAL);
+            if (keep_waiting && strstr(buf, " REQUEST ")) {
+                send(p[i].fd, wait, sizeof wait - 1, MSG_NOSIGNAL);
+                asked[i] = true;
+            }
         }
     }
 }
@@ -130,8 +146,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: peer SOCKET send|hold|job ...\n");
         return 2;
     }
-    if (argc == 4 && strcmp(argv[2], "serve") == 0)
-        return serve(argv[1], argv[3]);
+    if ((argc == 4 || argc == 5) && strcmp(argv[2], "serve") == 0)
+        return serve(argv[1], argv[3], argc == 5 && strcmp(argv[4], "wait") == 0);
     int fd = ledger_connect(argv[1]);
     if (fd < 0) {
         perror(argv[1]);

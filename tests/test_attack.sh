@@ -132,6 +132,32 @@ start_daemon "default-budget 4GiB\nwhen-full fail\nreconcile-every 100ms\n"
 check "item 4: and registers when the daemon is back" wait_for 10 sh -c "'$vram' status --json | grep -q '\"command\":\"vram-demo-grab\",\"job\":\"-\",\"budget\":$((4 * G))'"
 wait $d4
 check "item 4: it ran within that budget" contains "$tmp/d4" "RESULT D4 $((4 * G)) "
+# Registered also when the daemon is back to a busy GPU. R4 holds its 4 GiB
+# while the daemon is down and is stopped meanwhile; then root holds 5 GiB
+# and another process of user b 3 GiB of b's 6 GiB cap. R4's budget does not
+# fit b's cap yet: it is offered again until it does, and its memory, in use
+# already, is counted once (5 + 4 of 12 GiB, not 5 + 4 + 4).
+kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
+"${as_b[@]}" "$kit/vram" run -- "$kit/vram-demo-grab" R4 600 >"$tmp/r4" 2>"$tmp/r4.err" &
+r4=$!
+wait_for 15 contains "$tmp/r4.err" "held to 4.00 GiB"
+r4p=$(command_of $r4)
+kill -STOP $r4p
+start_daemon "default-budget 4GiB\ncap user $user_b 6GiB\nwhen-full fail\nreconcile-every 100ms\n"
+"$peer" "$S" hold "$uuid" $((5 * G)) >"$tmp/r4root" 2>&1 &
+r4root=$!
+"${as_b[@]}" "$kit/peer" "$S" hold "$uuid" $((3 * G)) >"$tmp/r4b" 2>&1 &
+r4b=$!
+wait_for 5 sh -c "grep -q GRANT '$tmp/r4root' && grep -q GRANT '$tmp/r4b'"
+wait_for 5 is unseen $((4 * G))
+kill -CONT $r4p
+check "item 4: a budget the daemon cannot take yet stays held to it" \
+  wait_for 5 contains "$tmp/daemon.out" "pid $r4p ($user_b): refused .*may hold 6.00 GiB"
+kill -9 $r4b; wait $r4b 2>/dev/null
+check "item 4: and is registered once it fits, its memory counted once" \
+  wait_for 10 sh -c "'$vram' status --json | grep -q '\"pid\":$r4p,\"uid\":$uid_b,\"user\":\"$user_b\",\"role\":\"process\",\"command\":\"vram-demo-grab\",\"job\":\"-\",\"budget\":$((4 * G))'"
+check "item 4: no more granted than the GPU has" is granted $((9 * G))
+kill $r4 $r4root; wait $r4 $r4root 2>/dev/null
 stop_daemon   # a clean stop removes the socket; the fallback stays
 "${as_b[@]}" "$kit/vram" run -- "$kit/vram-demo-grab" E4 1 >"$tmp/e4" 2>&1
 check "item 4: the same after a clean stop" contains "$tmp/e4" "RESULT E4 $((4 * G)) "
@@ -172,6 +198,16 @@ timeout 60 "${bare_a[@]}" VRAM_DAEMON="$tmp/own/vramd.sock" "$kit/vram" run --li
   "$kit/vram-demo-grab" M11 1 >"$tmp/m11" 2>&1; rc=$?
 check "item 11: a daemon that never answers does not hold a program for ever" test $rc != 124
 check "item 11: it runs with its own budget" contains "$tmp/m11" "RESULT M11 $G "
+kill -9 $fake; wait $fake 2>/dev/null
+# Nor one that answers WAIT again and again, past the time it said.
+rm -f "$tmp/own/vramd.sock"   # the last one's, so that the wait below is for this one
+"${bare_a[@]}" "$kit/peer" "$tmp/own/vramd.sock" serve "$tmp/own/seen" wait &
+fake=$!
+wait_for 5 test -S "$tmp/own/vramd.sock"
+timeout 40 "${bare_a[@]}" VRAM_DAEMON="$tmp/own/vramd.sock" "$kit/vram" run --limit 1GiB -- \
+  "$kit/vram-demo-grab" W11 1 >"$tmp/w11" 2>&1; rc=$?
+check "item 11: a daemon that keeps a request waiting for ever does not hold a program for ever" test $rc != 124
+check "item 11: it runs with its own budget, after the wait the daemon said" contains "$tmp/w11" "RESULT W11 $G "
 kill -9 $fake; wait $fake 2>/dev/null
 
 # --- item 14 (the daemon's part): NVML is never waited for on the loop ------------
