@@ -67,6 +67,13 @@ check "a job that does not fit waits" wait_for 5 \
 "$vram" run --wait=1s --limit 6GiB -- "$grab" T 1 >"$tmp/t.out" 2>"$tmp/t.err"; rc=$?
 check "a wait that times out fails" test $rc = 1
 check "and says why" contains "$tmp/t.err" "no GPU memory granted by vramd: waited as long as allowed: .*8.00 GiB granted"
+# VRAM_WAIT is a duration, as --wait is: 1 is one second (not "true", which
+# would wait the policy's 20 s); a value it cannot read is named.
+VRAM_WAIT=1 timeout 15 "$vram" run --limit 6GiB -- "$grab" V 1 >"$tmp/v.out" 2>"$tmp/v.err"; rc=$?
+check "VRAM_WAIT=1 waits one second" sh -c "[ $rc = 1 ] && grep -q 'waited as long as allowed' '$tmp/v.err'"
+VRAM_WAIT=soon "$vram" run --limit 1GiB -- "$grab" V 1 >"$tmp/v.out" 2>"$tmp/v.err"
+check "a bad VRAM_WAIT is named, with what is accepted" \
+  contains "$tmp/v.err" 'VRAM_WAIT="soon": not a number; accepted: the longest wait for memory, as seconds'
 "$vram" run --limit 13GiB -- "$grab" X 1 >"$tmp/x.out" 2>"$tmp/x.err"
 check "what can never fit is refused at once" contains "$tmp/x.err" "has 12.00 GiB"
 kill -9 $holder; wait $holder 2>/dev/null

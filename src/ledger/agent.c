@@ -351,6 +351,10 @@ static void start_reporter(void)
     pthread_attr_destroy(&at);
 }
 
+/* VRAM_WAIT: how long a request may wait in the daemon's queue. A duration
+ * first, as everywhere else (VRAM_WAIT=1 is one second, as vram run --wait 1
+ * is; 0 does not wait), then true/false: true is as long as the policy lets
+ * requests wait. */
 static int wait_setting(uint64_t *ms, char *why, size_t n)
 {
     const char *v = getenv("VRAM_WAIT");
@@ -358,15 +362,20 @@ static int wait_setting(uint64_t *ms, char *why, size_t n)
     if (!v || !*v)
         return 0;
     parse_why pw;
-    bool yes;
-    if (parse_bool(v, &yes, &pw) == 0) {
-        *ms = yes ? WAIT_POLICY : 0; /* as long as the policy allows */
-        return 0;
-    }
     if (parse_duration(v, ms, &pw) == 0)
         return 0;
-    snprintf(why, n, "VRAM_WAIT=\"%.60s\": %s; accepted: true/false, or the longest wait as %s", v,
-             pw.text, PARSE_DURATION_FORMS);
+    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            *ms = WAIT_POLICY;
+            return 0;
+        }
+        if (strcasecmp(v, no[i]) == 0)
+            return 0;
+    }
+    snprintf(why, n, "VRAM_WAIT=\"%.60s\": %s; accepted: the longest wait for memory, as %s "
+             "(0 does not wait), or true (as long as vramd's policy allows) or false", v, pw.text,
+             PARSE_DURATION_FORMS);
     return -1;
 }
 
