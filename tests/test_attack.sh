@@ -189,26 +189,25 @@ if [ ! -e /run/vram/vramd.sock ] && [ ! -e /run/vram/vramd.fallback ] && [ ! -e 
 else
   echo "SKIP: item 11's hijack part: a system vramd, or $hij, is on this machine"
 fi
-# A "daemon" of user a's own that never answers a request: every wait is bounded.
+# A "daemon" of user a's own that answers HELLO and then never a request,
+# or WAIT again and again past the time it said: every wait is bounded, and
+# the program runs with its own budget.
 mkdir "$tmp/own"; chown "$uid_a" "$tmp/own"
-"${bare_a[@]}" "$kit/peer" "$tmp/own/vramd.sock" serve "$tmp/own/seen" &
-fake=$!
-wait_for 5 test -S "$tmp/own/vramd.sock"
-timeout 60 "${bare_a[@]}" VRAM_DAEMON="$tmp/own/vramd.sock" "$kit/vram" run --limit 1GiB -- \
-  "$kit/vram-demo-grab" M11 1 >"$tmp/m11" 2>&1; rc=$?
-check "item 11: a daemon that never answers does not hold a program for ever" test $rc != 124
-check "item 11: it runs with its own budget" contains "$tmp/m11" "RESULT M11 $G "
-kill -9 $fake; wait $fake 2>/dev/null
-# Nor one that answers WAIT again and again, past the time it said.
-rm -f "$tmp/own/vramd.sock"   # the last one's, so that the wait below is for this one
-"${bare_a[@]}" "$kit/peer" "$tmp/own/vramd.sock" serve "$tmp/own/seen" wait &
-fake=$!
-wait_for 5 test -S "$tmp/own/vramd.sock"
-timeout 40 "${bare_a[@]}" VRAM_DAEMON="$tmp/own/vramd.sock" "$kit/vram" run --limit 1GiB -- \
-  "$kit/vram-demo-grab" W11 1 >"$tmp/w11" 2>&1; rc=$?
-check "item 11: a daemon that keeps a request waiting for ever does not hold a program for ever" test $rc != 124
-check "item 11: it runs with its own budget, after the wait the daemon said" contains "$tmp/w11" "RESULT W11 $G "
-kill -9 $fake; wait $fake 2>/dev/null
+for mode in silent wait; do
+  rm -f "$tmp/own/vramd.sock"   # the last one's: the wait below is for this one
+  "${bare_a[@]}" "$kit/peer" "$tmp/own/vramd.sock" serve "$tmp/own/seen" ${mode#silent} &
+  fake=$!
+  wait_for 5 test -S "$tmp/own/vramd.sock"
+  timeout 40 "${bare_a[@]}" VRAM_DAEMON="$tmp/own/vramd.sock" "$kit/vram" run --limit 1GiB -- \
+    "$kit/vram-demo-grab" M11 1 >"$tmp/m11.$mode" 2>&1; rc=$?
+  case $mode in
+    silent) what="never answers" ;;
+    wait) what="keeps a request waiting for ever" ;;
+  esac
+  check "item 11: a daemon that $what does not hold a program for ever" test $rc != 124
+  check "item 11: it runs with its own budget ($mode)" contains "$tmp/m11.$mode" "RESULT M11 $G "
+  kill -9 $fake; wait $fake 2>/dev/null
+done
 
 # --- item 14 (the daemon's part): NVML is never waited for on the loop ------------
 stop_daemon
