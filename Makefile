@@ -62,7 +62,7 @@ bench: build
 	  rc=$$?; rm -rf $$tmp; exit $$rc
 	@echo "contexts and modules charged to the budget (simulated driver and NVML):"
 	@bench/contexts.sh $(BUILD)
-	@echo "vramd with 1000 clients (simulated NVML):"
+	@echo "vramd with 1000 clients, then under attack (simulated NVML):"
 	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
 	@echo "recording GPU memory events, and reading a million of them:"
 	@bench/record.sh $(BUILD)

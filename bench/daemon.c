@@ -1,24 +1,38 @@
 /* vramd under load: 1,000 clients connected at once, registering and
  * reporting as the agent does; admission latency (REQUEST to GRANT) and
- * reclaim time (SIGKILL of a holder to its grant back in the ledger).
+ * reclaim time (SIGKILL of a holder to its grant back in the ledger). Then,
+ * as root, under attack (issue 11): one user (uid 60001) opens 20,000
+ * connections and leaves them idle, another (uid 60002) has 2,000 requests
+ * waiting on its cap, and the admission of a third user's requests (uid
+ * 60003) is measured meanwhile.
  *
  *   vram-bench-daemon VRAMD   (the simulated NVML on LD_LIBRARY_PATH)
  */
 #include "../src/ledger/client.h"
 #include "../src/ledger/snapshot.h"
 
+#include <grp.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define CLIENTS 1000
 #define THREADS 4
+#define IDLE 20000         /* the attacker's connections */
+#define IDLE_PROCS 4       /* in processes of their own, for their descriptors */
+#define WAITERS 2000
+#define ATTACKER 60001
+#define WAITING_USER 60002
+#define MEASURED 60003
 
 static char sock[256], uuid[64];
 static int fds[CLIENTS];
@@ -103,15 +117,185 @@ static void summary(const char *what, double *v, int n)
            v[(int)(n * 0.99)], v[n - 1], n);
 }
 
+/* What the first device has granted: the first page of a STATUS (the
+ * devices come first), on a connection kept open for it. */
 static unsigned long long granted(void)
 {
-    struct snapshot s;
+    static int fd = -1;
+    if (fd < 0)
+        fd = ledger_connect(sock);
+    struct proto_writer w;
+    struct proto_msg m;
     char err[256];
-    if (snapshot_fetch(sock, &s, err, sizeof err) != 0)
-        die(err);
-    unsigned long long g = s.ndev ? s.dev[0].granted : 0;
-    snapshot_free(&s);
+    unsigned long long g = 0;
+    proto_begin(&w, VERB_STATUS);
+    if (fd < 0 || ledger_send(fd, &w) != 0)
+        die("status");
+    bool first = true;
+    while (ledger_recv(fd, &m, 5000, err, sizeof err) == 0 && m.verb != VERB_END) {
+        uint64_t v;
+        if (m.verb == VERB_DEV && first && proto_get_u64(&m, "granted", UINT64_MAX, &v, err,
+                                                         sizeof err) == 0) {
+            g = v;
+            first = false;
+        }
+    }
     return g;
+}
+
+/* Becomes another user (the bench runs as root). */
+static void become(uid_t uid)
+{
+    if (setresgid(uid, uid, uid) != 0 || setgroups(0, NULL) != 0 || setresuid(uid, uid, uid) != 0)
+        die("cannot change user");
+}
+
+/* The attacker: `n` connections that say nothing, kept open; prints how
+ * many the daemon kept (the others it refused and closed). */
+static void idle_connections(int n, int out)
+{
+    static int fd[IDLE];
+    int made = 0, kept = 0;
+    for (; made < n; made++)
+        if ((fd[made] = ledger_connect(sock)) < 0)
+            break;
+    /* The refused get their ERR and are closed: count until that settles
+     * (the daemon may still be working through its backlog). */
+    for (int last = -1, round = 0; round < 25 && kept != last; round++) {
+        usleep(200000);
+        last = kept;
+        kept = 0;
+        for (int i = 0; i < made; i++) {
+            struct pollfd p = {.fd = fd[i], .events = POLLIN};
+            kept += poll(&p, 1, 0) == 0;
+        }
+    }
+    char line[64];
+    int len = snprintf(line, sizeof line, "%d %d\n", made, kept);
+    if (write(out, line, (size_t)len) != len)
+        _exit(1);
+    for (;;)
+        pause();
+}
+
+/* The waiting user: `n` requests, each on its own connection, that wait on
+ * the user's cap; prints how many wait. */
+static void waiting_requests(int n, int out)
+{
+    int waiting = 0;
+    for (int i = 0; i < n; i++) {
+        struct proto_writer w;
+        struct proto_msg m;
+        char err[256];
+        int fd = ledger_connect(sock);
+        if (fd < 0)
+            break;
+        proto_begin(&w, VERB_HELLO);
+        proto_add(&w, "role", "process");
+        proto_add(&w, "job", "queue");
+        if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
+            break;
+        proto_begin(&w, VERB_REQUEST);
+        proto_add(&w, "dev", uuid);
+        proto_add_u64(&w, "bytes", 256 << 20);
+        proto_add_u64(&w, "wait", 3600000);
+        if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
+            break;
+        waiting += m.verb == VERB_WAIT;
+    }
+    char line[32];
+    int len = snprintf(line, sizeof line, "%d\n", waiting);
+    if (write(out, line, (size_t)len) != len)
+        _exit(1);
+    for (;;)
+        pause();
+}
+
+static pid_t as_user(uid_t uid, void (*work)(int, int), int n, int out)
+{
+    pid_t c = fork();
+    if (c == 0) {
+        become(uid);
+        work(n, out);
+        _exit(0);
+    }
+    return c;
+}
+
+static int read_line(int fd, char *buf, size_t n)
+{
+    size_t k = 0;
+    while (k + 1 < n && read(fd, buf + k, 1) == 1 && buf[k] != '\n')
+        k++;
+    buf[k] = 0;
+    return (int)k;
+}
+
+static void under_attack(void)
+{
+    if (geteuid() != 0) {
+        printf("under attack: skipped (another user's connections need root to make)\n");
+        return;
+    }
+    int p[2];
+    if (pipe(p))
+        die("pipe");
+    /* The waiting user holds its cap, then queues 2,000 requests on it. */
+    pid_t waiter = as_user(WAITING_USER, waiting_requests, WAITERS + 1, p[1]); /* the first is granted */
+    char line[64];
+    read_line(p[0], line, sizeof line);
+    int waiting = atoi(line);
+    /* The attacker floods while the third user's admission is measured. */
+    pid_t idle[IDLE_PROCS];
+    for (int k = 0; k < IDLE_PROCS; k++)
+        idle[k] = as_user(ATTACKER, idle_connections, IDLE / IDLE_PROCS, p[1]);
+    int m[2];
+    if (pipe(m))
+        die("pipe");
+    pid_t measured = fork();
+    if (measured == 0) {
+        become(MEASURED);
+        static double lat[400];
+        for (int i = 0; i < 400; i++) {
+            int fd;
+            lat[i] = join(&fd, 1 << 20);
+            close(fd);
+            usleep(5000);
+        }
+        if (write(m[1], lat, sizeof lat) != (ssize_t)sizeof lat)
+            _exit(1);
+        _exit(0);
+    }
+    static double lat[400];
+    size_t got = 0;
+    while (got < sizeof lat) {
+        ssize_t r = read(m[0], (char *)lat + got, sizeof lat - got);
+        if (r <= 0)
+            die("the measured user's process");
+        got += (size_t)r;
+    }
+    waitpid(measured, NULL, 0);
+    int made = 0, kept = 0;
+    for (int k = 0; k < IDLE_PROCS; k++) {
+        read_line(p[0], line, sizeof line);
+        int a = 0, b = 0;
+        sscanf(line, "%d %d", &a, &b);
+        made += a, kept += b;
+    }
+    printf("under attack: uid %d opened %d idle connections (the daemon kept %d, refused the "
+           "rest); uid %d has %d requests waiting on its cap\n",
+           ATTACKER, made, kept, WAITING_USER, waiting);
+    summary("admission of uid 60003 meanwhile:", lat, 400);
+    for (int k = 0; k < IDLE_PROCS; k++)
+        kill(idle[k], SIGKILL);
+    kill(waiter, SIGKILL);
+    for (int k = 0; k < IDLE_PROCS; k++)
+        waitpid(idle[k], NULL, 0);
+    waitpid(waiter, NULL, 0);
+    close(p[0]);
+    close(p[1]);
+    close(m[0]);
+    close(m[1]);
 }
 
 int main(int argc, char **argv)
@@ -123,7 +307,7 @@ int main(int argc, char **argv)
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
     char dir[] = "/tmp/vram-bench.XXXXXX";
-    if (!mkdtemp(dir))
+    if (!mkdtemp(dir) || chmod(dir, 0755) != 0) /* other users reach the socket in it */
         die("mkdtemp");
     setenv("VRAM_SIM_DIR", dir, 1);
     setenv("VRAM_SIM_DEVICES", "80GiB", 1);
@@ -131,7 +315,9 @@ int main(int argc, char **argv)
     char policy[300];
     snprintf(policy, sizeof policy, "%s/policy", dir);
     FILE *f = fopen(policy, "w");
-    fprintf(f, "reconcile-every 1s\n");
+    /* The waiting user's cap holds its queue; the measured user's requests
+     * are not behind it. */
+    fprintf(f, "reconcile-every 1s\ncap user %d 256MiB\nwhen-full wait 1h\n", WAITING_USER);
     fclose(f);
     pid_t d = fork();
     if (d == 0) {
@@ -202,6 +388,7 @@ int main(int argc, char **argv)
         waitpid(c, NULL, 0);
     }
     summary("reclaim: SIGKILL to grant back (1000 connected):", reclaim, 50);
+    under_attack();
     for (int i = 0; i < CLIENTS; i++)
         close(fds[i]);
     kill(d, SIGTERM);

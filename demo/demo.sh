@@ -95,7 +95,11 @@ for job in A B C; do
   sleep 0.3
 done
 "$build/vram" run --wait -- "$build/vram-demo-grab" D 5 >"$out/D" 2>"$out/D.err" &
-sleep 1
+# Until D is in the queue (a moment; longer on a busy or sanitized build).
+for i in $(seq 200); do
+  "$build/vram" status --json 2>/dev/null | grep -q '"waiting_for":[1-9]' && break
+  sleep 0.1
+done
 COLUMNS=80 "$build/vram" top --once >"$out/top"
 wait $(jobs -p | grep -v "^$daemon\$")
 printf '\n  %-4s %-16s %-16s %s\n' job "device it saw" "it took" result

@@ -178,7 +178,7 @@ static uint64_t add_saturating(uint64_t a, uint64_t b) { return a > UINT64_MAX -
 
 /* Calls fn for every live record other than this copy's own, that is
  * trustworthy: a regular file of the right size, locked by a live owner,
- * naming a process of the user who owns the file (so nobody can charge
+ * naming a process of the user who owns the file (so no one can charge
  * their usage to someone else). The locks are open-file-description locks
  * (F_OFD_*): they belong to the record's open file, not to the process, so
  * opening and closing a record here, even one of this very process held by

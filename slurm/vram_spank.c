@@ -16,7 +16,11 @@
  *     socket=, the step's grant (budget × local tasks, on each GPU Slurm gave
  *     it) is registered with vramd under JOBID.STEPID and the job's user;
  *     slurmstepd holds the connection for the step's life, so the grant
- *     ends with the step however it ends (exit, scancel, a killed stepd);
+ *     ends with the step however it ends (exit, scancel, a killed stepd).
+ *     A thread of the plugin watches the connection: when vramd goes away
+ *     (a restart) it reconnects every second and re-registers the grant,
+ *     which the restarted daemon has held for it; a grant vramd could not
+ *     take when the step started is registered when it is back;
  *   - slurm_spank_task_init in each task (as the user, just before exec):
  *     the interposer and the budget are put in its environment exactly as
  *     `vram run --limit` does.
@@ -28,10 +32,15 @@
 #include "../src/util/parse.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 SPANK_PLUGIN(vram, 1);
@@ -44,7 +53,20 @@ static char preload[1024];
 static char socket_path[108];
 static uint64_t shard_mem;
 static char default_mem[64];  /* "" or "none": no budget without --gpu-mem */
-static int daemon_fd = -1;    /* slurmstepd's connection to vramd: the step's grant */
+/* slurmstepd's standing with vramd: the step's grant, and the thread that
+ * keeps it across daemon restarts. */
+static struct {
+    pthread_mutex_t mu;
+    int fd;          /* the connection that holds the grant; -1 while vramd is away */
+    bool registered; /* vramd has granted it (on this or an earlier connection) */
+    int wake[2];     /* slurm_spank_exit stops the thread through this pipe */
+    bool thread;
+    pthread_t tid;
+    char name[64], devices[256];
+    uid_t uid;
+    gid_t gid;
+    uint64_t bytes; /* per GPU: budget × local tasks */
+} H = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .wake = {-1, -1}};
 /* Why the step may not run, found in slurmstepd and said in each task,
  * whose stderr is the user's: slurmstepd's own errors reach only slurmd's
  * log, and srun would say no more than "Plugin initialization failed". */
@@ -184,56 +206,125 @@ static int step_budget(spank_t sp, char *value, size_t n, uint64_t *max)
     return 0;
 }
 
-/* slurmstepd, as root: the step's grant, held by this connection. */
-static int register_grant(spank_t sp, uint64_t per_task)
+/* Registers H's grant on a new connection, GPU by GPU (restore: it was
+ * granted before a vramd restart, which held it). 0 with H.fd set; 1 if
+ * vramd does not answer; -1 if it refused (the reason in `refusal`). */
+static int register_on_new_connection(bool restore)
 {
-    uint32_t tasks = 1;
-    uid_t uid = 0;
-    gid_t gid = 0;
-    char devices[256] = "", name[64], num[24];
-    step_name(sp, name, sizeof name);
-    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
-        spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
-        return -1;
-    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks);
-    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", devices, sizeof devices) != ESPANK_SUCCESS ||
-        !devices[0])
-        snprintf(devices, sizeof devices, "0");
     int fd = ledger_connect(socket_path);
-    if (fd < 0) {
-        slurm_info("vram: job %s: vramd at %s does not answer (%s); tasks keep their own "
-                   "budgets", name, socket_path, strerror(errno));
-        return 0;
-    }
+    if (fd < 0)
+        return 1;
+    char devices[256], num[24];
+    snprintf(devices, sizeof devices, "%s", H.devices);
     char *save = NULL;
     for (char *d = strtok_r(devices, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
         struct proto_writer w;
         struct proto_msg m;
         char err[256];
         proto_begin(&w, VERB_JOB);
-        proto_add(&w, "job", name);
-        snprintf(num, sizeof num, "%u", (unsigned)uid);
+        proto_add(&w, "job", H.name);
+        snprintf(num, sizeof num, "%u", (unsigned)H.uid);
         proto_add(&w, "uid", num);
-        snprintf(num, sizeof num, "%u", (unsigned)gid);
+        snprintf(num, sizeof num, "%u", (unsigned)H.gid);
         proto_add(&w, "gid", num);
         proto_add(&w, "index", d);
-        proto_add_u64(&w, "bytes", per_task * tasks);
+        proto_add_u64(&w, "bytes", H.bytes);
+        if (restore)
+            proto_add_u64(&w, "restore", H.bytes);
         if (ledger_send(fd, &w) != 0 || ledger_recv(fd, &m, 10000, err, sizeof err) != 0) {
-            slurm_error("vram: job %s: vramd did not answer", name);
             close(fd);
-            return -1;
+            return 1;
         }
         if (m.verb != VERB_GRANT) {
             const char *text = proto_get(&m, "text");
-            snprintf(refusal, sizeof refusal, "job %s: vramd refused %s on GPU %s: %s", name,
-                     format_size(per_task * tasks).text, d, text ? text : "");
+            snprintf(refusal, sizeof refusal, "job %s: vramd refused %s on GPU %s: %s", H.name,
+                     format_size(H.bytes).text, d, text ? text : "");
             close(fd);
             return -1;
         }
     }
-    daemon_fd = fd; /* close-on-exec: the tasks do not inherit it */
-    slurm_info("vram: job %s: %s per task × %u task(s) registered with vramd", name,
-               format_size(per_task).text, tasks);
+    H.fd = fd; /* close-on-exec: the tasks do not inherit it */
+    H.registered = true;
+    return 0;
+}
+
+/* In slurmstepd, for the step's life: the daemon sends nothing unasked, so
+ * a connection that becomes readable has been closed: vramd went away.
+ * Then every second: connect again and re-register what was granted (or
+ * register, if vramd was away when the step began). */
+static void *holder(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&H.mu);
+        int fd = H.fd;
+        pthread_mutex_unlock(&H.mu);
+        struct pollfd p[2] = {{H.wake[0], POLLIN, 0}, {fd, POLLIN | POLLRDHUP, 0}};
+        int r = poll(p, fd >= 0 ? 2 : 1, fd >= 0 ? -1 : 1000);
+        if (r < 0 && errno != EINTR)
+            return NULL;
+        if (p[0].revents)
+            return NULL; /* the step is over */
+        pthread_mutex_lock(&H.mu);
+        if (H.fd >= 0 && p[1].revents) {
+            close(H.fd);
+            H.fd = -1;
+            slurm_info("vram: job %s: vramd went away; re-registering when it is back", H.name);
+        } else if (H.fd < 0 && r == 0) {
+            bool restore = H.registered;
+            int rc = register_on_new_connection(restore);
+            if (rc == 0)
+                slurm_info("vram: job %s: %s %s per GPU with vramd", H.name,
+                           restore ? "re-registered" : "registered", format_size(H.bytes).text);
+            else if (rc < 0)
+                slurm_error("vram: %s (the tasks keep their own budgets)", refusal);
+        }
+        pthread_mutex_unlock(&H.mu);
+    }
+}
+
+static void start_holder(void)
+{
+    if (pipe2(H.wake, O_CLOEXEC) != 0)
+        return;
+    /* Signals are slurmstepd's business, not this thread's. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    H.thread = pthread_create(&H.tid, NULL, holder, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* slurmstepd, as root: the step's grant, held by this connection. */
+static int register_grant(spank_t sp, uint64_t per_task)
+{
+    uint32_t tasks = 1;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    step_name(sp, H.name, sizeof H.name);
+    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        return -1;
+    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks);
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", H.devices, sizeof H.devices) != ESPANK_SUCCESS ||
+        !H.devices[0])
+        snprintf(H.devices, sizeof H.devices, "0");
+    H.uid = uid;
+    H.gid = gid;
+    H.bytes = per_task * tasks;
+    pthread_mutex_lock(&H.mu);
+    int rc = register_on_new_connection(false);
+    pthread_mutex_unlock(&H.mu);
+    if (rc < 0)
+        return -1;
+    if (rc > 0)
+        slurm_info("vram: job %s: vramd at %s does not answer (%s); tasks keep their own "
+                   "budgets, and the grant is registered when vramd is back",
+                   H.name, socket_path, strerror(errno));
+    else
+        slurm_info("vram: job %s: %s per task × %u task(s) registered with vramd", H.name,
+                   format_size(per_task).text, tasks);
+    start_holder();
     return 0;
 }
 
@@ -291,9 +382,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     (void)sp, (void)ac, (void)av;
-    if (daemon_fd >= 0) { /* the step is over: its grant ends */
-        close(daemon_fd);
-        daemon_fd = -1;
+    if (H.thread) {
+        if (write(H.wake[1], "x", 1) != 1)
+            pthread_cancel(H.tid);
+        pthread_join(H.tid, NULL);
+        H.thread = false;
+    }
+    if (H.fd >= 0) { /* the step is over: its grant ends */
+        close(H.fd);
+        H.fd = -1;
     }
     return 0;
 }

@@ -13,6 +13,79 @@ wait_for() {
     sleep 0.1
   done
 }
+
+# Users of this run only, for tests of what one user can do to another:
+# `test_users a b` (as root, with useradd) sets user_a, user_b to fresh
+# names (and uid_a, uid_b, gid_a, gid_b); `test_group g user_a...` makes a
+# group with them as supplementary members (group_g, gid_group_g).
+# remove_test_users stops everything they run and deletes them. Names carry
+# this shell's pid, so runs side by side never share a user.
+_test_users=() _test_groups=()
+_retry() { local i; for i in $(seq 40); do "$@" 2>/dev/null && return 0; sleep 0.25; done; "$@"; }
+test_users() {
+  local n u
+  for n in "$@"; do
+    u=vt$$$n
+    _retry useradd --no-create-home --user-group --shell /usr/sbin/nologin "$u" || return 1
+    _test_users+=("$u")
+    eval "user_$n=$u uid_$n=$(id -u "$u") gid_$n=$(id -g "$u")"
+  done
+}
+test_group() {
+  local n=$1 g=vt$$$1; shift
+  _retry groupadd "$g" || return 1
+  _test_groups+=("$g")
+  local m; for m in "$@"; do _retry usermod -aG "$g" "$m" || return 1; done
+  eval "group_$n=$g gid_group_$n=$(getent group "$g" | cut -d: -f3)"
+}
+remove_test_users() {
+  local u g
+  for u in "${_test_users[@]}"; do pkill -9 -u "$u" 2>/dev/null; done
+  for u in "${_test_users[@]}"; do
+    for _ in $(seq 20); do pgrep -u "$u" >/dev/null || break; sleep 0.1; done
+    _retry userdel "$u"
+  done
+  for g in "${_test_groups[@]}"; do getent group "$g" >/dev/null && _retry groupdel "$g"; done
+  _test_users=() _test_groups=()
+}
+# A copy of what another user runs (the build may be unreadable to them):
+# make_kit BUILD PEER DIR puts vram, the interposer, the demo's grab program,
+# peer and the simulated libraries in DIR, readable by all.
+make_kit() {
+  mkdir -p "$3/sim"
+  cp "$1/vram" "$1/libvram-preload.so" "$1/vram-demo-grab" "$2" "$3/"
+  cp -P "$1"/sim/lib* "$3/sim/"
+  chmod -R a+rX "$3"
+}
+
+# The set-up the daemon's shell tests share: `daemon_test NAME BUILD` makes
+# a private folder (tmp, removed at exit unless KEEP_TMP is set) with a
+# simulated 12 GiB GPU and the place of the daemon's socket (S, exported as
+# VRAM_DAEMON), clears the budget variables, and on exit stops everything
+# the test started (its jobs, daemon_pid, its test users). `field KEY` is the
+# first device's KEY in root's vram status --json; `is KEY VALUE` compares.
+daemon_test() {
+  tmp=$(mktemp -d "/tmp/vram-$1.XXXXXX")
+  chmod 755 "$tmp"
+  export LD_LIBRARY_PATH="$2/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$tmp/sim
+  mkdir -m 1777 "$VRAM_SIM_DIR"
+  unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_WAIT VRAM_JOB
+  S=$tmp/vramd.sock
+  export VRAM_DAEMON=$S
+  daemon_pid=
+  trap _daemon_test_end EXIT
+}
+_daemon_test_end() {
+  kill -9 $(jobs -p) 2>/dev/null
+  [ -n "$daemon_pid" ] && kill -9 "$daemon_pid" 2>/dev/null
+  remove_test_users
+  wait 2>/dev/null
+  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+field() {
+  "$vram" status --json 2>/dev/null | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2
+}
+is() { [ "$(field "$1")" = "$2" ]; }
 # private_install BUILD: vram installed (cmake --install) under a prefix
 # of the test's own, $P, in a folder $tmp removed when the test exits; on
 # failure the log is shown and the test ends.
@@ -30,8 +103,8 @@ need_debian_python() {
   echo "SKIP: Debian's python3 is not installed (scripts/test-deps.sh installs it)"
   exit 77
 }
-# field FILE EXPR: EXPR (Python) of the JSON in FILE, as d.
-field() { $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
+# json_field FILE EXPR: EXPR (Python) of the JSON in FILE, as d.
+json_field() { $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 # The command a `vram run` started in the background runs as its child.
 child_of() { local c=; read -r c _ <"/proc/$1/task/$1/children" 2>/dev/null; [ -n "$c" ] && echo "$c"; }
 command_of() { wait_for 5 child_of "$1" >/dev/null && child_of "$1"; }

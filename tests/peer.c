@@ -10,14 +10,37 @@
  *                                  driver behind the daemon's back
  *   peer SOCKET job JOB UID GID UUID BYTES
  *                                  as root: holds a job's grant until killed
+ *   peer SOCKET serve LOG [wait]   a daemon that is not one: listens at SOCKET,
+ *                                  answers HELLO with OK and nothing else, and
+ *                                  writes every message it gets to LOG; with
+ *                                  "wait", answers a REQUEST with WAIT until=1000
+ *                                  and again every 2 s, for ever
+ *   peer SOCKET idle N             N connections that say nothing, held until killed
+ *   peer SOCKET stall MSG          sends MSG and never reads the answer; holds the
+ *                                  connection until killed
+ *   peer SOCKET waiters N UUID BYTES JOB WAIT_MS
+ *                                  N processes' worth of connections, each with
+ *                                  the job name JOB, asking for BYTES and
+ *                                  waiting; prints how many wait, then holds
+ *                                  them until killed
+ *   peer SOCKET forkhello UUID BYTES
+ *                                  connects, forks, and the parent exits; the
+ *                                  child, once it is an orphan, says HELLO on
+ *                                  the inherited connection, asks for BYTES,
+ *                                  prints the answer and holds it until killed
  */
 #include "../src/cuda/cuda_abi.h"
 #include "../src/ledger/client.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 CUresult cuInit(unsigned int);
@@ -62,12 +85,69 @@ static size_t unescape(const char *in, char *out, size_t cap)
     return n;
 }
 
+static int serve(const char *path, const char *log, bool keep_waiting)
+{
+    int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    unlink(path);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 64) != 0 ||
+        chmod(path, 0666) != 0) {
+        perror(path);
+        return 1;
+    }
+    FILE *out = fopen(log, "a");
+    if (!out)
+        return 1;
+    struct pollfd p[65] = {{.fd = l, .events = POLLIN}};
+    bool asked[65] = {false};
+    static const char wait[] = "VRAM/1 WAIT until=1000 text=held for ever";
+    int n = 1;
+    for (;;) {
+        int r = poll(p, (nfds_t)n, keep_waiting ? 2000 : -1);
+        if (r == 0)
+            for (int i = 1; i < n; i++)
+                if (asked[i])
+                    send(p[i].fd, wait, sizeof wait - 1, MSG_NOSIGNAL);
+        if (r <= 0)
+            continue;
+        if (p[0].revents && n < 65) {
+            asked[n] = false;
+            p[n].fd = accept(l, NULL, NULL);
+            p[n++].events = POLLIN;
+        }
+        for (int i = 1; i < n; i++) {
+            if (!p[i].revents)
+                continue;
+            char buf[PROTO_MAX + 1];
+            ssize_t k = recv(p[i].fd, buf, PROTO_MAX, 0);
+            if (k <= 0) {
+                close(p[i].fd);
+                asked[i] = asked[n - 1];
+                p[i--] = p[--n];
+                continue;
+            }
+            buf[k] = 0;
+            fprintf(out, "%s\n", buf);
+            fflush(out);
+            if (strstr(buf, " HELLO "))
+                send(p[i].fd, "VRAM/1 OK client=1", 18, MSG_NOSIGNAL);
+            if (keep_waiting && strstr(buf, " REQUEST ")) {
+                send(p[i].fd, wait, sizeof wait - 1, MSG_NOSIGNAL);
+                asked[i] = true;
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: peer SOCKET send|hold|job ...\n");
         return 2;
     }
+    if ((argc == 4 || argc == 5) && strcmp(argv[2], "serve") == 0)
+        return serve(argv[1], argv[3], argc == 5 && strcmp(argv[4], "wait") == 0);
     int fd = ledger_connect(argv[1]);
     if (fd < 0) {
         perror(argv[1]);
@@ -86,6 +166,65 @@ int main(int argc, char **argv)
                 return 0;
         }
         return 0;
+    }
+    if (strcmp(argv[2], "idle") == 0 && argc == 4) {
+        int n = atoi(argv[3]), made = 0;
+        for (int i = 1; i < n && ledger_connect(argv[1]) >= 0; i++)
+            made++;
+        printf("%d connected\n", made + 1);
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (strcmp(argv[2], "stall") == 0 && argc == 4) {
+        if (send(fd, argv[3], strlen(argv[3]), MSG_NOSIGNAL) < 0)
+            return 1;
+        printf("sent\n");
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (strcmp(argv[2], "waiters") == 0 && argc == 8) {
+        int n = atoi(argv[3]), waiting = 0;
+        close(fd);
+        for (int i = 0; i < n; i++) {
+            int c = ledger_connect(argv[1]);
+            if (c < 0)
+                break;
+            proto_begin(&w, VERB_HELLO);
+            proto_add(&w, "role", "process");
+            proto_add(&w, "job", argv[6]);
+            struct proto_msg m;
+            char err[256];
+            if (ledger_send(c, &w) != 0 || ledger_recv(c, &m, 5000, err, sizeof err) != 0)
+                break;
+            proto_begin(&w, VERB_REQUEST);
+            proto_add(&w, "dev", argv[4]);
+            proto_add(&w, "bytes", argv[5]);
+            proto_add(&w, "wait", argv[7]);
+            if (ledger_send(c, &w) != 0 || ledger_recv(c, &m, 5000, err, sizeof err) != 0)
+                break;
+            waiting += m.verb == VERB_WAIT;
+        }
+        printf("%d waiting\n", waiting);
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (strcmp(argv[2], "forkhello") == 0 && argc == 5) {
+        pid_t parent = getpid();
+        pid_t child = fork();
+        if (child != 0)
+            _exit(child < 0); /* the process the kernel saw connect is gone */
+        for (int i = 0; i < 500 && getppid() == parent; i++) {
+            struct timespec t = {0, 10000000};
+            nanosleep(&t, NULL);
+        }
+        struct timespec t = {0, 100000000}; /* and reaped */
+        nanosleep(&t, NULL);
+        printf("pid %d\n", (int)getpid());
+        static char hold_mode[] = "hold";
+        argv[2] = hold_mode;
     }
     if (strcmp(argv[2], "hold") == 0 && argc >= 5) {
         proto_begin(&w, VERB_HELLO);

@@ -7,29 +7,11 @@ set -u
 build=${1:?usage: test_daemon.sh BUILD_DIR PEER CHURN}
 peer=${2:?} churn=${3:?}
 vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
-tmp=$(mktemp -d /tmp/vram-daemon.XXXXXX)
-chmod 755 "$tmp"
-export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$tmp/sim
-mkdir -m 1777 "$VRAM_SIM_DIR"
-unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_WAIT VRAM_JOB VRAM_SIM_CONTEXT_SIZE
-# A CUDA context (the simulated H100's, sim/config.h) is inside every grant.
-C=$((392 << 20))
-S=$tmp/vramd.sock
-export VRAM_DAEMON=$S
-daemon_pid=
-cleanup() {
-  kill -9 $(jobs -p) 2>/dev/null
-  [ -n "$daemon_pid" ] && kill -9 "$daemon_pid" 2>/dev/null
-  for u in vramtest-a vramtest-b; do pkill -9 -u "$u" 2>/dev/null; done
-  wait 2>/dev/null
-  [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
 . "$(dirname "$0")/lib.sh"
-field() { # KEY: the first device's value in vram status --json
-  "$vram" status --json 2>/dev/null | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2
-}
-is() { [ "$(field "$1")" = "$2" ]; }
+daemon_test daemon "$build"
+# A CUDA context (the simulated H100's, sim/config.h) is inside every grant.
+unset VRAM_SIM_CONTEXT_SIZE
+C=$((392 << 20))
 G=$((1 << 30))
 
 start_daemon() { # POLICY-FILE [extra options]
@@ -46,7 +28,19 @@ when-full wait 20s
 reconcile-every 100ms
 over-margin 64MiB
 EOC
-check "policy check" sh -c "'$vramd' --check --policy '$tmp/policy' | grep -q '0 rules; default budget set; when full: wait'"
+"$vramd" --check --policy "$tmp/policy" >"$tmp/check" 2>&1
+check "policy check: what the file says" contains "$tmp/check" "$tmp/policy: 4 directives, 0 rules"
+check "policy check: line by line" contains "$tmp/check" "line 2: when-full wait 20s"
+check "policy check: against NVML's GPUs" contains "$tmp/check" "checked against the 1 GPU NVML lists"
+# Item 23 of issue 11: rules that cannot hold on this node are errors with their line.
+printf 'cap user root 8GiB on 5\nreserve 100GiB for user root on GPU-ffff\n' >"$tmp/bad-policy"
+"$vramd" --check --policy "$tmp/bad-policy" >"$tmp/check" 2>&1; rc=$?
+check "policy check: a GPU that is not there" sh -c "[ $rc = 1 ] && grep -q 'bad-policy:1: \"on 5\": this node has 1 GPU' '$tmp/check'"
+printf 'reserve 4GiB for user root\nreserve 40GiB for job x\n' >"$tmp/bad-policy"
+"$vramd" --check --policy "$tmp/bad-policy" >"$tmp/check" 2>&1; rc=$?
+check "policy check: reservations beyond the GPU" sh -c "[ $rc = 1 ] && grep -q 'bad-policy:2: reservations on GPU 0 .* add up to 44.00 GiB, more than its 12.00 GiB' '$tmp/check'"
+"$vramd" --socket "$tmp/never.sock" --policy "$tmp/bad-policy" >"$tmp/check" 2>&1; rc=$?
+check "and the daemon does not start with them" sh -c "[ $rc = 1 ] && [ ! -e '$tmp/never.sock' ]"
 "$vramd" --policy /nonexistent.conf 2>"$tmp/err"; rc=$?
 check "a missing policy file stops the daemon" test $rc = 1
 check "and says which" contains "$tmp/err" "/nonexistent.conf: cannot open"
@@ -76,6 +70,13 @@ check "a job that does not fit waits" wait_for 5 \
 "$vram" run --wait=1s --limit 6GiB -- "$grab" T 1 >"$tmp/t.out" 2>"$tmp/t.err"; rc=$?
 check "a wait that times out fails" test $rc = 1
 check "and says why" contains "$tmp/t.err" "no GPU memory granted by vramd: waited as long as allowed: .*8.00 GiB granted"
+# VRAM_WAIT is a duration, as --wait is: 1 is one second (not "true", which
+# would wait the policy's 20 s); a value it cannot read is named.
+VRAM_WAIT=1 timeout 15 "$vram" run --limit 6GiB -- "$grab" V 1 >"$tmp/v.out" 2>"$tmp/v.err"; rc=$?
+check "VRAM_WAIT=1 waits one second" sh -c "[ $rc = 1 ] && grep -q 'waited as long as allowed' '$tmp/v.err'"
+VRAM_WAIT=soon "$vram" run --limit 1GiB -- "$grab" V 1 >"$tmp/v.out" 2>"$tmp/v.err"
+check "a bad VRAM_WAIT is named, with what is accepted" \
+  contains "$tmp/v.err" 'VRAM_WAIT="soon": not a number; accepted: the longest wait for memory, as seconds'
 "$vram" run --limit 13GiB -- "$grab" X 1 >"$tmp/x.out" 2>"$tmp/x.err"
 check "what can never fit is refused at once" contains "$tmp/x.err" "has 12.00 GiB"
 kill -9 $holder; wait $holder 2>/dev/null
@@ -140,7 +141,7 @@ check "and empty again" wait_for 2 is granted 0
 # --- SIGHUP: a bad policy is refused and the good one kept ----------------
 printf 'default-budget 2GiB\ncap user root 3GiB\nwhen-full wait 20s\nreconcile-every 100ms\n' >"$tmp/policy"
 kill -HUP $daemon_pid
-check "reload applied" wait_for 5 contains "$tmp/daemon.out" "policy $tmp/policy reloaded (1 rules)"
+check "reload applied" wait_for 5 contains "$tmp/daemon.out" "policy $tmp/policy reloaded (4 directives, 1 rules)"
 printf 'cap user root 3GiB\ncap usr root 1GiB\n' >"$tmp/policy"
 kill -HUP $daemon_pid
 check "bad reload names file and line" wait_for 5 contains "$tmp/daemon.out" "$tmp/policy:2: \"usr\": expected user or group; keeping the policy in force"
@@ -161,7 +162,7 @@ for n in 1 2 3; do
   rpids+=($!)
 done
 check "three clients registered" wait_for 10 is granted $((21 * G / 2))
-check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c ' GPU-' '$tmp/state') = 3 ]"
+check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c '^p .* GPU-' '$tmp/state') = 3 ]"
 kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
 "$vram" run --limit 1GiB -- "$grab" D 1 >"$tmp/down" 2>&1
 check "while the daemon is down, a new client is held to its own budget" \
@@ -197,30 +198,25 @@ check "storm: the daemon survived" kill -0 $daemon_pid
 check "storm: clients did register" sh -c "[ \$(grep -c 'churn): granted 512.00 MiB' '$tmp/daemon.out') -ge 100 ]"
 
 # --- users: one cannot release, read or exceed another's grant -------------
-if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/dev/null; then
-  for u in vramtest-a vramtest-b; do
-    id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /usr/sbin/nologin "$u"
-  done
-  # The build may sit where other users cannot read it: give them a copy.
-  kit=$tmp/kit; mkdir -p "$kit/sim"
-  cp "$vram" "$build/libvram-preload.so" "$grab" "$peer" "$kit/"
-  cp -P "$build"/sim/lib* "$kit/sim/"
-  chmod -R a+rX "$kit"
-  ua=$(id -u vramtest-a) ub=$(id -u vramtest-b)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/dev/null &&
+   test_users a b; then
+  kit=$tmp/kit
+  make_kit "$build" "$peer" "$kit"
+  ua=$uid_a ub=$uid_b
   # As another user, with nothing but the kit (setpriv and env exec: $! is the program).
-  as_a=(setpriv --reuid="$ua" --regid="$(id -g vramtest-a)" --clear-groups env LD_LIBRARY_PATH="$kit/sim" VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB)
-  as_b=(setpriv --reuid="$ub" --regid="$(id -g vramtest-b)" --clear-groups env LD_LIBRARY_PATH="$kit/sim" VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB)
-  printf 'cap user vramtest-b 4GiB\nwhen-full fail\nreconcile-every 100ms\n' >"$tmp/policy"
+  as_a=(setpriv --reuid="$ua" --regid="$gid_a" --clear-groups env LD_LIBRARY_PATH="$kit/sim" VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB)
+  as_b=(setpriv --reuid="$ub" --regid="$gid_b" --clear-groups env LD_LIBRARY_PATH="$kit/sim" VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB)
+  printf 'cap user %s 4GiB\nwhen-full fail\nreconcile-every 100ms\n' "$user_b" >"$tmp/policy"
   kill -HUP $daemon_pid
   wait_for 5 sh -c "[ \$(grep -c 'reloaded' '$tmp/daemon.out') -ge 3 ]"
   "${as_a[@]}" "$kit/peer" "$S" hold "$uuid" $((5 * G)) >"$tmp/ua" 2>&1 &
   pa=$!
   check "user a granted" wait_for 5 contains "$tmp/ua" GRANT
   "${as_b[@]}" "$kit/vram" status --json >"$tmp/ub-view"
-  check "user b sees a's total" grep -q "\"uid\":$ua,\"user\":\"vramtest-a\"" "$tmp/ub-view"
+  check "user b sees a's total" grep -q "\"uid\":$ua,\"user\":\"$user_a\"" "$tmp/ub-view"
   check "but not a's process" sh -c "! grep -q '\"pid\":$pa' '$tmp/ub-view' && grep -q '\"pid\":0,\"uid\":$ua' '$tmp/ub-view'"
   "$vram" status --json >"$tmp/root-view"
-  check "root sees a's process" grep -q "\"uid\":$ua,\"user\":\"vramtest-a\",\"role\":\"process\",\"command\":\"peer\"" "$tmp/root-view"
+  check "root sees a's process" grep -q "\"uid\":$ua,\"user\":\"$user_a\",\"role\":\"process\",\"command\":\"peer\"" "$tmp/root-view"
   "${as_b[@]}" "$kit/peer" "$S" send "VRAM/1 RELEASE dev=$uuid" >"$tmp/ub-release"
   check "b cannot release a's grant" is granted $((5 * G))
   "${as_b[@]}" "$kit/peer" "$S" send "VRAM/1 JOB job=1 uid=0 gid=0 dev=$uuid total=0 bytes=1" >"$tmp/ub-job"
@@ -229,13 +225,14 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/d
   "${as_b[@]}" "$kit/peer" "$S" hold "$uuid" $((3 * G)) >"$tmp/ub1" &
   pb1=$!
   wait_for 5 contains "$tmp/ub1" GRANT
-  check "b is who the kernel says, whatever b claims" grep -q "\"uid\":$ub,\"user\":\"vramtest-b\"" <("$vram" status --json)
+  check "b is who the kernel says, whatever b claims" grep -q "\"uid\":$ub,\"user\":\"$user_b\"" <("$vram" status --json)
   "${as_b[@]}" "$kit/vram" run --limit 2GiB -- "$kit/vram-demo-grab" B2 1 >"$tmp/ub2" 2>&1
-  check "b cannot exceed the cap across processes" contains "$tmp/ub2" "user vramtest-b may hold 4.00 GiB"
+  check "b cannot exceed the cap across processes" contains "$tmp/ub2" "user $user_b may hold 4.00 GiB"
   kill -9 $pa $pb1; wait $pa $pb1 2>/dev/null
   check "users' grants back" wait_for 5 is granted 0
 else
   echo "SKIP: the several-users part needs root, setpriv and useradd"
+  remove_test_users
 fi
 
 kill -TERM $daemon_pid; wait $daemon_pid 2>/dev/null

@@ -25,8 +25,10 @@ no_nobody() { # grep: 1 is "not found"; 0 (found) and 2 (trouble) fail
   grep -rnw -i nobody "$@"
   [ $? = 1 ]
 }
-check "no \"nobody\" for \"no one\" in the README, manual pages, tools or unit" \
-  no_nobody "$src/README.md" "$src/man" "$src/tools" "$src/completion" "$src/dist/vramd.service.in"
+check "no \"nobody\" for \"no one\" in the documents, messages or comments" \
+  no_nobody "$src/README.md" "$src/ARCHITECTURE.md" "$src/docs" "$src/man" "$src/tools" \
+  "$src/completion" "$src/dist" "$src/src" "$src/include" "$src/sim" "$src/slurm" "$src/demo" \
+  "$src/bench"
 
 if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
   ignored=$(git -C "$src" ls-files -ci --exclude-standard)

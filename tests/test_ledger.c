@@ -55,6 +55,12 @@ static void test_policy_file(void)
     /* Errors name the file, the line and what is accepted. */
     policy_error("cap user 1001 8GiB\ncap user 1001 lots\n", "test.conf:2: \"lots\"");
     policy_error("cap user 1001 lots\n", "accepted: a size");
+    /* The accepted forms are printed as written (issue 11, item 20: a '%'
+     * in them was once read as a conversion and printed garbage). */
+    policy_error("default-budget lots\n",
+                 "accepted: a size (4GiB, 512MiB) or a share of the device (25% or 0.25)");
+    policy_error("cap user 1001 lots\n",
+                 "accepted: a size (4GiB, 512MiB) or a share of the device (25% or 0.25)");
     policy_error("capp user x 1G\n", "test.conf:1: unknown directive \"capp\"");
     policy_error("reserve 1G to user x\n", "reserve takes");
     policy_error("cap job x 1G\n", "expected user or group");
@@ -64,6 +70,11 @@ static void test_policy_file(void)
     policy_error("cap user a 1G on\n", "on DEVICE");
     policy_error("default-budget 150%\n", "default-budget \"150%\"");
     policy_error("cap user a\x01 1G\n", "not printable");
+    policy_error("connections-per-user 0\n", "connections-per-user \"0\": must be more than 0");
+    policy_error("connections-per-user many\n", "accepted: a number from 1 to 1000000");
+    policy_error("first-message-within 0\n", "first-message-within \"0\"");
+    policy_of("connections-per-user 64\nfirst-message-within 2s\n");
+    CHECK(P.connections_per_user == 64 && P.silent_ms == 2000);
 
     /* Names are resolved when the file is loaded: a typo is an error. */
     char path[] = "/tmp/vram-policy.XXXXXX", err[512];
@@ -77,6 +88,80 @@ static void test_policy_file(void)
     unlink(path);
     CHECK(policy_load("/nonexistent/policy.conf", &q, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "/nonexistent/policy.conf: cannot open");
+}
+
+/* Item 15: a policy file caught half-written, or not a file at all, is
+ * refused (the daemon then keeps the policy it has), never read as a
+ * policy with fewer rules. */
+static void test_policy_whole_files(void)
+{
+    char dir[] = "/tmp/vram-policy.XXXXXX", path[300], err[512];
+    CHECK(mkdtemp(dir));
+    struct policy q;
+    q.nrules = 42;
+    CHECK(policy_load(dir, &q, err, sizeof err) == -1 && q.nrules == 42);
+    CHECK_CONTAINS(err, "not a regular file");
+    snprintf(path, sizeof path, "%s/policy.conf", dir);
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"", "empty"},
+        {"cap user 1001 8GiB\ncap user 1002 4G", "does not end with a newline"},
+        {"cap user 1001 8GiB\ncap user", "does not end with a newline"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        FILE *f = fopen(path, "w");
+        fputs(bad[i].text, f);
+        fclose(f);
+        err[0] = 0;
+        CHECK(policy_load(path, &q, err, sizeof err) == -1 && q.nrules == 42);
+        CHECK_CONTAINS(err, bad[i].why);
+        CHECK_CONTAINS(err, "rename");
+    }
+    FILE *f = fopen(path, "w");
+    fputs("# only comments: a file that means no rules says so\n", f);
+    fclose(f);
+    CHECK(policy_load(path, &q, err, sizeof err) == 0 && q.nrules == 0);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Item 23: with the node's GPUs known, a rule that cannot hold is an error
+ * with its line: a device that is not there, reservations beyond a GPU, a
+ * default budget larger than the GPU. What was understood can be printed. */
+static void test_policy_against_devices(void)
+{
+    const char *uuids[] = {"GPU-5a1d0e5a-a000-4000-8000-000000000000"};
+    uint64_t totals[] = {12 * GiB};
+    char err[512] = "";
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"cap user 0 8GiB on 5\n", "test.conf:1: \"on 5\": this node has 1 GPU"},
+        {"reserve 100GiB for user 0 on GPU-ffff\n", "test.conf:1: \"on GPU-ffff\": this node has 1 GPU"},
+        {"cap user 0 1G\nreserve 40GiB for user 0\n", "test.conf:2: reservations on GPU 0"},
+        {"reserve 8GiB for user 0\nreserve 50% for job x on 0\n", "test.conf:2: reservations on GPU 0"},
+        {"default-budget 16GiB\n", "test.conf:1: default-budget 16.00 GiB is more than GPU 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        policy_of(bad[i].text);
+        err[0] = 0;
+        CHECK(policy_check_devices(&P, uuids, totals, 1, err, sizeof err) == -1);
+        CHECK_CONTAINS(err, bad[i].why);
+    }
+    policy_of("default-budget 25%\ncap user 0 20GiB\nreserve 6GiB for job crit-* on GPU-5a1d\n"
+              "reserve 50% for user 0 on 0\nwhen-full wait 30m\n");
+    CHECK(policy_check_devices(&P, uuids, totals, 1, err, sizeof err) == 0);
+    char out[4096];
+    FILE *f = fmemopen(out, sizeof out, "w");
+    policy_describe(&P, f);
+    fclose(f);
+    CHECK_CONTAINS(out, "test.conf: 5 directives, 3 rules");
+    CHECK_CONTAINS(out, "line 1: default-budget 25% of each GPU");
+    CHECK_CONTAINS(out, "line 2: cap user 0: 20.00 GiB on each GPU");
+    CHECK_CONTAINS(out, "line 3: reserve 6.00 GiB for job crit-* on GPU-5a1d");
+    CHECK_CONTAINS(out, "line 4: reserve 50% for user 0 on 0");
+    CHECK_CONTAINS(out, "line 5: when-full wait 30m");
 }
 
 static void test_protocol(void)
@@ -154,8 +239,19 @@ static struct ledger_client *proc(struct ledger *l, pid_t pid, uid_t uid, const 
 {
     struct ledger_client *c = ledger_join(l, ROLE_PROCESS, pid, uid, uid);
     CHECK(c);
+    c->start = 1000 + (uint64_t)pid; /* as /proc would say */
     snprintf(c->user, sizeof c->user, "%s", user);
     return c;
+}
+
+/* The ledger's kept sums agree with a count from scratch. */
+static void consistent(const struct ledger *l)
+{
+    char err[256];
+    if (ledger_check(l, err, sizeof err) != 0) {
+        fprintf(stderr, "ledger_check: %s\n", err);
+        exit(1);
+    }
 }
 
 static uint64_t granted;
@@ -231,12 +327,13 @@ static void test_admission(void)
 
     /* Release returns a grant; usage NVML sees outside grants counts. */
     ledger_release(&l, c, 0);
-    unsigned pids[] = {999, 21};
-    uint64_t used[] = {3 * GiB, 2 * GiB + 512 * MiB};
+    struct ledger_nvml_process nv[] = {{999, 5, 3 * GiB}, {21, 1021, 2 * GiB + 512 * MiB},
+                                       {31, 77, 1 * GiB}}; /* a new process with carol's old pid */
     struct ledger_client *over[4];
-    CHECK(ledger_reconcile(&l, 0, pids, used, 2, NULL, over, 4) == 1 && over[0] == b);
-    CHECK(l.dev[0].unseen == 3 * GiB && b->use[0].over);
-    CHECK(ledger_reconcile(&l, 0, pids, used, 2, NULL, over, 4) == 0); /* reported once */
+    CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 1 && over[0] == b);
+    CHECK(l.dev[0].unseen == 4 * GiB && b->use[0].over);
+    CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 0); /* reported once */
+    consistent(&l);
     ledger_destroy(&l);
 }
 
@@ -265,36 +362,190 @@ static void test_jobs_and_privacy(void)
     CHECK(ask(&l, m, 8 * GiB, false) == VERDICT_GRANT);
     CHECK(ask(&l, proc(&l, 22, 1002, "mallory"), 1, false) == VERDICT_DENY); /* 16 of 16 */
 
-    /* Root sees every process; a user sees their own and others' totals. */
+    /* Root sees every process; a user sees their own processes and, of
+     * other users, one total per user and device (item 13). */
     struct snapshot s;
     snapshot_init(&s);
     ledger_snapshot(&l, 0, &s);
     CHECK(s.n == 4 && s.dev[0].granted == 16 * GiB);
     ledger_snapshot(&l, 1002, &s);
-    int hidden = 0;
+    int totals = 0;
     for (int i = 0; i < s.n; i++) {
         if (s.e[i].uid == 1001) {
-            CHECK(s.e[i].pid == 0 && strcmp(s.e[i].cmd, "-") == 0 && strcmp(s.e[i].job, "-") == 0);
-            hidden++;
+            CHECK(s.e[i].role == 'u' && s.e[i].pid == 0 && s.e[i].id == 0);
+            CHECK(strcmp(s.e[i].cmd, "-") == 0 && strcmp(s.e[i].job, "-") == 0);
+            CHECK(s.e[i].grant == 8 * GiB); /* the job's grant, its processes' within it */
+            totals++;
         } else {
-            CHECK(s.e[i].pid == 21);
+            CHECK(s.e[i].pid == 21 && s.e[i].role == 'p');
         }
     }
-    CHECK(hidden == 3);
+    CHECK(totals == 1 && s.n == 2);
+    /* A reader with no processes here (the metrics file's) sees totals only. */
+    ledger_snapshot(&l, LEDGER_VIEW_ANYONE, &s);
+    CHECK(s.n == 2 && s.e[0].role == 'u' && s.e[1].role == 'u');
     snapshot_free(&s);
 
     /* The job ends: its grant goes, and its processes' with their connections. */
     ledger_leave(&l, job);
     CHECK(ledger_job_of(&l, t1, 0) == NULL);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+static struct ledger_client *job_client(struct ledger *l, uid_t uid, const char *name)
+{
+    struct ledger_client *j = ledger_join(l, ROLE_JOB, 1, uid, uid);
+    CHECK(j);
+    snprintf(j->job, sizeof j->job, "%s", name);
+    snprintf(j->user, sizeof j->user, "uid%u", (unsigned)uid);
+    return j;
+}
+
+/* Item 8: memory reserved "for job NAME" is for jobs root registered (the
+ * Slurm plugin); a name a process gives itself is a label. */
+static void test_job_reservation_is_for_registered_jobs(void)
+{
+    struct ledger l;
+    policy_of("reserve 8GiB for job critical-*\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *m = proc(&l, 11, 1001, "mallory");
+    snprintf(m->job, sizeof m->job, "critical-x");
+    CHECK(ask(&l, m, 10 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "8.00 GiB reserved for others");
+    CHECK(ask(&l, m, 4 * GiB, false) == VERDICT_GRANT);
+    struct ledger_client *j = job_client(&l, 1002, "critical-1");
+    CHECK(ask(&l, j, 8 * GiB, false) == VERDICT_GRANT);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+/* Item 9: a grant counts for its user however jobs come and go: a process's
+ * grant made before its job was registered does not stop counting then. */
+static void test_cap_holds_across_jobs(void)
+{
+    struct ledger l;
+    policy_of("cap user 1001 4GiB\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *p1 = proc(&l, 11, 1001, "alice");
+    snprintf(p1->job, sizeof p1->job, "7.0");
+    CHECK(ask(&l, p1, 3 * GiB, false) == VERDICT_GRANT); /* no job yet: for itself */
+    struct ledger_client *j = job_client(&l, 1001, "7.0");
+    CHECK(ask(&l, j, 3 * GiB, false) == VERDICT_DENY); /* 3 + 3 > 4 */
+    CHECK_CONTAINS(why, "user 1001 may hold 4.00 GiB");
+    CHECK(ask(&l, j, 1 * GiB, false) == VERDICT_GRANT);
+    struct ledger_client *p2 = proc(&l, 12, 1001, "alice");
+    snprintf(p2->job, sizeof p2->job, "7.0");
+    CHECK(ask(&l, p2, 0, false) == VERDICT_GRANT && granted == 1 * GiB); /* from the job */
+    struct ledger_client *p3 = proc(&l, 13, 1001, "alice");
+    CHECK(ask(&l, p3, 1 * GiB, false) == VERDICT_DENY); /* 3 + 1 already */
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&l, 0, &s);
+    CHECK(s.dev[0].granted == 4 * GiB);
+    /* The job ends before its process: the process's grant counts for it. */
+    ledger_leave(&l, j);
+    ledger_snapshot(&l, 0, &s);
+    CHECK(s.dev[0].granted == 4 * GiB);
+    CHECK(ask(&l, p3, 1 * GiB, false) == VERDICT_DENY);
+    snapshot_free(&s);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+/* Item 19: first come, first served. A request does not take memory an
+ * older waiting request waits for (on the device, or under the same cap);
+ * what is reserved for someone stays theirs to take at once. */
+static void test_first_come_first_served(void)
+{
+    struct ledger l;
+    policy_of("cap user 1001 4GiB\nreserve 2GiB for user 1003\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 16 * GiB);
+    struct ledger_client *a = proc(&l, 11, 1000, "holder"), *w = proc(&l, 12, 1000, "first");
+    struct ledger_client *n = proc(&l, 13, 1002, "later"), *c = proc(&l, 14, 1003, "carol");
+    CHECK(ask(&l, a, 8 * GiB, false) == VERDICT_GRANT);
+    CHECK(ask(&l, w, 7 * GiB, true) == VERDICT_WAIT); /* 16 - 8 - 2 reserved = 6 */
+    CHECK(ask(&l, n, 4 * GiB, false) == VERDICT_DENY); /* would fit, but w came first */
+    CHECK_CONTAINS(why, "wait");
+    CHECK(ask(&l, n, 4 * GiB, true) == VERDICT_WAIT);
+    CHECK(ask(&l, c, 2 * GiB, false) == VERDICT_GRANT); /* carol's own reservation */
+    struct answers ans = {0};
+    ledger_leave(&l, a);
+    ledger_admit_waiting(&l, 0, note, &ans);
+    CHECK(ans.n == 2 && ans.who[0] == w && ans.who[1] == n);
+    CHECK(w->use[0].grant == 7 * GiB && n->use[0].grant == 4 * GiB);
+
+    ledger_leave(&l, w);
+    ledger_leave(&l, n);
+    /* Under one cap: alice's second request waits behind her first. */
+    struct ledger_client *a1 = proc(&l, 21, 1001, "alice"), *a2 = proc(&l, 22, 1001, "alice");
+    struct ledger_client *a3 = proc(&l, 23, 1001, "alice"), *b = proc(&l, 24, 1004, "bob");
+    CHECK(ask(&l, a1, 2 * GiB, false) == VERDICT_GRANT);
+    CHECK(ask(&l, a2, 3 * GiB, true) == VERDICT_WAIT);
+    CHECK(ask(&l, a3, 1 * GiB, true) == VERDICT_WAIT);
+    CHECK(ask(&l, b, 1 * GiB, false) == VERDICT_GRANT); /* another cap's queue is not bob's */
+    ans.n = 0;
+    ledger_leave(&l, a1);
+    ledger_admit_waiting(&l, 0, note, &ans);
+    CHECK(ans.n == 2 && ans.who[0] == a2 && ans.who[1] == a3);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+/* Item 4: a budget a process took while the daemon was down is registered
+ * when the daemon is back. Its memory is in use already, and NVML shows it
+ * outside any grant: registering counts it once, not that usage and the
+ * budget again. Anyone else's usage, or a reused pid's, still counts. */
+static void test_register_counts_usage_once(void)
+{
+    struct ledger l;
+    policy_of("cap user 1002 5GiB\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *a = proc(&l, 11, 1001, "alice"), *c = proc(&l, 12, 1002, "carol");
+    CHECK(ask(&l, a, 5 * GiB, false) == VERDICT_GRANT);
+    /* carol's process holds 4 GiB and a context (NVML: 4.25 GiB, no grant);
+     * another of hers, not connected yet, 2 GiB. */
+    struct ledger_nvml_process seen[] = {{12, 1012, 4 * GiB + GiB / 4}, {13, 1013, 2 * GiB}};
+    struct ledger_client *over[4];
+    ledger_reconcile(&l, 0, seen, 2, over, 4);
+    CHECK(ask(&l, c, 4 * GiB, false) == VERDICT_DENY); /* as a new request: 5 + 6.25 + 4 > 12 */
+    CHECK(ledger_register(&l, c, 0, 4 * GiB, &granted, why, sizeof why) == VERDICT_GRANT);
+    CHECK(granted == 4 * GiB && c->use[0].grant == 4 * GiB);
+    consistent(&l);
+    /* NVML's next look finds carol's memory under her grant. */
+    ledger_reconcile(&l, 0, seen, 2, over, 4);
+    CHECK(l.dev[0].unseen == 2 * GiB && l.dev[0].excess == GiB / 4);
+    /* Not someone else's usage: a process with pid 13 but another start. */
+    struct ledger_client *r = proc(&l, 13, 1002, "carol");
+    r->start = 99;
+    CHECK(ledger_register(&l, r, 0, 1 * GiB, &granted, why, sizeof why) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "has 12.00 GiB");
+    /* The process itself: what it uses counts once, but caps hold (carol
+     * may hold 5 GiB, and has 4). */
+    r->start = 1013;
+    CHECK(ledger_register(&l, r, 0, 2 * GiB, &granted, why, sizeof why) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "may hold 5.00 GiB");
+    CHECK(ledger_register(&l, r, 0, 1 * GiB, &granted, why, sizeof why) == VERDICT_GRANT);
+    consistent(&l);
     ledger_destroy(&l);
 }
 
 int main(void)
 {
     test_policy_file();
+    test_policy_whole_files();
+    test_policy_against_devices();
     test_protocol();
     test_admission();
     test_jobs_and_privacy();
+    test_job_reservation_is_for_registered_jobs();
+    test_cap_holds_across_jobs();
+    test_first_come_first_served();
+    test_register_counts_usage_once();
     printf("test_ledger: ok\n");
     return 0;
 }

@@ -284,7 +284,7 @@ int cmd_run(int argc, char **argv)
             return run_fail("--wait=%s: %s; accepted: --wait (as long as the policy allows), or "
                             "--wait=DURATION, where DURATION is %s; 0 does not wait",
                             wait, why.text, PARSE_DURATION_FORMS);
-        /* In milliseconds, with the unit: VRAM_WAIT=1 would read as "true". */
+        /* In milliseconds, with the unit: exact, whoever reads it. */
         snprintf(wait_ms, sizeof wait_ms, "%llums", (unsigned long long)ms);
     }
     struct supervise_options so = {.summary_fd = -1, .summary_path = summary};

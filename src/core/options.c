@@ -32,7 +32,7 @@ static const struct {
     {"VRAM_CUDA_LIBRARY", OPT_OTHER, "the path or name of the CUDA driver library"},
     {"VRAM_PRELOAD_LIBRARY", OPT_OTHER, "vram run: the interposer library to preload"},
     {"VRAM_DAEMON", OPT_OTHER, "vramd's socket path, or \"off\""},
-    {"VRAM_WAIT", OPT_OTHER, "with vramd: true/false or the longest wait for memory (10m)"},
+    {"VRAM_WAIT", OPT_OTHER, "with vramd: the longest wait for memory (30s, 10m; 0: none) or true"},
     {"VRAM_JOB", OPT_OTHER, "with vramd: the job this process belongs to"},
     {"VRAM_RECORD", OPT_OTHER, "the directory to record GPU memory events into"},
     {"VRAM_SIM_DEVICES", OPT_OTHER, "simulated driver: device sizes"},

@@ -18,24 +18,41 @@
 
 #define REPORT_EVERY_MS 200
 #define RECONNECT_EVERY_MS 1000
-#define ANSWER_TIMEOUT_MS 10000 /* a daemon that takes longer is treated as absent */
+#define REGISTER_RETRY_MS 5000  /* a budget the daemon would not take: asked again this often */
+#define ANSWER_TIMEOUT_MS 10000 /* a daemon that takes longer is treated as down */
+#define DOWN_WAIT_MS 5000       /* how long a first use waits for a daemon that is down */
+#define DOWN_RETRY_MS 250
+#define WAIT_POLICY UINT64_MAX  /* VRAM_WAIT=true: as long as the daemon's policy allows */
+
+/* A device's standing with the daemon. In every standing but REFUSED the
+ * caller enforces `budget` on its own; what differs is whether the daemon
+ * counts it. */
+enum standing {
+    NOT_ASKED,
+    GRANTED,      /* the daemon granted `budget` on this connection */
+    UNREGISTERED, /* held to `budget` here; the daemon does not count it yet (it was
+                     down, restarted, or would not take it back): registered when it can */
+    REFUSED,      /* the daemon, or its absence with no fallback, refused: nothing to register */
+};
 
 struct slot {
-    bool known, granted;
+    enum standing standing;
+    bool said; /* a refused registration was said once */
     char uuid[48];
-    uint64_t total, local, grant;
+    uint64_t total, budget;
     uint64_t sent_used, sent_peak;
 };
 
 static struct {
     pthread_mutex_t mu;
     pthread_once_t once;
-    int fd; /* -1: not connected */
+    int fd;    /* -1: not connected */
     int found; /* 0 unknown, 1 a socket to use, -1 no daemon */
     char path[256];
     agent_usage_fn usage;
     bool reporter;
-    uint64_t last_attempt_ms;
+    bool gave_up; /* a first use waited for the daemon in vain, and it is still down */
+    uint64_t last_attempt_ms, next_register_ms;
     struct slot slot[AGENT_MAX_SLOTS];
 } A = {.mu = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT, .fd = -1};
 
@@ -44,6 +61,12 @@ static uint64_t now_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
 }
 
 static void after_fork_child(void)
@@ -55,29 +78,46 @@ static void after_fork_child(void)
         close(A.fd);
     A.fd = -1;
     A.reporter = false;
+    A.gave_up = false;
     memset(A.slot, 0, sizeof A.slot);
 }
 
 static void setup(void) { pthread_atfork(NULL, NULL, after_fork_child); }
 
+/* The connection is the grant: once it is gone, the daemon no longer
+ * counts what it granted on it, and the budgets are held here alone. */
 static void disconnect(void)
 {
     if (A.fd >= 0)
         close(A.fd);
     A.fd = -1;
+    for (int i = 0; i < AGENT_MAX_SLOTS; i++)
+        if (A.slot[i].standing == GRANTED)
+            A.slot[i].standing = UNREGISTERED;
 }
 
-/* HELLO on a fresh connection; mu held. */
-static int hello(void)
+enum hello_result { HELLO_OK, HELLO_DOWN, HELLO_REFUSED };
+
+/* HELLO on a fresh connection, answered within timeout_ms; mu held.
+ * HELLO_REFUSED (with why) when the daemon, or who is at the socket, says
+ * no: not the same as a daemon that is down, which a process may outlive
+ * on a fallback budget. */
+static enum hello_result hello(int timeout_ms, char *why, size_t n)
 {
     int fd = ledger_connect(A.path);
-    if (fd < 0)
-        return -1;
+    if (fd < 0) {
+        snprintf(why, n, "%s", strerror(errno));
+        return HELLO_DOWN;
+    }
+    if (!ledger_peer_trusted(fd, why, n)) {
+        close(fd);
+        return HELLO_REFUSED;
+    }
     struct proto_writer w;
     proto_begin(&w, VERB_HELLO);
     proto_add(&w, "role", "process");
     char name[PROTO_NAME_MAX], comm[64] = "";
-    FILE *f = fopen("/proc/self/comm", "r");
+    FILE *f = fopen("/proc/self/comm", "re");
     if (f) {
         if (fgets(comm, sizeof comm, f))
             comm[strcspn(comm, "\n")] = 0;
@@ -91,18 +131,56 @@ static int hello(void)
         proto_add(&w, "job", name);
     }
     struct proto_msg m;
-    char err[256];
-    if (ledger_send(fd, &w) != 0 || ledger_recv(fd, &m, ANSWER_TIMEOUT_MS, err, sizeof err) != 0 ||
-        m.verb != VERB_OK) {
+    if (ledger_send(fd, &w) != 0 || ledger_recv(fd, &m, timeout_ms, why, n) != 0) {
         close(fd);
-        return -1;
+        return HELLO_DOWN;
+    }
+    if (m.verb != VERB_OK) {
+        const char *text = proto_get(&m, "text");
+        snprintf(why, n, "%s", text ? text : "the daemon refused this process");
+        close(fd);
+        return HELLO_REFUSED;
     }
     A.fd = fd;
-    return 0;
+    A.gave_up = false;
+    return HELLO_OK;
 }
 
-/* One REQUEST and its final answer; mu held. 1 granted, 0 denied, -1 the
- * daemon is gone. */
+/* Connected, or waiting for a daemon that is down: up to DOWN_WAIT_MS, said
+ * on stderr, once per time it is down (a second device's first use does
+ * not wait again for a daemon the first one waited for in vain); mu held. */
+static enum hello_result reach(char *why, size_t n)
+{
+    if (A.fd >= 0)
+        return HELLO_OK;
+    uint64_t until = now_ms() + (A.gave_up ? 0 : DOWN_WAIT_MS);
+    bool said = false;
+    for (;;) {
+        uint64_t now = now_ms();
+        /* A daemon that accepts but does not answer (stopped) is down too:
+         * its answer is waited for only as long as the wait has left. */
+        int timeout = now + 1000 < until ? (int)(until - now) : 1000;
+        enum hello_result h = hello(timeout, why, n);
+        if (h != HELLO_DOWN)
+            return h;
+        if (now_ms() >= until)
+            break;
+        if (!said)
+            vlog(LOG_ERROR, "vramd at %s does not answer (%s); waiting up to %d s for it", A.path,
+                 why, DOWN_WAIT_MS / 1000);
+        said = true;
+        sleep_ms(DOWN_RETRY_MS);
+    }
+    A.gave_up = true;
+    return HELLO_DOWN;
+}
+
+/* One REQUEST and its final answer; mu held. 1 granted (s->budget is the
+ * grant), 0 refused (why), -1 the daemon is gone (why), -2 it did not
+ * answer in time. Every wait is bounded: the first answer comes within ANSWER_TIMEOUT_MS;
+ * a queued request (WAIT) is answered by the time the daemon said it holds
+ * it (until=) or this process's own wait ends, whichever is first, and a
+ * later WAIT never moves that further. */
 static int ask(struct slot *s, uint64_t bytes, bool restore, uint64_t wait_ms, char *why, size_t n)
 {
     struct proto_writer w;
@@ -111,30 +189,51 @@ static int ask(struct slot *s, uint64_t bytes, bool restore, uint64_t wait_ms, c
     proto_add_u64(&w, "total", s->total);
     proto_add_u64(&w, "bytes", bytes);
     if (wait_ms)
-        proto_add_u64(&w, "wait", wait_ms);
+        proto_add_u64(&w, "wait", wait_ms == WAIT_POLICY ? UINT64_MAX / 2 : wait_ms);
     if (restore)
         proto_add_u64(&w, "restore", bytes);
-    if (ledger_send(A.fd, &w) != 0)
+    if (ledger_send(A.fd, &w) != 0) {
+        snprintf(why, n, "the daemon does not take requests");
         return -1;
-    struct proto_msg m;
-    char err[256];
+    }
+    uint64_t deadline = now_ms() + ANSWER_TIMEOUT_MS;
+    bool queued = false;
     for (;;) {
-        /* A queued request is answered when memory frees or its wait ends. */
-        if (ledger_recv(A.fd, &m, -1, err, sizeof err) != 0) {
+        struct proto_msg m;
+        char err[256];
+        uint64_t now = now_ms();
+        if (now >= deadline) {
+            if (queued)
+                snprintf(why, n, "no answer from the daemon by the time it said");
+            else
+                snprintf(why, n, "no answer from the daemon within %d s", ANSWER_TIMEOUT_MS / 1000);
+            return -2;
+        }
+        uint64_t left = deadline - now;
+        if (ledger_recv(A.fd, &m, left > INT32_MAX ? INT32_MAX : (int)left, err, sizeof err) != 0) {
             snprintf(why, n, "%s", err);
-            return -1;
+            return now_ms() >= deadline ? -2 : -1;
         }
         const char *text = proto_get(&m, "text");
         if (m.verb == VERB_WAIT) {
+            uint64_t until = 0;
+            if (proto_get_u64(&m, "until", UINT64_MAX, &until, err, sizeof err) != 0)
+                until = wait_ms == WAIT_POLICY ? 0 : wait_ms;
+            if (until > wait_ms)
+                until = wait_ms;
+            if (!queued && until < UINT64_MAX - ANSWER_TIMEOUT_MS - now)
+                deadline = now + until + ANSWER_TIMEOUT_MS;
+            queued = true;
             vlog(LOG_WARN, "waiting for GPU memory on %s: %s", s->uuid, text ? text : "");
             continue;
         }
         if (m.verb == VERB_GRANT) {
             uint64_t g;
-            if (proto_get_u64(&m, "bytes", UINT64_MAX, &g, err, sizeof err) != 0)
+            if (proto_get_u64(&m, "bytes", UINT64_MAX, &g, err, sizeof err) != 0) {
+                snprintf(why, n, "a GRANT without bytes=");
                 return -1;
-            s->grant = g;
-            s->granted = true;
+            }
+            s->budget = g;
             return 1;
         }
         snprintf(why, n, "%s", text ? text : "refused by the daemon");
@@ -142,65 +241,94 @@ static int ask(struct slot *s, uint64_t bytes, bool restore, uint64_t wait_ms, c
     }
 }
 
-/* Every 200 ms: report what changed, notice a daemon that went away, and
- * re-register with one that came back. */
+/* Tells the daemon of a budget held here that it does not count: one it
+ * granted before it went away (it takes back what it held for this
+ * process), or one taken while it was down (a new request, admitted as any
+ * other). The budget is enforced here already and cannot shrink, so a
+ * refusal leaves it held here, said once, and asked again later. mu held. */
+static void register_budget(struct slot *s)
+{
+    char why[512];
+    int r = ask(s, s->budget, true, 0, why, sizeof why);
+    if (r < 0) {
+        disconnect();
+        return;
+    }
+    if (r > 0) {
+        s->standing = GRANTED;
+        s->sent_used = s->sent_peak = UINT64_MAX;
+        if (s->said)
+            vlog(LOG_WARN, "vramd at %s now counts the budget of %s on %s", A.path,
+                 format_size(s->budget).text, s->uuid);
+        s->said = false;
+        return;
+    }
+    if (!s->said)
+        vlog(LOG_WARN, "vramd at %s did not take the budget of %s on %s that this process holds "
+             "(%s); it is held here, and offered again every %d s", A.path,
+             format_size(s->budget).text, s->uuid, why, REGISTER_RETRY_MS / 1000);
+    s->said = true;
+}
+
+static void register_all(void)
+{
+    for (int i = 0; i < AGENT_MAX_SLOTS && A.fd >= 0; i++)
+        if (A.slot[i].standing == UNREGISTERED)
+            register_budget(&A.slot[i]);
+    A.next_register_ms = now_ms() + REGISTER_RETRY_MS;
+}
+
+static void report_usage(void)
+{
+    for (int i = 0; i < AGENT_MAX_SLOTS && A.fd >= 0 && A.usage; i++) {
+        struct slot *s = &A.slot[i];
+        if (s->standing != GRANTED) /* the daemon takes usage of its grants only */
+            continue;
+        uint64_t used = 0, peak = 0;
+        A.usage(i, &used, &peak);
+        if (used == s->sent_used && peak == s->sent_peak)
+            continue;
+        struct proto_writer w;
+        proto_begin(&w, VERB_REPORT);
+        proto_add(&w, "dev", s->uuid);
+        proto_add_u64(&w, "used", used);
+        proto_add_u64(&w, "peak", peak);
+        int len = proto_end(&w);
+        if (len < 0 || send(A.fd, w.buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len) {
+            if (errno != EAGAIN)
+                disconnect();
+            break;
+        }
+        s->sent_used = used;
+        s->sent_peak = peak;
+    }
+}
+
+/* Every 200 ms: notice a daemon that went away, reconnect to one that came
+ * back and register what it does not count, report what changed. */
 static void *reporter(void *arg)
 {
     (void)arg;
     for (;;) {
-        struct timespec t = {0, REPORT_EVERY_MS * 1000000L};
-        nanosleep(&t, NULL);
+        sleep_ms(REPORT_EVERY_MS);
         pthread_mutex_lock(&A.mu);
         if (A.fd >= 0) {
             struct pollfd p = {.fd = A.fd, .events = POLLIN};
             if (poll(&p, 1, 0) > 0) /* the daemon sends nothing unasked: it closed */
                 disconnect();
         }
+        char why[256];
         if (A.fd < 0 && now_ms() - A.last_attempt_ms >= RECONNECT_EVERY_MS) {
             A.last_attempt_ms = now_ms();
-            if (hello() == 0) {
-                for (int i = 0; i < AGENT_MAX_SLOTS && A.fd >= 0; i++) {
-                    struct slot *s = &A.slot[i];
-                    uint64_t held = s->granted ? s->grant : s->local;
-                    char why[512];
-                    if (!s->known || !held)
-                        continue;
-                    /* The budget is already enforced here and cannot shrink;
-                     * the daemon checks the claim against what it granted. */
-                    int r = ask(s, held, true, 0, why, sizeof why);
-                    if (r < 0)
-                        disconnect();
-                    else if (r == 0)
-                        vlog(LOG_WARN, "the daemon did not take back the budget of %s on %s: %s",
-                             format_size(held).text, s->uuid, why);
-                    s->sent_used = s->sent_peak = UINT64_MAX;
-                }
+            if (hello(ANSWER_TIMEOUT_MS, why, sizeof why) == HELLO_OK) {
+                register_all();
                 if (A.fd >= 0)
-                    vlog(LOG_INFO, "re-registered with the daemon at %s", A.path);
+                    vlog(LOG_INFO, "registered again with the daemon at %s", A.path);
             }
+        } else if (A.fd >= 0 && now_ms() >= A.next_register_ms) {
+            register_all();
         }
-        for (int i = 0; i < AGENT_MAX_SLOTS && A.fd >= 0; i++) {
-            struct slot *s = &A.slot[i];
-            if (!s->known || !A.usage)
-                continue;
-            uint64_t used = 0, peak = 0;
-            A.usage(i, &used, &peak);
-            if (used == s->sent_used && peak == s->sent_peak)
-                continue;
-            struct proto_writer w;
-            proto_begin(&w, VERB_REPORT);
-            proto_add(&w, "dev", s->uuid);
-            proto_add_u64(&w, "used", used);
-            proto_add_u64(&w, "peak", peak);
-            int len = proto_end(&w);
-            if (len < 0 || send(A.fd, w.buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT) != len) {
-                if (errno != EAGAIN)
-                    disconnect();
-                break;
-            }
-            s->sent_used = used;
-            s->sent_peak = peak;
-        }
+        report_usage();
         pthread_mutex_unlock(&A.mu);
     }
     return NULL;
@@ -223,6 +351,10 @@ static void start_reporter(void)
     pthread_attr_destroy(&at);
 }
 
+/* VRAM_WAIT: how long a request may wait in the daemon's queue. A duration
+ * first, as everywhere else (VRAM_WAIT=1 is one second, as vram run --wait 1
+ * is; 0 does not wait), then true/false: true is as long as the policy lets
+ * requests wait. */
 static int wait_setting(uint64_t *ms, char *why, size_t n)
 {
     const char *v = getenv("VRAM_WAIT");
@@ -230,16 +362,55 @@ static int wait_setting(uint64_t *ms, char *why, size_t n)
     if (!v || !*v)
         return 0;
     parse_why pw;
-    bool yes;
-    if (parse_bool(v, &yes, &pw) == 0) {
-        *ms = yes ? UINT64_MAX / 2 : 0; /* as long as the policy allows */
-        return 0;
-    }
     if (parse_duration(v, ms, &pw) == 0)
         return 0;
-    snprintf(why, n, "VRAM_WAIT=\"%.60s\": %s; accepted: true/false, or the longest wait as %s", v,
-             pw.text, PARSE_DURATION_FORMS);
+    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            *ms = WAIT_POLICY;
+            return 0;
+        }
+        if (strcasecmp(v, no[i]) == 0)
+            return 0;
+    }
+    snprintf(why, n, "VRAM_WAIT=\"%.60s\": %s; accepted: the longest wait for memory, as %s "
+             "(0 does not wait), or true (as long as vramd's policy allows) or false", v, pw.text,
+             PARSE_DURATION_FORMS);
     return -1;
+}
+
+/* The daemon is down (or did not answer): the process may take what the
+ * daemon's fallback file says it may while it is down, and no more than
+ * its own budget; with neither, nothing. mu held. */
+static enum agent_result fallback(struct slot *s, const char *down, uint64_t *granted, char *why,
+                                  size_t n)
+{
+    uint64_t allowed = 0;
+    char fwhy[256] = "";
+    int r = ledger_fallback(A.path, s->uuid, &allowed, fwhy, sizeof fwhy);
+    uint64_t budget = s->budget;
+    if (r == 0 && (!budget || allowed < budget))
+        budget = allowed;
+    if (r < 0)
+        vlog(LOG_ERROR, "ignored vramd's fallback file beside %s: %s", A.path, fwhy);
+    if (!budget) {
+        s->standing = REFUSED;
+        snprintf(why, n, "vramd at %s is down (%s), and %s", A.path, down,
+                 r == 0 ? "its policy lets no process take memory of this GPU while it is down "
+                          "(no default-budget)"
+                        : "no budget was given (vram run --limit SIZE) and the daemon left no "
+                          "fallback budget");
+        return AGENT_DENIED;
+    }
+    s->standing = UNREGISTERED;
+    s->budget = budget;
+    *granted = budget;
+    vlog(LOG_ERROR, "vramd at %s is down (%s); %s held to %s (%s) until it is back", A.path, down,
+         s->uuid, format_size(budget).text,
+         r == 0 && budget == allowed ? "the budget a process gets while vramd is down"
+                                     : "its own budget");
+    A.last_attempt_ms = now_ms();
+    return AGENT_GRANTED;
 }
 
 enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint64_t bytes,
@@ -258,15 +429,15 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
             pthread_mutex_unlock(&A.mu);
             return AGENT_DENIED;
         }
+        if (r > 0 && err[0]) /* a socket someone else put where a daemon's would be */
+            vlog(LOG_ERROR, "%s; working without vramd", err);
         A.found = r == 0 ? 1 : -1;
     }
     if (A.found < 0)
         goto out;
     struct slot *s = &A.slot[slot];
-    s->known = true;
+    *s = (struct slot){.standing = REFUSED, .total = total, .budget = bytes};
     snprintf(s->uuid, sizeof s->uuid, "%s", uuid);
-    s->total = total;
-    s->local = bytes;
     s->sent_used = s->sent_peak = UINT64_MAX;
     A.usage = usage;
     uint64_t wait_ms;
@@ -274,26 +445,40 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
         res = AGENT_DENIED;
         goto out;
     }
-    if (A.fd < 0 && hello() != 0) {
-        /* A socket nobody answers: the daemon is down. Work alone with the
-         * local budget; the reporter registers it when the daemon is back. */
-        vlog(LOG_WARN, "the daemon at %s does not answer (%s); enforcing the local budget alone",
-             A.path, strerror(errno));
-        A.last_attempt_ms = now_ms();
-        start_reporter();
-        goto out;
-    }
-    int r = ask(s, bytes, false, wait_ms, why, n);
-    if (r < 0) {
+    /* A daemon that goes away in the middle of a request may be restarting:
+     * it is reached (waited for, bounded) and asked once more. One that
+     * does not answer in time is down. */
+    char down[256] = "";
+    for (int attempt = 0;; attempt++) {
+        enum hello_result h = reach(down, sizeof down);
+        if (h == HELLO_REFUSED) {
+            snprintf(why, n, "vramd at %s refused this process: %s", A.path, down);
+            res = AGENT_DENIED;
+            break;
+        }
+        if (h == HELLO_DOWN) {
+            res = fallback(s, down, granted, why, n);
+            break;
+        }
+        int r = ask(s, bytes, false, wait_ms, down, sizeof down);
+        if (r > 0) {
+            s->standing = GRANTED;
+            *granted = s->budget;
+            res = AGENT_GRANTED;
+            break;
+        }
+        if (r == 0) {
+            snprintf(why, n, "%s", down);
+            res = AGENT_DENIED;
+            break;
+        }
         disconnect();
-        vlog(LOG_WARN, "lost the daemon at %s; enforcing the local budget alone", A.path);
-    } else if (r == 0) {
-        res = AGENT_DENIED;
-    } else {
-        *granted = s->grant;
-        res = AGENT_GRANTED;
+        if (r == -2 || attempt == 1) {
+            res = fallback(s, down, granted, why, n);
+            break;
+        }
     }
-    start_reporter();
+    start_reporter(); /* reports, and registers a fallback budget when the daemon is back */
 out:
     pthread_mutex_unlock(&A.mu);
     return res;

@@ -14,7 +14,16 @@
  * kernel closes it and the daemon takes the memory back.
  *
  * No daemon (no socket, or VRAM_DAEMON=off): AGENT_ALONE, and the caller
- * works exactly as without one.
+ * works exactly as without one. A daemon that is down (its socket does not
+ * answer, or only its fallback file is there) is waited for up to 5 s, said
+ * on stderr (once while it is down); then the process is held to the
+ * daemon's fallback budget for the GPU (and its own, if smaller), or
+ * refused if there is none, and the background thread registers that
+ * budget when the daemon is back. A budget the daemon does not take (back)
+ * stays the limit and is offered again every 5 s: a budget once given is
+ * never taken away from under a program. A daemon that refuses the process
+ * (ERR to HELLO), or one that is not to be trusted, is a refusal. Every
+ * wait for the daemon is bounded.
  */
 #ifndef VRAM_AGENT_H
 #define VRAM_AGENT_H

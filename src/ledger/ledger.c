@@ -1,10 +1,106 @@
-#include "ledger.h"
+/* ledger.c: the ledger's set of devices and clients, the sums it keeps as
+ * grants change, NVML's figures, and a recount of it all for tests. What a
+ * request may have is ledger_admit.c's; grants held across a restart
+ * ledger_held.c's; what a reader sees ledger_view.c's. */
+#include "ledger_internal.h"
 
 #include "../util/parse.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ------------------------------------------------------------- domains */
+
+static bool in_group(const struct ledger_client *c, gid_t g)
+{
+    if (c->gid == g)
+        return true;
+    for (int i = 0; i < c->ngroups; i++)
+        if (c->groups[i] == g)
+            return true;
+    return false;
+}
+
+static bool job_matches(const char *pattern, const char *job)
+{
+    size_t n = strlen(pattern);
+    if (n && pattern[n - 1] == '*')
+        return strncmp(pattern, job, n - 1) == 0;
+    return strcmp(pattern, job) == 0;
+}
+
+bool ledger_rule_covers(const struct policy_rule *r, const struct ledger_client *c)
+{
+    switch (r->who) {
+    case WHO_USER: return c->uid == r->id;
+    case WHO_GROUP: return in_group(c, r->id);
+    /* A job name a process gives itself is a label: only a job root
+     * registered is what a reservation "for job" is for. */
+    case WHO_JOB: return c->role == ROLE_JOB && job_matches(r->name, c->job);
+    }
+    return false;
+}
+
+/* What a client's grant on a device adds to what the device has granted:
+ * nothing for a monitor or a grant drawn from a job (the job's counts). */
+uint64_t ledger_own_grant(const struct ledger_client *c, int d)
+{
+    const struct ledger_use *u = &c->use[d];
+    return c->role == ROLE_MONITOR || u->job ? 0 : u->grant;
+}
+
+/* Usage NVML sees beyond a grant: the context, libraries. */
+uint64_t ledger_excess(const struct ledger_use *u)
+{
+    return u->nvml > u->grant ? u->nvml - u->grant : 0;
+}
+
+/* What a client has in use on a device, for the device's figure. */
+uint64_t ledger_in_use(const struct ledger_client *c, int d)
+{
+    const struct ledger_use *u = &c->use[d];
+    return c->role != ROLE_PROCESS ? 0 : u->used > u->nvml ? u->used : u->nvml;
+}
+
+static void add(uint64_t *sum, uint64_t v, int sign)
+{
+    if (sign > 0)
+        *sum += v;
+    else
+        *sum -= v;
+}
+
+/* Adds (sign +1) or takes away (-1) what a client's standing on a device
+ * puts in the kept sums: around every change of a grant, the job it draws
+ * from, or NVML's figure. */
+void ledger_account(struct ledger *l, struct ledger_client *c, int d, int sign)
+{
+    struct ledger_use *u = &c->use[d];
+    uint64_t own = ledger_own_grant(c, d);
+    add(&l->dev[d].granted, own, sign);
+    add(&l->dev[d].excess, ledger_excess(u), sign);
+    add(&l->dev[d].used, ledger_in_use(c, d), sign);
+    if (u->job)
+        add(&u->job->use[d].drawn, u->grant, sign);
+    if (own)
+        for (int r = 0; r < l->policy.nrules; r++)
+            if (ledger_rule_covers(&l->policy.rules[r], c))
+                add(&l->held[r][d], own, sign);
+}
+
+/* Sets a client's grant on a device and what it draws from. */
+void ledger_set_grant(struct ledger *l, struct ledger_client *c, int d, uint64_t bytes,
+                      struct ledger_client *job)
+{
+    ledger_account(l, c, d, -1);
+    c->use[d].grant = bytes;
+    c->use[d].job = bytes ? job : NULL;
+    ledger_account(l, c, d, +1);
+}
+
+/* ------------------------------------------------------------- the set */
 
 void ledger_init(struct ledger *l, const struct policy *p)
 {
@@ -15,10 +111,31 @@ void ledger_init(struct ledger *l, const struct policy *p)
 
 void ledger_destroy(struct ledger *l)
 {
-    for (int i = 0; i < l->nclients; i++)
+    for (int i = 0; i < l->nclients; i++) {
+        free(l->clients[i]->groups);
         free(l->clients[i]);
+    }
     free(l->clients);
+    free(l->jobs);
+    for (int d = 0; d < LEDGER_MAX_DEVICES; d++)
+        free(l->dev[d].unseen_by);
     memset(l, 0, sizeof *l);
+}
+
+void ledger_set_policy(struct ledger *l, const struct policy *p)
+{
+    l->policy = *p;
+    memset(l->held, 0, sizeof l->held);
+    for (int d = 0; d < l->ndev; d++) {
+        memset(l->dev[d].cap_blocked, 0, sizeof l->dev[d].cap_blocked);
+        for (int i = 0; i < l->nclients; i++) {
+            const struct ledger_client *c = l->clients[i];
+            uint64_t own = ledger_own_grant(c, d);
+            for (int r = 0; own && r < l->policy.nrules; r++)
+                if (ledger_rule_covers(&l->policy.rules[r], c))
+                    l->held[r][d] += own;
+        }
+    }
 }
 
 int ledger_find_device(const struct ledger *l, const char *uuid)
@@ -36,6 +153,7 @@ int ledger_device(struct ledger *l, const char *uuid, uint64_t total)
         if (l->ndev == LEDGER_MAX_DEVICES)
             return -1;
         d = l->ndev++;
+        free(l->dev[d].unseen_by);
         memset(&l->dev[d], 0, sizeof l->dev[d]);
         snprintf(l->dev[d].uuid, sizeof l->dev[d].uuid, "%s", uuid);
     }
@@ -58,6 +176,15 @@ struct ledger_client *ledger_join(struct ledger *l, enum client_role role, pid_t
     struct ledger_client *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    if (role == ROLE_JOB) {
+        struct ledger_client **j = realloc(l->jobs, (size_t)(l->njobs + 1) * sizeof *j);
+        if (!j) {
+            free(c);
+            return NULL;
+        }
+        l->jobs = j;
+        l->jobs[l->njobs++] = c;
+    }
     c->id = l->next_id++;
     c->role = role;
     c->pid = pid;
@@ -65,29 +192,99 @@ struct ledger_client *ledger_join(struct ledger *l, enum client_role role, pid_t
     c->gid = gid;
     snprintf(c->cmd, sizeof c->cmd, "-");
     snprintf(c->job, sizeof c->job, "-");
-    l->clients[l->nclients++] = c;
+    for (int d = 0; d < LEDGER_MAX_DEVICES; d++)
+        c->use[d].client = c;
+    l->clients[l->nclients++] = c; /* the highest id yet: the order holds */
     return c;
+}
+
+int ledger_set_groups(struct ledger *l, struct ledger_client *c, const gid_t *groups, int n)
+{
+    gid_t *g = n > 0 ? malloc((size_t)n * sizeof *g) : NULL;
+    if (n > 0 && !g)
+        return -1;
+    if (n > 0)
+        memcpy(g, groups, (size_t)n * sizeof *g);
+    for (int d = 0; d < l->ndev; d++)
+        ledger_account(l, c, d, -1);
+    free(c->groups);
+    c->groups = g;
+    c->ngroups = n > 0 ? n : 0;
+    for (int d = 0; d < l->ndev; d++)
+        ledger_account(l, c, d, +1);
+    return 0;
+}
+
+static int index_of(const struct ledger *l, int id)
+{
+    int lo = 0, hi = l->nclients - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (l->clients[mid]->id == id)
+            return mid;
+        if (l->clients[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+struct ledger_client *ledger_find_client(const struct ledger *l, int id)
+{
+    int i = index_of(l, id);
+    return i < 0 ? NULL : l->clients[i];
+}
+
+/* A job's grant on a device ends: the grants its processes drew from it
+ * count for themselves from now on (they still hold them). */
+static void job_ends(struct ledger *l, struct ledger_client *job, int d)
+{
+    if (job->role != ROLE_JOB || !job->use[d].drawn)
+        return;
+    for (int i = 0; i < l->nclients; i++)
+        if (l->clients[i]->use[d].job == job)
+            ledger_set_grant(l, l->clients[i], d, l->clients[i]->use[d].grant, NULL);
+}
+
+void ledger_release(struct ledger *l, struct ledger_client *c, int dev)
+{
+    struct ledger_use *u = &c->use[dev];
+    ledger_dequeue(l, c, dev);
+    job_ends(l, c, dev);
+    ledger_account(l, c, dev, -1);
+    u->grant = u->used = 0;
+    u->job = NULL;
+    ledger_account(l, c, dev, +1);
 }
 
 void ledger_leave(struct ledger *l, struct ledger_client *c)
 {
-    for (int i = 0; i < l->nclients; i++)
-        if (l->clients[i] == c) {
-            l->clients[i] = l->clients[--l->nclients];
-            free(c);
-            return;
-        }
+    int i = index_of(l, c->id);
+    if (i < 0 || l->clients[i] != c)
+        return;
+    for (int d = 0; d < l->ndev; d++) {
+        ledger_release(l, c, d);
+        ledger_account(l, c, d, -1); /* what NVML saw of it */
+    }
+    memmove(&l->clients[i], &l->clients[i + 1], (size_t)(l->nclients - i - 1) * sizeof *l->clients);
+    l->nclients--;
+    if (c->held_until_ms)
+        l->nheld--;
+    for (int k = 0; k < l->njobs; k++)
+        if (l->jobs[k] == c)
+            l->jobs[k] = l->jobs[--l->njobs];
+    free(c->groups);
+    free(c);
 }
-
-/* ------------------------------------------------------------ domains */
 
 struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_client *c,
                                     int dev)
 {
     if (c->role != ROLE_PROCESS || strcmp(c->job, "-") == 0)
         return NULL;
-    for (int i = 0; i < l->nclients; i++) {
-        struct ledger_client *j = l->clients[i];
+    for (int i = 0; i < l->njobs; i++) {
+        struct ledger_client *j = l->jobs[i];
         if (j->role == ROLE_JOB && j->uid == c->uid && strcmp(j->job, c->job) == 0 &&
             j->use[dev].grant)
             return j;
@@ -95,366 +292,168 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
     return NULL;
 }
 
-/* What a client adds to the device: a job's grant counts once, for the
- * job; its processes draw from it. */
-static uint64_t top_level_grant(const struct ledger *l, const struct ledger_client *c, int dev)
-{
-    if (c->role == ROLE_MONITOR || ledger_job_of(l, c, dev))
-        return 0;
-    return c->use[dev].grant;
-}
-
-static bool in_group(const struct ledger_client *c, gid_t g)
-{
-    if (c->gid == g)
-        return true;
-    for (int i = 0; i < c->ngroups; i++)
-        if (c->groups[i] == g)
-            return true;
-    return false;
-}
-
-static bool job_matches(const char *pattern, const char *job)
-{
-    size_t n = strlen(pattern);
-    if (n && pattern[n - 1] == '*')
-        return strncmp(pattern, job, n - 1) == 0;
-    return strcmp(pattern, job) == 0;
-}
-
-static bool rule_covers(const struct policy_rule *r, const struct ledger_client *c)
-{
-    switch (r->who) {
-    case WHO_USER: return c->uid == r->id;
-    case WHO_GROUP: return in_group(c, r->id);
-    case WHO_JOB: return strcmp(c->job, "-") != 0 && job_matches(r->name, c->job);
-    }
-    return false;
-}
-
-/* Usage NVML sees beyond a grant: the context, libraries. */
-static uint64_t excess(const struct ledger_use *u)
-{
-    return u->nvml > u->grant ? u->nvml - u->grant : 0;
-}
-
-struct device_sums {
-    uint64_t granted, excess;
-};
-
-static struct device_sums sums(const struct ledger *l, int dev)
-{
-    struct device_sums s = {0, 0};
-    for (int i = 0; i < l->nclients; i++) {
-        s.granted += top_level_grant(l, l->clients[i], dev);
-        s.excess += excess(&l->clients[i]->use[dev]);
-    }
-    return s;
-}
-
-/* Unused reservations that count against `c` if it takes `w` more. */
-static uint64_t reserved_against(const struct ledger *l, const struct ledger_client *c, int dev,
-                                 uint64_t w)
-{
-    uint64_t against = 0;
-    for (int r = 0; r < l->policy.nrules; r++) {
-        const struct policy_rule *rule = &l->policy.rules[r];
-        if (rule->kind != RULE_RESERVE || !policy_on_device(rule, dev, l->dev[dev].uuid))
-            continue;
-        uint64_t amount = amount_of(&rule->amount, l->dev[dev].total), held = 0;
-        for (int i = 0; i < l->nclients; i++)
-            if (rule_covers(rule, l->clients[i]))
-                held += top_level_grant(l, l->clients[i], dev);
-        if (c && rule_covers(rule, c))
-            held += w;
-        if (amount > held)
-            against += amount - held;
-    }
-    return against;
-}
-
-/* Per-user holdings on a device, for reasons: "alice 4.00 GiB, bob 2.00 GiB". */
-static void holders(const struct ledger *l, int dev, bool (*which)(const struct ledger_client *,
-                                                                    const void *),
-                    const void *arg, char *out, size_t n)
-{
-    struct {
-        char user[64];
-        uint64_t bytes;
-    } u[8];
-    int nu = 0;
-    uint64_t others = 0;
-    for (int i = 0; i < l->nclients; i++) {
-        const struct ledger_client *c = l->clients[i];
-        uint64_t g = top_level_grant(l, c, dev);
-        if (!g || (which && !which(c, arg)))
-            continue;
-        int k = 0;
-        while (k < nu && strcmp(u[k].user, c->user) != 0)
-            k++;
-        if (k == nu && nu < 8) {
-            snprintf(u[nu].user, sizeof u[nu].user, "%s", c->user);
-            u[nu++].bytes = 0;
-        }
-        if (k < nu)
-            u[k].bytes += g;
-        else
-            others += g;
-    }
-    size_t len = 0;
-    out[0] = 0;
-    for (int k = 0; k < nu && len < n; k++)
-        len += (size_t)snprintf(out + len, n - len, "%s%s %s", k ? ", " : "", u[k].user,
-                                format_size(u[k].bytes).text);
-    if (others && len < n)
-        snprintf(out + len, n - len, ", others %s", format_size(others).text);
-    if (!nu && n)
-        snprintf(out, n, "nobody");
-}
-
-static bool covered_by(const struct ledger_client *c, const void *rule)
-{
-    return rule_covers(rule, c);
-}
-
-/* 0 if w fits now; 1 if it could fit once others release; -1 never. */
-static int fits(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w,
-                char *why, size_t n)
-{
-    const struct ledger_device *d = &l->dev[dev];
-    char who[256];
-    for (int r = 0; r < l->policy.nrules; r++) {
-        const struct policy_rule *rule = &l->policy.rules[r];
-        if (rule->kind != RULE_CAP || !policy_on_device(rule, dev, d->uuid) ||
-            !rule_covers(rule, c))
-            continue;
-        uint64_t cap = amount_of(&rule->amount, d->total), held = 0;
-        for (int i = 0; i < l->nclients; i++)
-            if (rule_covers(rule, l->clients[i]))
-                held += top_level_grant(l, l->clients[i], dev);
-        if (held + w <= cap)
-            continue;
-        holders(l, dev, covered_by, rule, who, sizeof who);
-        snprintf(why, n, "%s %s may hold %s of %s (policy line %d); it holds %s (%s); "
-                 "requested %s",
-                 rule->who == WHO_USER ? "user" : "group", rule->name,
-                 format_size(cap).text, d->uuid, rule->line, format_size(held).text, who,
-                 format_size(w).text);
-        return w > cap ? -1 : 1;
-    }
-    uint64_t reserved = reserved_against(l, c, dev, w);
-    struct device_sums s = sums(l, dev);
-    uint64_t busy = s.granted + s.excess + d->unseen + reserved;
-    if (busy <= d->total && w <= d->total - busy)
-        return 0;
-    holders(l, dev, NULL, NULL, who, sizeof who);
-    /* Were everyone else to release, only others' reservations would stand
-     * between the request and the device. */
-    uint64_t never = 0;
-    for (int r = 0; r < l->policy.nrules; r++) {
-        const struct policy_rule *rule = &l->policy.rules[r];
-        if (rule->kind == RULE_RESERVE && policy_on_device(rule, dev, d->uuid) &&
-            !rule_covers(rule, c))
-            never += amount_of(&rule->amount, d->total);
-    }
-    snprintf(why, n, "%s has %s: %s granted (%s), %s reserved for others, %s used outside "
-             "any grant; requested %s",
-             d->uuid, format_size(d->total).text, format_size(s.granted).text, who,
-             format_size(reserved).text, format_size(s.excess + d->unseen).text,
-             format_size(w).text);
-    return w + never > d->total ? -1 : 1;
-}
-
-enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
-                            bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
-                            size_t whylen)
-{
-    struct ledger_use *u = &c->use[dev];
-    const struct ledger_device *d = &l->dev[dev];
-    why[0] = 0;
-    if (u->grant || u->waiting) {
-        snprintf(why, whylen, "this process already %s %s on %s", u->waiting ? "waits for" : "holds",
-                 format_size(u->waiting ? u->want : u->grant).text, d->uuid);
-        return VERDICT_DENY;
-    }
-    uint64_t w = bytes;
-    if (!w) {
-        if (!l->policy.has_default) {
-            snprintf(why, whylen, "no budget was asked for and the policy sets no default-budget; "
-                                  "give one (vram run --limit SIZE)");
-            return VERDICT_DENY;
-        }
-        w = amount_of(&l->policy.default_budget, d->total);
-    }
-    struct ledger_client *job = ledger_job_of(l, c, dev);
-    if (job) { /* a process of a job: within what the job was granted */
-        uint64_t held = 0;
-        for (int i = 0; i < l->nclients; i++)
-            if (l->clients[i] != c && ledger_job_of(l, l->clients[i], dev) == job)
-                held += l->clients[i]->use[dev].grant;
-        uint64_t left = job->use[dev].grant > held ? job->use[dev].grant - held : 0;
-        if (!bytes)
-            w = left;
-        if (w && w <= left) {
-            u->grant = *granted = w;
-            return VERDICT_GRANT;
-        }
-        snprintf(why, whylen, "job %s was granted %s of %s; its other processes hold %s; "
-                 "requested %s",
-                 job->job, format_size(job->use[dev].grant).text, d->uuid,
-                 format_size(held).text, format_size(w).text);
-        return VERDICT_DENY;
-    }
-    int f = fits(l, c, dev, w, why, whylen);
-    if (f == 0) {
-        u->grant = *granted = w;
-        return VERDICT_GRANT;
-    }
-    if (f > 0 && may_wait) {
-        u->waiting = true;
-        u->want = w;
-        u->wait_seq = ++l->next_seq;
-        u->deadline_ms = deadline_ms;
-        return VERDICT_WAIT;
-    }
-    return VERDICT_DENY;
-}
-
-void ledger_restore(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes)
-{
-    (void)l;
-    c->use[dev].grant = bytes;
-    c->use[dev].waiting = false;
-}
-
-void ledger_release(struct ledger *l, struct ledger_client *c, int dev)
-{
-    (void)l;
-    struct ledger_use *u = &c->use[dev];
-    u->grant = u->used = u->want = 0;
-    u->waiting = false;
-}
-
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak)
 {
-    (void)l;
+    /* Of the kept sums only the device's in-use figure depends on it: the
+     * hot message of the protocol touches no rule. */
+    l->dev[dev].used -= ledger_in_use(c, dev);
     c->use[dev].used = used;
+    l->dev[dev].used += ledger_in_use(c, dev);
     if (peak > c->use[dev].peak)
         c->use[dev].peak = peak;
     if (used > c->use[dev].peak)
         c->use[dev].peak = used;
 }
 
-void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn answer, void *arg)
+/* ------------------------------------------------------------- NVML */
+
+static int by_pid(const void *a, const void *b)
 {
-    char why[512];
-    for (;;) { /* oldest first, until a pass admits nothing */
-        struct ledger_client *best = NULL;
-        int best_dev = -1;
-        uint64_t best_seq = UINT64_MAX;
-        for (int i = 0; i < l->nclients; i++)
-            for (int d = 0; d < l->ndev; d++) {
-                struct ledger_use *u = &l->clients[i]->use[d];
-                if (!u->waiting)
-                    continue;
-                if (now_ms >= u->deadline_ms) {
-                    int f = fits(l, l->clients[i], d, u->want, why, sizeof why);
-                    if (f != 0) {
-                        u->waiting = false;
-                        answer(l->clients[i], d, false, 0, why, arg);
-                        continue;
-                    }
-                }
-                if (u->wait_seq < best_seq &&
-                    fits(l, l->clients[i], d, u->want, why, sizeof why) == 0) {
-                    best = l->clients[i];
-                    best_dev = d;
-                    best_seq = u->wait_seq;
-                }
-            }
-        if (!best)
-            return;
-        struct ledger_use *u = &best->use[best_dev];
-        u->waiting = false;
-        u->grant = u->want;
-        answer(best, best_dev, true, u->grant, "", arg);
-    }
+    const struct ledger_client *x = *(struct ledger_client *const *)a,
+                               *y = *(struct ledger_client *const *)b;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-int ledger_reconcile(struct ledger *l, int dev, const unsigned *pids, const uint64_t *used,
-                     int n, ledger_same_process_fn same, struct ledger_client **over, int max)
+int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
+                     struct ledger_client **over, int max)
 {
-    int nover = 0;
+    int nover = 0, nproc = 0;
     uint64_t unseen = 0;
-    for (int i = 0; i < l->nclients; i++)
-        l->clients[i]->use[dev].nvml = 0;
-    for (int k = 0; k < n; k++) {
-        struct ledger_client *c = NULL;
-        for (int i = 0; i < l->nclients && !c; i++) {
-            struct ledger_client *x = l->clients[i];
-            if (x->role == ROLE_PROCESS && (unsigned)x->pid == pids[k] &&
-                (!same || same(x->pid, x->start)))
-                c = x;
+    /* The processes with a grant here, by pid: one sort, then a lookup each. */
+    struct ledger_client **sorted = malloc((size_t)(l->nclients + 1) * sizeof *sorted);
+    struct ledger_nvml_process *by = malloc((size_t)(n + 1) * sizeof *by);
+    if (!sorted || !by) {
+        free(sorted);
+        free(by);
+        return 0;
+    }
+    int nby = 0;
+    for (int i = 0; i < l->nclients; i++) {
+        struct ledger_client *c = l->clients[i];
+        if (c->use[dev].nvml) {
+            ledger_account(l, c, dev, -1);
+            c->use[dev].nvml = 0;
+            ledger_account(l, c, dev, +1);
         }
-        if (!c || !c->use[dev].grant) {
-            unseen += used[k];
+        if (c->role == ROLE_PROCESS && c->use[dev].grant && c->start)
+            sorted[nproc++] = c;
+    }
+    qsort(sorted, (size_t)nproc, sizeof *sorted, by_pid);
+    for (int k = 0; k < n; k++) {
+        struct ledger_client key = {.pid = procs[k].pid}, *kp = &key, *c = NULL;
+        struct ledger_client **hit = bsearch(&kp, sorted, (size_t)nproc, sizeof *sorted, by_pid);
+        /* Several clients may share a pid (a process with two connections):
+         * any with the same start time is that process. */
+        for (; hit && hit > sorted && hit[-1]->pid == procs[k].pid; hit--)
+            ;
+        for (; hit && hit < sorted + nproc && (*hit)->pid == procs[k].pid && !c; hit++)
+            if ((*hit)->start == procs[k].start)
+                c = *hit;
+        if (!c) {
+            unseen += procs[k].used;
+            by[nby++] = procs[k];
             continue;
         }
         struct ledger_use *u = &c->use[dev];
-        u->nvml = used[k];
+        ledger_account(l, c, dev, -1);
+        u->nvml += procs[k].used;
+        ledger_account(l, c, dev, +1);
         bool over_now = u->nvml > u->grant + l->policy.over_margin;
         if (over_now && !u->over && nover < max)
             over[nover++] = c;
         u->over = over_now;
     }
-    l->dev[dev].unseen = unseen;
+    for (int i = 0; i < nproc; i++)
+        if (!sorted[i]->use[dev].nvml)
+            sorted[i]->use[dev].over = false;
+    free(sorted);
+    struct ledger_device *d = &l->dev[dev];
+    free(d->unseen_by);
+    d->unseen_by = by;
+    d->nunseen = nby;
+    d->used = d->used - d->unseen + unseen;
+    d->unseen = unseen;
+    d->overcommitted = d->granted > d->total || d->excess + d->unseen > d->total - d->granted;
     return nover;
 }
 
-void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *s)
+/* ------------------------------------------------------------- checks */
+
+int ledger_check(const struct ledger *l, char *err, size_t errlen)
 {
-    s->n = 0;
-    s->ndev = l->ndev;
+    for (int i = 1; i < l->nclients; i++)
+        if (l->clients[i - 1]->id >= l->clients[i]->id) {
+            snprintf(err, errlen, "clients out of order at %d", i);
+            return -1;
+        }
     for (int d = 0; d < l->ndev; d++) {
-        struct snap_device *sd = &s->dev[d];
-        struct device_sums sum = sums(l, d);
-        memset(sd, 0, sizeof *sd);
-        sd->index = d;
-        snprintf(sd->uuid, sizeof sd->uuid, "%s", l->dev[d].uuid);
-        sd->total = l->dev[d].total;
-        sd->granted = sum.granted;
-        sd->unseen = l->dev[d].unseen;
-        /* Reserved: what the reservations set aside and nobody entitled holds yet. */
-        sd->reserved = reserved_against(l, NULL, d, 0);
-        uint64_t used = l->dev[d].unseen;
+        const struct ledger_device *dv = &l->dev[d];
+        uint64_t granted = 0, ex = 0, used = dv->unseen;
+        int waiting = 0;
         for (int i = 0; i < l->nclients; i++) {
             const struct ledger_client *c = l->clients[i];
             const struct ledger_use *u = &c->use[d];
-            if (c->role == ROLE_MONITOR || (!u->grant && !u->waiting && !u->used))
-                continue;
-            if (c->role == ROLE_PROCESS)
-                used += u->used > u->nvml ? u->used : u->nvml;
-            struct snap_entry *e = snapshot_add(s);
-            if (!e)
-                break;
-            bool mine = viewer_uid == 0 || viewer_uid == c->uid;
-            e->dev = d;
-            e->id = c->id;
-            e->pid = mine ? c->pid : 0;
-            e->uid = c->uid;
-            e->role = c->role == ROLE_JOB ? 'j' : 'p';
-            snprintf(e->user, sizeof e->user, "%s", c->user);
-            snprintf(e->cmd, sizeof e->cmd, "%s", mine ? c->cmd : "-");
-            snprintf(e->job, sizeof e->job, "%s", mine ? c->job : "-");
-            e->grant = u->grant;
-            e->used = u->used;
-            e->peak = u->peak;
-            e->nvml = u->nvml;
-            e->want = u->waiting ? u->want : 0;
-            e->waiting = u->waiting;
-            e->over = u->over;
+            granted += ledger_own_grant(c, d);
+            ex += ledger_excess(u);
+            used += ledger_in_use(c, d);
+            waiting += u->waiting;
+            if (u->waiting && u->grant) {
+                snprintf(err, errlen, "client %d both waits and holds on %d", c->id, d);
+                return -1;
+            }
+            if (u->job && (u->job->role != ROLE_JOB || !u->job->use[d].grant ||
+                           ledger_find_client(l, u->job->id) != u->job)) {
+                snprintf(err, errlen, "client %d draws from a job that is gone on %d", c->id, d);
+                return -1;
+            }
+            uint64_t drawn = 0;
+            for (int k = 0; c->role == ROLE_JOB && k < l->nclients; k++)
+                if (l->clients[k]->use[d].job == c)
+                    drawn += l->clients[k]->use[d].grant;
+            if (drawn != u->drawn || drawn > u->grant) {
+                snprintf(err, errlen, "job %d: drawn %llu, counted %llu, granted %llu on %d", c->id,
+                         (unsigned long long)drawn, (unsigned long long)u->drawn,
+                         (unsigned long long)u->grant, d);
+                return -1;
+            }
         }
-        sd->used = used;
+        if (used != dv->used) {
+            snprintf(err, errlen, "device %d: used %llu, kept %llu", d, (unsigned long long)used,
+                     (unsigned long long)dv->used);
+            return -1;
+        }
+        if (granted != dv->granted || ex != dv->excess || waiting != dv->nwaiting) {
+            snprintf(err, errlen, "device %d: granted %llu (kept %llu), excess %llu (kept %llu), "
+                     "waiting %d (kept %d)", d, (unsigned long long)granted,
+                     (unsigned long long)dv->granted, (unsigned long long)ex,
+                     (unsigned long long)dv->excess, waiting, dv->nwaiting);
+            return -1;
+        }
+        int inq = 0;
+        uint64_t seq = 0;
+        for (const struct ledger_use *u = dv->qhead; u; u = u->qnext, inq++)
+            if (!u->waiting || u->wait_seq <= seq || &u->client->use[d] != u) {
+                snprintf(err, errlen, "device %d: the queue is broken at %d", d, inq);
+                return -1;
+            } else {
+                seq = u->wait_seq;
+            }
+        if (inq != waiting) {
+            snprintf(err, errlen, "device %d: %d in the queue, %d waiting", d, inq, waiting);
+            return -1;
+        }
+        for (int r = 0; r < l->policy.nrules; r++) {
+            uint64_t held = 0;
+            for (int i = 0; i < l->nclients; i++)
+                if (ledger_rule_covers(&l->policy.rules[r], l->clients[i]))
+                    held += ledger_own_grant(l->clients[i], d);
+            if (held != l->held[r][d]) {
+                snprintf(err, errlen, "rule %d on device %d: held %llu, kept %llu", r, d,
+                         (unsigned long long)held, (unsigned long long)l->held[r][d]);
+                return -1;
+            }
+        }
     }
+    return 0;
 }

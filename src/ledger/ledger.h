@@ -1,6 +1,6 @@
 /* ledger: who holds how much of which GPU, and whether a request fits.
  *
- * Pure bookkeeping, no I/O: the daemon (src/daemon/vramd.c) feeds it what
+ * Pure bookkeeping, no I/O: the daemon (src/daemon/answers.c) feeds it what
  * the kernel and the clients say and sends what it answers. Keyed by GPU
  * UUID and by domain: a process, a job (a grant registered by root on a
  * user's behalf, which the job's processes draw from) and, through the
@@ -12,9 +12,27 @@
  *   - granted(D) + W + unseen(D) + reserved-but-unused(D) <= total(D),
  *     where unseen is usage NVML shows and no grant covers (other
  *     processes, contexts), and a reservation's unused part counts against
- *     everyone but those it is for.
+ *     everyone but those it is for (a budget C holds already and registers,
+ *     ledger_register, brings its own unseen usage into W: max(W, C's
+ *     unseen) instead of W + C's unseen);
+ *   - no older request waits for that memory: requests are served in the
+ *     order they came, per device and per cap (a request that waits for a
+ *     cap to free holds back only later requests under the same cap; one
+ *     that waits for the device, every later one except what a later
+ *     request takes from its own reservation).
  * A request that could never fit (more than the cap or the device less
  * others' reservations) is refused even when waiting is allowed.
+ *
+ * Every grant counts once: a process's grant for itself, or as part of the
+ * job it draws from (decided when it is granted, and kept: a job
+ * registered later does not change what an earlier grant counts for; a job
+ * that ends leaves its processes' grants counting for themselves). Only a
+ * job root registered matches a "for job" reservation; the job name a
+ * process gives itself is a label.
+ *
+ * The sums admission needs (per device, per policy rule and device, per
+ * job) are kept as grants change, so a request costs O(rules), not
+ * O(clients); ledger_check recounts them from scratch, for tests.
  */
 #ifndef VRAM_LEDGER_H
 #define VRAM_LEDGER_H
@@ -27,9 +45,16 @@
 #include <sys/types.h>
 
 #define LEDGER_MAX_DEVICES SNAP_MAX_DEVICES
-#define LEDGER_MAX_GROUPS 32
 
 enum client_role { ROLE_PROCESS, ROLE_JOB, ROLE_MONITOR };
+
+struct ledger_client;
+
+/* A process NVML sees using a device. */
+struct ledger_nvml_process {
+    pid_t pid;
+    uint64_t start, used;
+};
 
 struct ledger_use {
     uint64_t grant, used, peak, nvml;
@@ -37,40 +62,74 @@ struct ledger_use {
     uint64_t wait_seq;    /* its place in the queue */
     uint64_t deadline_ms; /* when it stops waiting */
     bool waiting, over;
+    /* The job this grant draws from (set when granted), or NULL: the grant
+     * counts for the client itself. */
+    struct ledger_client *job;
+    uint64_t drawn; /* a job's: what its processes' grants take of its own */
+    /* The device's wait queue, oldest first. */
+    struct ledger_client *client;
+    struct ledger_use *qprev, *qnext;
 };
 
 struct ledger_client {
-    int id;
+    int id; /* increasing: the ledger keeps its clients in this order */
     enum client_role role;
     pid_t pid;
     uid_t uid; /* for a job: the job's user */
     gid_t gid;
     int ngroups;
-    gid_t groups[LEDGER_MAX_GROUPS];
+    gid_t *groups; /* supplementary, as the kernel gave them at connect */
     uint64_t start; /* the process's start time, against PID reuse */
     char user[64], cmd[64], job[64];
     void *owner; /* the daemon's connection; the ledger never touches it */
+    /* A grant of the daemon before a restart, held for its owner until
+     * then (ms) or until it re-registers; 0 for a connected client. */
+    uint64_t held_until_ms;
     struct ledger_use use[LEDGER_MAX_DEVICES];
 };
 
 struct ledger_device {
     char uuid[48];
     uint64_t total;
-    uint64_t unseen; /* NVML usage of processes that are not clients */
+    uint64_t unseen;  /* NVML usage of processes that are not clients */
+    uint64_t granted; /* the grants on it, each counted once */
+    uint64_t used;    /* in use: by NVML outside clients, and each process's own figure
+                         or NVML's, whichever is larger */
+    uint64_t excess;  /* NVML usage of clients beyond their grants */
+    /* Grants and usage outside them exceed the device (NVML's last look):
+     * some budget cannot be had in full. */
+    bool overcommitted;
+    int nwaiting;
+    struct ledger_use *qhead, *qtail;
+    /* From the last look at the queue: an older request waits for the
+     * device's memory; for the caps (by rule index) an older request waits. */
+    bool queue_blocked;
+    uint64_t cap_blocked[POLICY_MAX_RULES / 64];
+    /* NVML's processes using it that hold no grant (NVML's last look). */
+    int nunseen;
+    struct ledger_nvml_process *unseen_by;
 };
 
 struct ledger {
     struct policy policy;
     int ndev;
     struct ledger_device dev[LEDGER_MAX_DEVICES];
+    /* Per rule and device: what the clients the rule covers hold there. */
+    uint64_t held[POLICY_MAX_RULES][LEDGER_MAX_DEVICES];
     int nclients, cap;
-    struct ledger_client **clients;
+    struct ledger_client **clients; /* by id */
+    int njobs;
+    struct ledger_client **jobs; /* the clients of role JOB, few */
+    int nheld; /* clients held for their owners after a restart */
     int next_id;
     uint64_t next_seq;
 };
 
 void ledger_init(struct ledger *l, const struct policy *p);
 void ledger_destroy(struct ledger *l);
+/* A new policy (SIGHUP); the sums follow. Waiters are not admitted here:
+ * the caller runs ledger_admit_waiting. */
+void ledger_set_policy(struct ledger *l, const struct policy *p);
 
 /* The device's slot, added if new; -1 if the ledger is full. A total of 0
  * leaves a known total alone. */
@@ -79,8 +138,12 @@ int ledger_find_device(const struct ledger *l, const char *uuid);
 
 struct ledger_client *ledger_join(struct ledger *l, enum client_role role, pid_t pid, uid_t uid,
                                   gid_t gid);
-/* Removes the client and everything it held. */
+/* The client's supplementary groups (copied); -1 if out of memory. */
+int ledger_set_groups(struct ledger *l, struct ledger_client *c, const gid_t *groups, int n);
+/* Removes the client and everything it held. The caller then runs
+ * ledger_admit_waiting. */
 void ledger_leave(struct ledger *l, struct ledger_client *c);
+struct ledger_client *ledger_find_client(const struct ledger *l, int id);
 
 enum verdict { VERDICT_GRANT, VERDICT_WAIT, VERDICT_DENY };
 
@@ -90,33 +153,75 @@ enum verdict { VERDICT_GRANT, VERDICT_WAIT, VERDICT_DENY };
 enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
                             bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
                             size_t whylen);
-/* A grant the client already holds (re-registration after a restart). */
-void ledger_restore(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes);
+/* A budget the client holds already, registered: taken while the daemon
+ * was down, or held before a restart and not held for it since (its grace
+ * passed). Admitted as a new request that does not wait, but what NVML last
+ * saw its process use outside any grant is part of the budget, not on top
+ * of it: the process's memory is not counted twice against it. */
+enum verdict ledger_register(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                             uint64_t *granted, char *why, size_t whylen);
+/* After a restart: a grant the daemon before this one made (its state
+ * file), held for its owner, who is not connected yet. It counts like any
+ * grant until the owner takes it back (ledger_adopt) or ledger_expire_held
+ * ends it. `from_job` names the job a process's grant drew from, or NULL.
+ * The held client, or NULL if out of memory. */
+struct ledger_client *ledger_hold(struct ledger *l, enum client_role role, pid_t pid,
+                                  uint64_t start, uid_t uid, gid_t gid, const char *job, int dev,
+                                  uint64_t bytes, const char *from_job, uint64_t until_ms);
+/* A client re-registering: takes `bytes` on `dev` over from the grant held
+ * for the same process (role, pid, start time, uid, and for a job its
+ * name), without admission, since it was counted all along. False if no
+ * held grant covers it: then it is a new request. */
+bool ledger_adopt(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes);
+/* Ends the held grants whose time is up or whose process is gone
+ * (`alive` says; NULL: time only), telling `gone` of each first. The
+ * caller then runs ledger_admit_waiting. */
+typedef bool (*ledger_alive_fn)(pid_t pid, uint64_t start);
+void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
+                        void (*gone)(const struct ledger_client *c, void *arg), void *arg);
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak);
 
-/* Admits what now fits of the queue, oldest first, and ends the waits that
+/* Admits what now fits of the queues, oldest first, and ends the waits that
  * passed their deadline; `answer` is told of each (granted, or timed out
  * with a reason). */
 typedef void (*ledger_answer_fn)(struct ledger_client *c, int dev, bool granted, uint64_t bytes,
                                  const char *why, void *arg);
 void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn answer, void *arg);
 
-/* A client of role PROCESS that draws from a job's grant, or NULL. */
+/* The job a process of role PROCESS would draw from now (a job root
+ * registered for the process's user and job name, holding a grant on
+ * `dev`), or NULL. */
 struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_client *c,
                                     int dev);
 
-/* Takes in NVML's view of one device: (pid, used) pairs. Each client's
- * real usage is matched by pid (and the client's start time, through
- * `alive`); the rest is unseen usage. Returns the clients that have just
- * gone over budget by more than the policy's margin, in *over (up to max). */
-typedef bool (*ledger_same_process_fn)(pid_t pid, uint64_t start);
-int ledger_reconcile(struct ledger *l, int dev, const unsigned *pids, const uint64_t *used,
-                     int n, ledger_same_process_fn same, struct ledger_client **over, int max);
+/* Takes in NVML's view of one device: the processes using it, each with
+ * its start time (0 if it could not be read) and usage. A client's real
+ * usage is matched by pid and start time; the rest is unseen usage, kept
+ * by process (unseen_by).
+ * Returns the clients that have just gone over budget by more than the
+ * policy's margin, in *over (up to max). */
+int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
+                     struct ledger_client **over, int max);
 
-/* What a reader with `viewer_uid` may see (root sees everything; others
- * see other users' usage per user but not their processes). */
+/* What a reader with `viewer_uid` may see: root sees every client; others
+ * see their own, and of every other user one total per device (role 'u':
+ * no pid, command, job or client id). LEDGER_VIEW_ANYONE sees totals only
+ * (what a file anyone can read may say). */
+#define LEDGER_VIEW_ANYONE ((uid_t)-1)
 void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *s);
+/* The same in pages: the devices, and at most `max` entries after the
+ * cursor `after` (0: from the start). *next is the cursor to ask for the
+ * following page, 0 when this one is the last. Entries come in a fixed
+ * order (the viewer's own clients by id, then other users' totals by uid),
+ * so paging through a ledger that changes meanwhile never gives an entry
+ * twice. */
+void ledger_snapshot_page(const struct ledger *l, uid_t viewer_uid, uint64_t after, int max,
+                          struct snapshot *s, uint64_t *next);
+
+/* Recounts every kept sum and the queues from scratch: 0 if they agree,
+ * -1 with what differs (tests and the fuzzer). */
+int ledger_check(const struct ledger *l, char *err, size_t errlen);
 
 #endif

@@ -3,12 +3,14 @@
 #include "../util/parse.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #define AMOUNT_FORMS "a size (" "4GiB, 512MiB" ") or a share of the device (25% or 0.25)"
 
@@ -23,6 +25,8 @@ void policy_default(struct policy *p)
     p->wait = false;
     p->over_margin = 256ull << 20;
     p->reconcile_ms = 1000;
+    p->connections_per_user = 4096;
+    p->silent_ms = 10000;
 }
 
 static int parse_amount(const char *s, struct amount *a, parse_why *why)
@@ -53,10 +57,14 @@ struct line_ctx {
     size_t errlen;
 };
 
-static int bad(struct line_ctx *c, const char *fmt, const char *a, const char *b)
+static int bad(struct line_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(struct line_ctx *c, const char *fmt, ...)
 {
     char what[400];
-    snprintf(what, sizeof what, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
     snprintf(c->err, c->errlen, "%s:%d: %s", c->file, c->line, what);
     return -1;
 }
@@ -80,9 +88,9 @@ static int parse_on(struct line_ctx *c, char **words, int n, int i, struct polic
     if (i == n)
         return 0;
     if (i + 2 != n || strcmp(words[i], "on") != 0)
-        return bad(c, "unexpected \"%s\"%s; a rule may end with \"on DEVICE\"", words[i], "");
+        return bad(c, "unexpected \"%s\"; a rule may end with \"on DEVICE\"", words[i]);
     if (strlen(words[i + 1]) >= sizeof r->device)
-        return bad(c, "device \"%.60s\"%s is too long for an index or a UUID", words[i + 1], "");
+        return bad(c, "device \"%.60s\" is too long for an index or a UUID", words[i + 1]);
     snprintf(r->device, sizeof r->device, "%s", words[i + 1]);
     return 0;
 }
@@ -93,45 +101,66 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
     const char *d = w[0];
     if (strcmp(d, "default-budget") == 0) {
         if (n != 2)
-            return bad(c, "default-budget takes one amount: %s%s", AMOUNT_FORMS, "");
+            return bad(c, "default-budget takes one amount: %s", AMOUNT_FORMS);
         if (parse_amount(w[1], &p->default_budget, &why) != 0)
-            return bad(c, "default-budget \"%s\": %s; accepted: " AMOUNT_FORMS, w[1], why.text);
+            return bad(c, "default-budget \"%s\": %s; accepted: %s", w[1], why.text, AMOUNT_FORMS);
         p->has_default = true;
+        p->default_line = c->line;
         return 0;
     }
     if (strcmp(d, "when-full") == 0) {
+        p->wait_line = c->line;
         if (n == 2 && strcmp(w[1], "fail") == 0) {
             p->wait = false;
             return 0;
         }
         if (n == 3 && strcmp(w[1], "wait") == 0) {
             if (parse_duration(w[2], &p->wait_ms, &why) != 0)
-                return bad(c, "when-full wait \"%s\": %s; accepted: " PARSE_DURATION_FORMS, w[2],
-                           why.text);
+                return bad(c, "when-full wait \"%s\": %s; accepted: %s", w[2], why.text,
+                           PARSE_DURATION_FORMS);
             p->wait = true;
             return 0;
         }
-        return bad(c, "when-full takes \"wait DURATION\" or \"fail\"%s%s", "", "");
+        return bad(c, "when-full takes \"wait DURATION\" or \"fail\"");
     }
     if (strcmp(d, "over-margin") == 0) {
+        p->margin_line = c->line;
         if (n != 2 || parse_size(w[1], &p->over_margin, &why) != 0)
-            return bad(c, "over-margin \"%s\": %s; accepted: " PARSE_SIZE_FORMS,
-                       n > 1 ? w[1] : "", n > 1 ? why.text : "a size is needed");
+            return bad(c, "over-margin \"%s\": %s; accepted: %s", n > 1 ? w[1] : "",
+                       n > 1 ? why.text : "a size is needed", PARSE_SIZE_FORMS);
         return 0;
     }
     if (strcmp(d, "reconcile-every") == 0) {
+        p->reconcile_line = c->line;
         if (n != 2 || parse_duration(w[1], &p->reconcile_ms, &why) != 0)
-            return bad(c, "reconcile-every \"%s\": %s; accepted: " PARSE_DURATION_FORMS,
-                       n > 1 ? w[1] : "", n > 1 ? why.text : "a duration is needed");
+            return bad(c, "reconcile-every \"%s\": %s; accepted: %s", n > 1 ? w[1] : "",
+                       n > 1 ? why.text : "a duration is needed", PARSE_DURATION_FORMS);
+        return 0;
+    }
+    if (strcmp(d, "connections-per-user") == 0) {
+        p->conns_line = c->line;
+        if (n != 2 || parse_uint(w[1], 1000000, &p->connections_per_user, &why) != 0 ||
+            p->connections_per_user == 0)
+            return bad(c, "connections-per-user \"%s\": %s; accepted: a number from 1 to 1000000",
+                       n > 1 ? w[1] : "", n > 1 && why.text[0] ? why.text : "must be more than 0");
+        return 0;
+    }
+    if (strcmp(d, "first-message-within") == 0) {
+        p->silent_line = c->line;
+        if (n != 2 || parse_duration(w[1], &p->silent_ms, &why) != 0 || p->silent_ms == 0)
+            return bad(c, "first-message-within \"%s\": %s; accepted: %s, more than 0",
+                       n > 1 ? w[1] : "", n > 1 && why.text[0] ? why.text : "must be more than 0",
+                       PARSE_DURATION_FORMS);
         return 0;
     }
     bool cap = strcmp(d, "cap") == 0, reserve = strcmp(d, "reserve") == 0;
     if (!cap && !reserve)
-        return bad(c, "unknown directive \"%s\"%s; accepted: default-budget, cap, reserve, "
-                      "when-full, over-margin, reconcile-every",
-                   d, "");
+        return bad(c, "unknown directive \"%s\"; accepted: default-budget, cap, reserve, "
+                      "when-full, over-margin, reconcile-every, connections-per-user, "
+                      "first-message-within",
+                   d);
     if (p->nrules == POLICY_MAX_RULES)
-        return bad(c, "more than %s rules%s", "256", "");
+        return bad(c, "more than %d rules", POLICY_MAX_RULES);
     struct policy_rule *r = &p->rules[p->nrules];
     memset(r, 0, sizeof *r);
     r->line = c->line;
@@ -139,29 +168,28 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
     int rest;
     if (cap) { /* cap user|group NAME AMOUNT [on DEVICE] */
         if (n < 4)
-            return bad(c, "cap takes: cap user|group NAME AMOUNT [on DEVICE]%s%s", "", "");
+            return bad(c, "cap takes: cap user|group NAME AMOUNT [on DEVICE]");
         r->kind = RULE_CAP;
         if (parse_who(c, w[1], &r->who, false) != 0)
             return -1;
         name = w[2], amount = w[3], rest = 4;
     } else { /* reserve AMOUNT for user|group|job NAME [on DEVICE] */
         if (n < 5 || strcmp(w[2], "for") != 0)
-            return bad(c, "reserve takes: reserve AMOUNT for user|group|job NAME [on DEVICE]%s%s",
-                       "", "");
+            return bad(c, "reserve takes: reserve AMOUNT for user|group|job NAME [on DEVICE]");
         r->kind = RULE_RESERVE;
         if (parse_who(c, w[3], &r->who, true) != 0)
             return -1;
         name = w[4], amount = w[1], rest = 5;
     }
     if (strlen(name) >= sizeof r->name)
-        return bad(c, "the name \"%.60s...\"%s is too long", name, "");
+        return bad(c, "the name \"%.60s...\" is too long", name);
     snprintf(r->name, sizeof r->name, "%s", name);
     uint64_t id;
     r->numeric = r->who != WHO_JOB && parse_uint(name, UINT32_MAX - 1, &id, &why) == 0;
     if (r->numeric)
         r->id = (uint32_t)id; /* a uid or gid as it is; names are resolved by policy_load */
     if (parse_amount(amount, &r->amount, &why) != 0)
-        return bad(c, "\"%s\": %s; accepted: " AMOUNT_FORMS, amount, why.text);
+        return bad(c, "\"%s\": %s; accepted: %s", amount, why.text, AMOUNT_FORMS);
     if (parse_on(c, w, n, rest, r) != 0)
         return -1;
     p->nrules++;
@@ -177,6 +205,7 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
         return -1;
     }
     policy_default(p);
+    snprintf(p->file, sizeof p->file, "%s", file);
     struct line_ctx c = {file, 0, err, errlen};
     size_t i = 0;
     while (i < len) {
@@ -188,14 +217,14 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
         i++;
         char line[512];
         if (n >= sizeof line) {
-            bad(&c, "a line longer than %s characters%s", "511", "");
+            bad(&c, "a line longer than %d characters", 511);
             goto refused;
         }
         memcpy(line, text + start, n);
         line[n] = 0;
         for (size_t k = 0; k < n; k++) {
             if (line[k] == '\0') {
-                bad(&c, "a NUL byte%s%s", "", "");
+                bad(&c, "a NUL byte");
                 goto refused;
             }
             if (line[k] == '#') {
@@ -205,7 +234,7 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
             if (line[k] == '\t' || line[k] == '\r')
                 line[k] = ' ';
             else if ((unsigned char)line[k] < 0x20 || (unsigned char)line[k] > 0x7e) {
-                bad(&c, "a byte that is not printable ASCII%s%s", "", "");
+                bad(&c, "a byte that is not printable ASCII");
                 goto refused;
             }
         }
@@ -214,13 +243,14 @@ int policy_parse(const char *text, size_t len, const char *file, struct policy *
         char *save = NULL;
         for (char *s = strtok_r(line, " ", &save); s; s = strtok_r(NULL, " ", &save)) {
             if (nw == MAX_WORDS) {
-                bad(&c, "too many words%s%s", "", "");
+                bad(&c, "too many words");
                 goto refused;
             }
             words[nw++] = s;
         }
         if (nw && parse_line(&c, words, nw, p) != 0)
             goto refused;
+        p->ndirectives += nw > 0;
     }
     memcpy(out, p, sizeof *p);
     free(p);
@@ -260,7 +290,10 @@ static int resolve_names(struct policy *q, const char *path, char *err, size_t e
 
 int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
+    /* How to change a policy without the daemon ever reading half of one. */
+    static const char *const atomically =
+        "write the new policy to another file and rename it over this one";
+    FILE *f = fopen(path, "re");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
         return -1;
@@ -268,17 +301,32 @@ int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
     enum { MAX_TEXT = 1 << 16 };
     char *text = malloc(MAX_TEXT);
     struct policy *q = malloc(sizeof *q);
-    size_t len = text && q ? fread(text, 1, MAX_TEXT, f) : 0;
-    fclose(f);
+    struct stat before, after;
+    size_t len = 0;
     int rc = -1;
-    if (!text || !q)
+    if (!text || !q) {
         snprintf(err, errlen, "%s: out of memory", path);
-    else if (len == MAX_TEXT)
+    } else if (fstat(fileno(f), &before) != 0 || !S_ISREG(before.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+    } else if ((len = fread(text, 1, MAX_TEXT, f)) == MAX_TEXT) {
         snprintf(err, errlen, "%s: longer than the 64 KiB a policy file may be", path);
-    else if (policy_parse(text, len, path, q, err, errlen) == 0 && resolve_names(q, path, err, errlen) == 0) {
+    } else if (ferror(f) || fstat(fileno(f), &after) != 0 || (off_t)len != after.st_size ||
+               after.st_size != before.st_size ||
+               after.st_mtim.tv_nsec != before.st_mtim.tv_nsec ||
+               after.st_mtim.tv_sec != before.st_mtim.tv_sec) {
+        snprintf(err, errlen, "%s: the file changed while it was read; %s", path, atomically);
+    } else if (len == 0) {
+        snprintf(err, errlen, "%s: the file is empty (a file meaning no rules says so in a "
+                 "comment); if it is being written, %s", path, atomically);
+    } else if (text[len - 1] != '\n') {
+        snprintf(err, errlen, "%s: the last line does not end with a newline, as in a file cut "
+                 "short while being written; %s", path, atomically);
+    } else if (policy_parse(text, len, path, q, err, errlen) == 0 &&
+               resolve_names(q, path, err, errlen) == 0) {
         memcpy(p, q, sizeof *q);
         rc = 0;
     }
+    fclose(f);
     free(text);
     free(q);
     return rc;
@@ -294,4 +342,159 @@ bool policy_on_device(const struct policy_rule *r, int index, const char *uuid)
     size_t n = strlen(r->device);
     return strncasecmp(uuid, r->device, n) == 0 ||
            (strncasecmp(uuid, "GPU-", 4) == 0 && strncasecmp(uuid + 4, r->device, n) == 0);
+}
+
+static bool on_some_device(const struct policy_rule *r, const char *const *uuids, int n)
+{
+    for (int d = 0; d < n; d++)
+        if (policy_on_device(r, d, uuids[d]))
+            return true;
+    return false;
+}
+
+int policy_check_devices(const struct policy *p, const char *const *uuids,
+                         const uint64_t *totals, int n, char *err, size_t errlen)
+{
+    for (int i = 0; i < p->nrules; i++) {
+        const struct policy_rule *r = &p->rules[i];
+        if (r->device[0] && !on_some_device(r, uuids, n)) {
+            snprintf(err, errlen, "%s:%d: \"on %s\": this node has %d GPU%s (%s%s)", p->file,
+                     r->line, r->device, n, n == 1 ? "" : "s",
+                     n ? "index 0 is " : "none is listed by NVML", n ? uuids[0] : "");
+            return -1;
+        }
+    }
+    for (int d = 0; d < n; d++) {
+        if (p->has_default && amount_of(&p->default_budget, totals[d]) > totals[d]) {
+            snprintf(err, errlen, "%s:%d: default-budget %s is more than GPU %d (%s) has, %s",
+                     p->file, p->default_line,
+                     format_size(amount_of(&p->default_budget, totals[d])).text, d, uuids[d],
+                     format_size(totals[d]).text);
+            return -1;
+        }
+        uint64_t reserved = 0;
+        for (int i = 0; i < p->nrules; i++) {
+            const struct policy_rule *r = &p->rules[i];
+            if (r->kind != RULE_RESERVE || !policy_on_device(r, d, uuids[d]))
+                continue;
+            reserved += amount_of(&r->amount, totals[d]);
+            if (reserved > totals[d]) {
+                snprintf(err, errlen, "%s:%d: reservations on GPU %d (%s) add up to %s, more "
+                         "than its %s", p->file, r->line, d, uuids[d],
+                         format_size(reserved).text, format_size(totals[d]).text);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void print_amount(FILE *out, const struct amount *a)
+{
+    if (a->is_share)
+        fprintf(out, "%g%%", a->share * 100);
+    else
+        fprintf(out, "%s", format_size(a->bytes).text);
+}
+
+static void print_duration(FILE *out, uint64_t ms)
+{
+    if (ms && ms % 3600000 == 0)
+        fprintf(out, "%lluh", (unsigned long long)(ms / 3600000));
+    else if (ms && ms % 60000 == 0)
+        fprintf(out, "%llum", (unsigned long long)(ms / 60000));
+    else if (ms && ms % 1000 == 0)
+        fprintf(out, "%llus", (unsigned long long)(ms / 1000));
+    else
+        fprintf(out, "%llums", (unsigned long long)ms);
+}
+
+void policy_describe(const struct policy *p, FILE *out)
+{
+    static const char *const who[] = {"user", "group", "job"};
+    fprintf(out, "%s: %d directive%s, %d rule%s\n", p->file[0] ? p->file : "(no policy file)",
+            p->ndirectives, p->ndirectives == 1 ? "" : "s", p->nrules, p->nrules == 1 ? "" : "s");
+    /* In the file's order: settings and rules by line. */
+    int last = 0;
+    for (;;) {
+        int next = 0;
+        const int lines[] = {p->default_line, p->wait_line,  p->margin_line,
+                             p->reconcile_line, p->conns_line, p->silent_line};
+        for (size_t k = 0; k < 6; k++)
+            if (lines[k] > last && (!next || lines[k] < next))
+                next = lines[k];
+        for (int i = 0; i < p->nrules; i++)
+            if (p->rules[i].line > last && (!next || p->rules[i].line < next))
+                next = p->rules[i].line;
+        if (!next)
+            break;
+        last = next;
+        fprintf(out, "  line %d: ", next);
+        if (next == p->default_line) {
+            fprintf(out, "default-budget ");
+            print_amount(out, &p->default_budget);
+            fprintf(out, " of each GPU, for a process that asks for none\n");
+        } else if (next == p->wait_line) {
+            if (p->wait) {
+                fprintf(out, "when-full wait ");
+                print_duration(out, p->wait_ms);
+                fprintf(out, ": a request that does not fit waits at most that long\n");
+            } else {
+                fprintf(out, "when-full fail: a request that does not fit is refused at once\n");
+            }
+        } else if (next == p->margin_line) {
+            fprintf(out, "over-margin %s: NVML usage beyond a budget by more is reported\n",
+                    format_size(p->over_margin).text);
+        } else if (next == p->conns_line) {
+            fprintf(out, "connections-per-user %llu: more from one user (not root) are refused\n",
+                    (unsigned long long)p->connections_per_user);
+        } else if (next == p->silent_line) {
+            fprintf(out, "first-message-within ");
+            print_duration(out, p->silent_ms);
+            fprintf(out, ": a connection that says nothing for that long is closed\n");
+        } else if (next == p->reconcile_line) {
+            fprintf(out, "reconcile-every ");
+            print_duration(out, p->reconcile_ms);
+            fprintf(out, "%s\n", p->reconcile_ms ? ": usage is read from NVML that often" : ": never");
+        } else {
+            for (int i = 0; i < p->nrules; i++) {
+                const struct policy_rule *r = &p->rules[i];
+                if (r->line != next)
+                    continue;
+                char id[32] = "";
+                if (r->who != WHO_JOB && !r->numeric)
+                    snprintf(id, sizeof id, " (%s %u)", r->who == WHO_USER ? "uid" : "gid",
+                             (unsigned)r->id);
+                if (r->kind == RULE_CAP) {
+                    fprintf(out, "cap %s %s%s: ", who[r->who], r->name, id);
+                    print_amount(out, &r->amount);
+                } else {
+                    fprintf(out, "reserve ");
+                    print_amount(out, &r->amount);
+                    fprintf(out, " for %s %s%s", who[r->who], r->name, id);
+                }
+                if (r->device[0])
+                    fprintf(out, " on %s\n", r->device);
+                else
+                    fprintf(out, " on each GPU\n");
+            }
+        }
+    }
+    if (!p->wait_line)
+        fprintf(out, "  (default) when-full fail\n");
+    if (!p->reconcile_line) {
+        fprintf(out, "  (default) reconcile-every ");
+        print_duration(out, p->reconcile_ms);
+        fprintf(out, "\n");
+    }
+    if (!p->margin_line)
+        fprintf(out, "  (default) over-margin %s\n", format_size(p->over_margin).text);
+    if (!p->conns_line)
+        fprintf(out, "  (default) connections-per-user %llu\n",
+                (unsigned long long)p->connections_per_user);
+    if (!p->silent_line) {
+        fprintf(out, "  (default) first-message-within ");
+        print_duration(out, p->silent_ms);
+        fprintf(out, "\n");
+    }
 }

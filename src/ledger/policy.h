@@ -10,13 +10,17 @@
  *                                     the most one user (all their processes
  *                                     together) or one group may hold on a device
  *   reserve AMOUNT for user|group|job NAME [on DEVICE]
- *                                     memory nobody else may take; a job NAME
+ *                                     memory no one else may take; a job NAME
  *                                     may end in '*' to match a prefix
  *   when-full wait DURATION | fail    a request that does not fit waits (at most
  *                                     DURATION) or fails at once
  *   over-margin SIZE                  report a process whose real usage (NVML)
  *                                     exceeds its budget by more than this
  *   reconcile-every DURATION          how often usage is read from NVML (0: never)
+ *   connections-per-user N            the most connections one user (not root) may
+ *                                     have open to the daemon (default 4096)
+ *   first-message-within DURATION     a connection that says nothing for this long
+ *                                     is closed (default 10s)
  *
  * policy_parse() checks the text alone (what the fuzzer drives);
  * policy_load() reads the file and also resolves user and group names, so
@@ -28,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define POLICY_MAX_RULES 256
@@ -55,12 +60,18 @@ struct policy_rule {
 };
 
 struct policy {
+    char file[256]; /* where it was read from, for messages */
+    int ndirectives;
+    /* The lines of the settings (0: not in the file). */
+    int default_line, wait_line, margin_line, reconcile_line, conns_line, silent_line;
     bool has_default;
     struct amount default_budget;
     bool wait;         /* when-full wait */
     uint64_t wait_ms;  /* its longest wait */
     uint64_t over_margin;
     uint64_t reconcile_ms;
+    uint64_t connections_per_user;
+    uint64_t silent_ms; /* first-message-within */
     int nrules;
     struct policy_rule rules[POLICY_MAX_RULES];
 };
@@ -71,7 +82,19 @@ void policy_default(struct policy *p);
 /* 0, or -1 with "FILE:LINE: reason" in err; p is written only on success. */
 int policy_parse(const char *text, size_t len, const char *file, struct policy *p, char *err,
                  size_t errlen);
+/* Reads the file: it must be a regular file, not empty, ending with a
+ * newline and unchanged while read, so that one caught half-written is
+ * refused rather than read as a policy with fewer rules. */
 int policy_load(const char *path, struct policy *p, char *err, size_t errlen);
+
+/* Checks the rules against the node's GPUs (their UUIDs and sizes): every
+ * "on DEVICE" names one of them, a GPU's reservations fit in it, and the
+ * default budget fits in each. 0, or -1 with "FILE:LINE: reason". */
+int policy_check_devices(const struct policy *p, const char *const *uuids,
+                         const uint64_t *totals, int n, char *err, size_t errlen);
+
+/* What the policy says, one line per directive, as understood. */
+void policy_describe(const struct policy *p, FILE *out);
 
 /* True if a rule's device selector names this device. */
 bool policy_on_device(const struct policy_rule *r, int index, const char *uuid);

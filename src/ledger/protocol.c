@@ -16,9 +16,13 @@ const char *proto_verb_name(enum proto_verb v)
     return (unsigned)v < VERB_COUNT ? verbs[v] : "?";
 }
 
-static int fail(char *err, size_t n, const char *fmt, const char *a)
+static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t n, const char *fmt, ...)
 {
-    snprintf(err, n, fmt, a);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
@@ -34,16 +38,16 @@ static bool key_ok(const char *k)
 int proto_parse(const char *data, size_t len, struct proto_msg *m, char *err, size_t errlen)
 {
     if (len == 0)
-        return fail(err, errlen, "an empty message%s", "");
+        return fail(err, errlen, "an empty message");
     if (len > PROTO_MAX)
-        return fail(err, errlen, "a message longer than the %s bytes accepted", "1024");
+        return fail(err, errlen, "a message longer than the %d bytes accepted", PROTO_MAX);
     memcpy(m->buf, data, len);
     m->buf[len] = 0;
     if (len && m->buf[len - 1] == '\n')
         m->buf[--len] = 0;
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)m->buf[i] < 0x20 || (unsigned char)m->buf[i] > 0x7e)
-            return fail(err, errlen, "a message with a byte that is not printable ASCII%s", "");
+            return fail(err, errlen, "a message with a byte that is not printable ASCII");
     m->nfields = 0;
 
     char *p = m->buf;
@@ -58,7 +62,7 @@ int proto_parse(const char *data, size_t len, struct proto_msg *m, char *err, si
         return fail(err, errlen, "a message that does not start with VRAM/1 (got \"%.32s\")", p);
     }
     if (!sp)
-        return fail(err, errlen, "a message without a verb%s", "");
+        return fail(err, errlen, "a message without a verb");
     p = sp + 1;
     sp = strchr(p, ' ');
     if (sp)
@@ -75,7 +79,7 @@ int proto_parse(const char *data, size_t len, struct proto_msg *m, char *err, si
         p = sp + 1;
         if (strncmp(p, "text=", 5) == 0) { /* the rest of the line */
             if (m->nfields == PROTO_MAX_FIELDS)
-                return fail(err, errlen, "more than %s fields", "24");
+                return fail(err, errlen, "more than %d fields", PROTO_MAX_FIELDS);
             m->field[m->nfields].key = "text";
             m->field[m->nfields++].value = p + 5;
             break;
@@ -92,7 +96,7 @@ int proto_parse(const char *data, size_t len, struct proto_msg *m, char *err, si
         if (proto_get(m, p))
             return fail(err, errlen, "the field \"%.32s\" twice", p);
         if (m->nfields == PROTO_MAX_FIELDS)
-            return fail(err, errlen, "more than %s fields", "24");
+            return fail(err, errlen, "more than %d fields", PROTO_MAX_FIELDS);
         m->field[m->nfields].key = p;
         m->field[m->nfields++].value = eq + 1;
     }

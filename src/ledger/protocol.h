@@ -19,13 +19,15 @@
  *                       default); restore= re-registers one already held
  *   REPORT dev=UUID used=BYTES peak=BYTES      usage, batched by the client
  *   RELEASE dev=UUID                           give a grant back early
- *   JOB job=NAME uid=N gid=N dev=UUID total=BYTES bytes=BYTES
+ *   JOB job=NAME uid=N gid=N dev=UUID|index=N total=BYTES bytes=BYTES [restore=BYTES]
  *                       root only: a grant for a job (Slurm), held by this
  *                       connection; processes of the job draw from it
- *   STATUS                                     the ledger, as its reader may see it
+ *   STATUS [after=CURSOR]                      the ledger, as its reader may see it,
+ *                       one page: the first (no after=) with the devices
  * Daemon to client:
- *   OK [client=ID]   GRANT dev= bytes=   WAIT dev= text=   DENY dev= text=
- *   ERR text=        and for STATUS: DEV ..., PROC ..., END
+ *   OK [client=ID]   GRANT dev= bytes=   WAIT dev= until=MS text=   DENY dev= text=
+ *   ERR text=        and for STATUS: DEV ..., PROC ..., END [next=CURSOR]
+ *                    (next=: ask again with after=CURSOR for the next page)
  */
 #ifndef VRAM_PROTOCOL_H
 #define VRAM_PROTOCOL_H

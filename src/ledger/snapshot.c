@@ -35,6 +35,11 @@ struct snap_entry *snapshot_add(struct snapshot *s)
 
 /* ------------------------------------------------------------ messages */
 
+static const char *role_name(char role)
+{
+    return role == 'j' ? "job" : role == 'u' ? "user" : "process";
+}
+
 int snapshot_encode_device(const struct snap_device *d, struct proto_writer *w)
 {
     proto_begin(w, VERB_DEV);
@@ -45,6 +50,8 @@ int snapshot_encode_device(const struct snap_device *d, struct proto_writer *w)
     proto_add_u64(w, "granted", d->granted);
     proto_add_u64(w, "used", d->used);
     proto_add_u64(w, "unseen", d->unseen);
+    if (d->overcommitted)
+        proto_add_u64(w, "overcommitted", 1);
     return proto_end(w);
 }
 
@@ -55,7 +62,7 @@ int snapshot_encode_entry(const struct snap_entry *e, struct proto_writer *w)
     proto_add_u64(w, "id", (uint64_t)e->id);
     proto_add_u64(w, "pid", (uint64_t)e->pid);
     proto_add_u64(w, "uid", e->uid);
-    proto_add(w, "role", e->role == 'j' ? "job" : "process");
+    proto_add(w, "role", role_name(e->role));
     proto_add(w, "user", e->user);
     proto_add(w, "cmd", e->cmd);
     proto_add(w, "job", e->job);
@@ -101,6 +108,10 @@ int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, si
             return -1;
         d->index = (int)v[0];
         d->total = v[1], d->reserved = v[2], d->granted = v[3], d->used = v[4], d->unseen = v[5];
+        uint64_t over = 0;
+        if (proto_get_u64(m, "overcommitted", 1, &over, err, errlen) < 0)
+            return -1;
+        d->overcommitted = over != 0;
         s->ndev++;
         return 0;
     }
@@ -133,7 +144,7 @@ int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, si
         return -1;
     }
     e->dev = (int)v[0], e->id = (int)v[1], e->pid = (int)v[2], e->uid = (uint32_t)v[3];
-    e->role = role && strcmp(role, "job") == 0 ? 'j' : 'p';
+    e->role = !role ? 'p' : strcmp(role, "job") == 0 ? 'j' : strcmp(role, "user") == 0 ? 'u' : 'p';
     e->grant = v[4], e->used = v[5], e->peak = v[6], e->nvml = v[7], e->want = v[8];
     e->waiting = v[9] != 0, e->over = v[10] != 0;
     return 0;
@@ -147,24 +158,52 @@ int snapshot_fetch(const char *socket_path, struct snapshot *s, char *err, size_
         snprintf(err, errlen, "cannot reach vramd at %s: %s", socket_path, strerror(errno));
         return -1;
     }
+    char who[256];
+    if (!ledger_peer_trusted(fd, who, sizeof who)) {
+        snprintf(err, errlen, "not asking %s: %s", socket_path, who);
+        close(fd);
+        return -1;
+    }
     struct proto_writer w;
     struct proto_msg m;
-    proto_begin(&w, VERB_STATUS);
     int rc = -1;
-    if (ledger_send(fd, &w) != 0) {
-        snprintf(err, errlen, "vramd closed the connection");
-    } else {
-        while (ledger_recv(fd, &m, 5000, err, errlen) == 0) {
+    uint64_t after = 0;
+    /* Page after page, each a bounded answer; a cursor that does not move
+     * on would be a daemon gone wrong: stop there. */
+    for (int pages = 0; rc != 0 && pages < 100000; pages++) {
+        proto_begin(&w, VERB_STATUS);
+        if (after)
+            proto_add_u64(&w, "after", after);
+        if (ledger_send(fd, &w) != 0) {
+            snprintf(err, errlen, "vramd closed the connection");
+            break;
+        }
+        bool more = false, bad = false;
+        while (!bad && ledger_recv(fd, &m, 5000, err, errlen) == 0) {
             if (m.verb == VERB_END) {
-                rc = 0;
+                uint64_t next = 0;
+                char why[256] = "";
+                if (proto_get_u64(&m, "next", UINT64_MAX, &next, why, sizeof why) < 0 ||
+                    (next && next <= after)) {
+                    snprintf(err, errlen, "a status page that does not move on (%s)", why);
+                    bad = true;
+                    break;
+                }
+                if (next)
+                    after = next, more = true;
+                else
+                    rc = 0;
                 break;
             }
             char why[256] = "";
-            if (snapshot_decode(s, &m, why, sizeof why) != 0) {
-                snprintf(err, errlen, "a status message that cannot be read: %s", why);
-                break;
+            if ((m.verb == VERB_DEV && after) || snapshot_decode(s, &m, why, sizeof why) != 0) {
+                snprintf(err, errlen, "a status message that cannot be read: %s",
+                         why[0] ? why : "DEV after the first page");
+                bad = true;
             }
         }
+        if (!more)
+            break;
     }
     close(fd);
     if (rc != 0)
@@ -182,10 +221,11 @@ void snapshot_json(const struct snapshot *s, FILE *out)
         const struct snap_device *x = &s->dev[d];
         fprintf(out,
                 "%s{\"index\":%d,\"uuid\":\"%s\",\"total\":%llu,\"reserved\":%llu,"
-                "\"granted\":%llu,\"used\":%llu,\"unseen\":%llu}",
+                "\"granted\":%llu,\"used\":%llu,\"unseen\":%llu,\"overcommitted\":%s}",
                 d ? "," : "", x->index, x->uuid, (unsigned long long)x->total,
                 (unsigned long long)x->reserved, (unsigned long long)x->granted,
-                (unsigned long long)x->used, (unsigned long long)x->unseen);
+                (unsigned long long)x->used, (unsigned long long)x->unseen,
+                x->overcommitted ? "true" : "false");
     }
     fprintf(out, "],\"clients\":[");
     for (int i = 0; i < s->n; i++) {
@@ -194,8 +234,8 @@ void snapshot_json(const struct snapshot *s, FILE *out)
                 "%s{\"device\":%d,\"id\":%d,\"pid\":%d,\"uid\":%u,\"user\":\"%s\",\"role\":\"%s\","
                 "\"command\":\"%s\",\"job\":\"%s\",\"budget\":%llu,\"used\":%llu,\"peak\":%llu,"
                 "\"nvml_used\":%llu,\"waiting_for\":%llu,\"over_budget\":%s}",
-                i ? "," : "", e->dev, e->id, e->pid, e->uid, e->user,
-                e->role == 'j' ? "job" : "process", e->cmd, e->job, (unsigned long long)e->grant,
+                i ? "," : "", e->dev, e->id, e->pid, e->uid, e->user, role_name(e->role), e->cmd,
+                e->job, (unsigned long long)e->grant,
                 (unsigned long long)e->used, (unsigned long long)e->peak,
                 (unsigned long long)e->nvml, (unsigned long long)e->want,
                 e->over ? "true" : "false");
@@ -233,7 +273,7 @@ static void client_labels(FILE *out, const void *r)
 {
     const struct snap_entry *e = r;
     fprintf(out, "device=\"%d\",client=\"%d\",pid=\"%d\",user=\"%s\",job=\"%s\",role=\"%s\"",
-            e->dev, e->id, e->pid, e->user, e->job, e->role == 'j' ? "job" : "process");
+            e->dev, e->id, e->pid, e->user, e->job, role_name(e->role));
 }
 
 void snapshot_prometheus(const struct snapshot *s, FILE *out)
@@ -319,7 +359,8 @@ void snapshot_top(const struct snapshot *s, FILE *out, int width)
             bar[k] = at <= (double)x->used ? '#' : at <= (double)(x->granted + x->reserved) ? '=' : '.';
         }
         bar[n] = 0;
-        fprintf(out, "     [%s]  # used  = granted/reserved\n", bar);
+        fprintf(out, "     [%s]  # used  = granted/reserved%s\n", bar,
+                x->overcommitted ? "  OVERCOMMITTED" : "");
     }
     /* Users: what each holds on each device. */
     fprintf(out, "\n%-16s %-4s %8s %8s %8s %8s\n", "USER", "GPU", "budget", "used", "peak",
@@ -348,6 +389,8 @@ void snapshot_top(const struct snapshot *s, FILE *out, int width)
     for (int i = 0; i < s->n; i++) {
         const struct snap_entry *x = &s->e[i];
         char pid[16];
+        if (x->role == 'u') /* another user's total: in the table above */
+            continue;
         if (x->role == 'j')
             snprintf(pid, sizeof pid, "job");
         else if (x->pid)

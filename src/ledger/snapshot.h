@@ -21,16 +21,18 @@ struct snap_device {
     int index;
     char uuid[48];
     uint64_t total, reserved, granted, used, unseen;
+    bool overcommitted; /* grants and usage outside them exceed the device */
 };
 
-/* One client's standing on one device. A process of another user, seen
- * by someone other than root, has pid 0 and cmd/job "-". */
+/* One client's standing on one device; or, for a reader other than root,
+ * another user's total on one device (role 'u': id and pid 0, cmd and job
+ * "-"): a user sees their own processes and only totals of others. */
 struct snap_entry {
     int dev;
     int id;
     int pid;
     uint32_t uid;
-    char role; /* 'p' process, 'j' job */
+    char role; /* 'p' process, 'j' job, 'u' a user's total */
     char user[64], cmd[64], job[64];
     uint64_t grant, used, peak, nvml, want;
     bool waiting, over;
@@ -54,8 +56,9 @@ int snapshot_encode_entry(const struct snap_entry *e, struct proto_writer *w);
 /* Takes one DEV or PROC message into the snapshot; -1 with err if malformed. */
 int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, size_t errlen);
 
-/* Asks the daemon at `socket_path` for the ledger (STATUS) and rebuilds it
- * in s (initialised here; the caller frees it). 0, or -1 with err. */
+/* Asks the daemon at `socket_path` for the ledger (STATUS, page after
+ * page) and rebuilds it in s (initialised here; the caller frees it). 0,
+ * or -1 with err. */
 int snapshot_fetch(const char *socket_path, struct snapshot *s, char *err, size_t errlen);
 
 void snapshot_json(const struct snapshot *s, FILE *out);

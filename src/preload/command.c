@@ -352,7 +352,7 @@ __attribute__((noinline, cold)) static int claim(void)
         goto out;
     }
     if (atomic_load(&me.s->pid[i]) != 0 || !command_slot_clean(me.s, i))
-        command_reclaim(me.s, i); /* its last owner died and nobody swept it yet */
+        command_reclaim(me.s, i); /* its last owner died and no one swept it yet */
     atomic_store(&me.s->pid[i], (int32_t)getpid());
     /* Published before this process charges anything: a reservation that
      * sums after our first add reads `slots` after it, so it counts us. */
@@ -433,7 +433,7 @@ int command_device(const char *uuid, int ordinal, bool register_budget, uint64_t
             found = -2;
         } else {
             /* Written whole before it is published: a writer that dies
-             * half-way leaves an entry nobody can see, which the next
+             * half-way leaves an entry no one can see, which the next
              * writer overwrites. */
             struct command_device_entry *e = &s->device[count];
             snprintf(e->uuid, sizeof e->uuid, "%s", uuid);
@@ -488,7 +488,7 @@ int command_device(const char *uuid, int ordinal, bool register_budget, uint64_t
  * takes the lock and clears the slot whole. Nothing can be lost or counted
  * twice: no other counter holds any part of it. (A shared total updated
  * beside the per-slot counters could not be kept exact: a process killed
- * between the two updates leaves them disagreeing, and nobody can tell by
+ * between the two updates leaves them disagreeing, and no one can tell by
  * how much.)
  *
  * Peak. The command's peak on a device is the largest sum S at which a

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+static int fail(parse_why *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(parse_why *why, const char *fmt, ...)
 {
     if (why) {

@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# Fuzzes the protocol parser and the policy parser with libFuzzer for a
-# bounded time each, starting from the kept corpus (tests/fuzz/corpus).
+# Fuzzes with libFuzzer, for a bounded time each, from the kept corpus
+# (tests/fuzz/corpus): the protocol parser, the policy parser, and vramd's
+# message handling end to end (fuzz_daemon: the real handlers and ledger,
+# without the loop, through tests/fake_conns.c). The kept corpus is only
+# read: what the fuzzers find goes to a temporary folder, removed at the
+# end, so a run leaves the checkout as it was (a failing input is kept in
+# BUILD_DIR/fuzz, to reproduce it with the binary there).
 # Exit 77 (skipped) when clang with libFuzzer is not on this machine:
 # scripts/test-deps.sh installs it where it can.
-#   run.sh BUILD_DIR [SECONDS]   (FUZZ_MERGE=1: add what was found to the corpus)
+#   run.sh BUILD_DIR [SECONDS]   (FUZZ_MERGE=1: add to the kept corpus, minimised
+#                                 with -merge=1, the inputs that reach new code;
+#                                 FUZZ_TARGETS="daemon": only those; FUZZ_RUNS=N:
+#                                 N inputs each instead of SECONDS)
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:?usage: run.sh BUILD_DIR [SECONDS]}
@@ -19,17 +27,31 @@ if ! command -v "$cc" >/dev/null ||
 fi
 common="$src/src/util/parse.c"
 status=0
-for target in protocol policy; do
-  extra=
-  [ $target = protocol ] && extra="$src/src/ledger/protocol.c $src/src/ledger/snapshot.c $src/src/ledger/client.c"
-  [ $target = policy ] && extra="$src/src/ledger/policy.c"
-  "$cc" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+scratch_root=$(mktemp -d "${TMPDIR:-/tmp}/vram-fuzz.XXXXXX") || exit 1
+trap 'rm -rf "$scratch_root"' EXIT
+ledger="$src/src/ledger/protocol.c $src/src/ledger/snapshot.c $src/src/ledger/client.c"
+daemon="$src/src/daemon/daemon.c $src/src/daemon/identity.c $src/src/daemon/answers.c
+        $src/src/daemon/files.c $src/src/ledger/ledger.c $src/src/ledger/ledger_admit.c
+        $src/src/ledger/ledger_held.c $src/src/ledger/ledger_view.c $src/src/ledger/policy.c
+        $src/tests/fake_conns.c"
+for target in ${FUZZ_TARGETS:-protocol policy daemon}; do
+  case $target in
+    protocol) extra=$ledger ;;
+    policy) extra="$src/src/ledger/policy.c" ;;
+    daemon) extra="$ledger $daemon" ;;
+  esac
+  "$cc" -g -O1 -std=c11 -D_GNU_SOURCE -DFAKE_KEEP=8 -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=all "$src/tests/fuzz/fuzz_$target.c" $extra $common \
     -o "$out/fuzz_$target" || { status=1; continue; }
-  # New inputs go to a scratch folder: the kept corpus changes only on purpose.
-  scratch=$out/corpus-$target
-  rm -rf "$scratch"; mkdir -p "$scratch"
-  if ! "$out/fuzz_$target" -max_total_time="$seconds" -max_len=2048 -timeout=5 \
+  # libFuzzer writes new inputs into the first folder it is given: a scratch
+  # one, so the kept corpus changes only on purpose (FUZZ_MERGE=1).
+  scratch=$scratch_root/$target
+  mkdir "$scratch" || { status=1; continue; }
+  if [ -n "${FUZZ_RUNS:-}" ]; then limit="-runs=$FUZZ_RUNS"; else limit="-max_total_time=$seconds"; fi
+  # -timeout catches an input that hangs; it is wall-clock time, so it is
+  # far above what any input takes (well under a second) for a machine
+  # busy with other tests not to look like a hang.
+  if ! "$out/fuzz_$target" $limit -max_len=2048 -timeout=60 \
        -artifact_prefix="$out/crash-$target-" "$scratch" "$src/tests/fuzz/corpus/$target" \
        >"$out/$target.log" 2>&1; then
     echo "fuzz_$target found a failure:"; tail -40 "$out/$target.log"; status=1; continue

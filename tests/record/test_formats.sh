@@ -22,9 +22,9 @@ mkdir "$tmp/dir" && "$synth" "${args[@]}" "$tmp/dir" >/dev/null
 "$vram" record info --json "$tmp/dir" >"$tmp/info-dir.json"
 check "a directory reads as the merged file" cmp -s "$tmp/info.json" "$tmp/info-dir.json"
 check "three processes, one without exit" \
-  test "$(field "$tmp/info.json" '[p["exited"] for p in d["processes"]]')" = "[True, True, False]"
-peak0=$(field "$tmp/info.json" 'd["devices"][0]["peak"]')
-refused0=$(field "$tmp/info.json" 'd["devices"][0]["refusals"]')
+  test "$(json_field "$tmp/info.json" '[p["exited"] for p in d["processes"]]')" = "[True, True, False]"
+peak0=$(json_field "$tmp/info.json" 'd["devices"][0]["peak"]')
+refused0=$(json_field "$tmp/info.json" 'd["devices"][0]["refusals"]')
 check "the run reached its budget and was refused" test "$refused0" -gt 0
 "$vram" record info "$tmp/rec.vrec" >"$tmp/info.txt"
 check "info for people" contains "$tmp/info.txt" "GPU 0: peak .* ($peak0 bytes) at"
@@ -40,8 +40,8 @@ check "merged file reads the same" cmp -s "$tmp/info.json" "$tmp/info-merged.jso
 "$vram" record convert "$tmp/rec.vrec" "$tmp/gpu0.csv" --device 0
 $py "$here/check_csv.py" "$tmp/gpu0.csv" >"$tmp/csv.json" 2>"$tmp/err"
 check "the log is a consistent history" test -s "$tmp/csv.json"
-check "the log's peak is the recording's" test "$(field "$tmp/csv.json" 'd["peak"]')" = "$peak0"
-check "refusals are allocate failures" test "$(field "$tmp/csv.json" 'd["failures"]')" = "$refused0"
+check "the log's peak is the recording's" test "$(json_field "$tmp/csv.json" 'd["peak"]')" = "$peak0"
+check "refusals are allocate failures" test "$(json_field "$tmp/csv.json" 'd["failures"]')" = "$refused0"
 peak_text=$($py -c '
 import sys
 b = int(sys.argv[1]); v = b / 1024; u = 0
@@ -53,7 +53,7 @@ check "vram-replay: nothing failed" sh -c "! grep -q failed '$tmp/replay'"
 "$vram" record convert "$tmp/rec.vrec" "$tmp/all.csv"
 $py "$here/check_csv.py" "$tmp/all.csv" >"$tmp/all.json" 2>"$tmp/err"
 check "both GPUs in one log: pointers the processes share are told apart" test -s "$tmp/all.json"
-check "both GPUs' peak" test "$(field "$tmp/all.json" 'd["peak"]')" = "$(field "$tmp/info.json" 'd["peak_all"]')"
+check "both GPUs' peak" test "$(json_field "$tmp/all.json" 'd["peak"]')" = "$(json_field "$tmp/info.json" 'd["peak_all"]')"
 
 # Trace events: valid, and its counters say what the recording says.
 "$vram" record convert "$tmp/rec.vrec" "$tmp/trace.json"
@@ -61,17 +61,17 @@ $py "$here/check_trace.py" "$tmp/trace.json" >"$tmp/trace-summary.json" 2>"$tmp/
 check "valid trace-event JSON" test -s "$tmp/trace-summary.json"
 for g in 0 1; do
   check "GPU $g counter peaks at the recording's peak" \
-    test "$(field "$tmp/trace-summary.json" "d['gpus']['$g']['peak']")" = \
-         "$(field "$tmp/info.json" "d['devices'][$g]['peak']")"
+    test "$(json_field "$tmp/trace-summary.json" "d['gpus']['$g']['peak']")" = \
+         "$(json_field "$tmp/info.json" "d['devices'][$g]['peak']")"
   check "GPU $g refusals marked" \
-    test "$(field "$tmp/trace-summary.json" "d['gpus']['$g']['refusals']")" = \
-         "$(field "$tmp/info.json" "d['devices'][$g]['refusals']")"
+    test "$(json_field "$tmp/trace-summary.json" "d['gpus']['$g']['refusals']")" = \
+         "$(json_field "$tmp/info.json" "d['devices'][$g]['refusals']")"
   check "GPU $g budget counter" \
-    test "$(field "$tmp/trace-summary.json" "d['gpus']['$g']['budget']")" = \
-         "$(field "$tmp/info.json" "d['devices'][$g]['budget']")"
+    test "$(json_field "$tmp/trace-summary.json" "d['gpus']['$g']['budget']")" = \
+         "$(json_field "$tmp/info.json" "d['devices'][$g]['budget']")"
 done
 check "processes named by pid and command" \
-  test "$(field "$tmp/trace-summary.json" 'd["processes"][0]')" = "4000 python train.py --rank 0"
+  test "$(json_field "$tmp/trace-summary.json" 'd["processes"][0]')" = "4000 python train.py --rank 0"
 
 # Standard output, with --format.
 "$vram" record convert "$tmp/rec.vrec" - --format csv | head -1 >"$tmp/head"

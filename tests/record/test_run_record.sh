@@ -32,21 +32,21 @@ check "the program ran" test $rc = 0
 $py "$here/check_recording.py" "$tmp/fam.vrec" "$tmp/fam.log" >"$tmp/fam.json" 2>"$tmp/err"
 check "exactly the program's events, and what the budget and the GPU counted" test -s "$tmp/fam.json"
 cat "$tmp/err"
-peak=$(field "$tmp/fam-summary.json" 'd["devices"][0]["peak"]')
+peak=$(json_field "$tmp/fam-summary.json" 'd["devices"][0]["peak"]')
 check "the peak vram run reported is the program's: its context and 512 MiB" \
   test "$peak" = "$((context + $(mib 512)))"
 check "the contexts' part of it: two at once" \
-  test "$(field "$tmp/fam-summary.json" 'd["devices"][0]["context"]')" = "$((2 * context))"
+  test "$(json_field "$tmp/fam-summary.json" 'd["devices"][0]["context"]')" = "$((2 * context))"
 check "the modules' part: a module and a library of 4 MiB each" \
-  test "$(field "$tmp/fam-summary.json" 'd["devices"][0]["modules"]')" = "$(mib 8)"
-check "the recording's peak is vram run's" test "$(field "$tmp/fam.json" 'd["peak"]')" = "$peak"
+  test "$(json_field "$tmp/fam-summary.json" 'd["devices"][0]["modules"]')" = "$(mib 8)"
+check "the recording's peak is vram run's" test "$(json_field "$tmp/fam.json" 'd["peak"]')" = "$peak"
 check "every refusal recorded" \
-  test "$(field "$tmp/fam.json" 'd["refusals"]')" = "$(field "$tmp/fam.json" 'd["expected_refusals"]')"
+  test "$(json_field "$tmp/fam.json" 'd["refusals"]')" = "$(json_field "$tmp/fam.json" 'd["expected_refusals"]')"
 "$vram" record info --json "$tmp/fam.vrec" >"$tmp/info.json"
 check "vram record info reads the same peak" \
-  test "$(field "$tmp/info.json" 'd["devices"][0]["peak"]')" = "$peak"
-check "and the command's budget" test "$(field "$tmp/info.json" 'd["devices"][0]["budget"]')" = "$(mib 1024)"
-check "every family in it" test "$(field "$tmp/info.json" \
+  test "$(json_field "$tmp/info.json" 'd["devices"][0]["peak"]')" = "$peak"
+check "and the command's budget" test "$(json_field "$tmp/info.json" 'd["devices"][0]["budget"]')" = "$(mib 1024)"
+check "every family in it" test "$(json_field "$tmp/info.json" \
   'sorted(k for k, v in d["devices"][0]["family_peaks"].items() if v)')" = \
   "['array', 'context', 'graph', 'managed', 'module', 'pitched', 'plain', 'pool', 'vmm']"
 check "no recorders' directory left" sh -c "! ls -d '$tmp'/*.recording-* 2>/dev/null"
@@ -59,9 +59,9 @@ check "recorded as RMM's log" test -s "$tmp/fam.csv"
 $py "$here/check_csv.py" "$tmp/fam.csv" >"$tmp/csv.json" 2>"$tmp/err"
 check "the log is a consistent history" test -s "$tmp/csv.json"
 cat "$tmp/err"
-peak=$(field "$tmp/csv-summary.json" 'd["devices"][0]["peak"]')
-check "the log's peak is vram run's" test "$(field "$tmp/csv.json" 'd["peak"]')" = "$peak"
-check "refusals are allocate failures" test "$(field "$tmp/csv.json" 'd["failures"]')" = 10
+peak=$(json_field "$tmp/csv-summary.json" 'd["devices"][0]["peak"]')
+check "the log's peak is vram run's" test "$(json_field "$tmp/csv.json" 'd["peak"]')" = "$peak"
+check "refusals are allocate failures" test "$(json_field "$tmp/csv.json" 'd["failures"]')" = 10
 "$replay" --runs 1 "$tmp/fam.csv" >"$tmp/replay" 2>&1
 check "vram-replay replays it to the same peak" contains "$tmp/replay" "/ 904.00 MiB)"
 check "vram-replay: nothing failed" sh -c "! grep -q failed '$tmp/replay'"
@@ -72,10 +72,10 @@ run --record "$tmp/fam.trace" --format json --summary "$tmp/trace-summary.json" 
 $py "$here/check_trace.py" "$tmp/fam.trace" >"$tmp/trace.json" 2>"$tmp/err"
 check "valid trace-event JSON" test -s "$tmp/trace.json"
 cat "$tmp/err"
-check "its GPU 0 counter peaks at vram run's peak" test "$(field "$tmp/trace.json" \
-  'd["gpus"]["0"]["peak"]')" = "$(field "$tmp/trace-summary.json" 'd["devices"][0]["peak"]')"
-check "its refusals marked" test "$(field "$tmp/trace.json" 'd["gpus"]["0"]["refusals"]')" = 10
-check "its budget" test "$(field "$tmp/trace.json" 'd["gpus"]["0"]["budget"]')" = "$(mib 1024)"
+check "its GPU 0 counter peaks at vram run's peak" test "$(json_field "$tmp/trace.json" \
+  'd["gpus"]["0"]["peak"]')" = "$(json_field "$tmp/trace-summary.json" 'd["devices"][0]["peak"]')"
+check "its refusals marked" test "$(json_field "$tmp/trace.json" 'd["gpus"]["0"]["refusals"]')" = 10
+check "its budget" test "$(json_field "$tmp/trace.json" 'd["gpus"]["0"]["budget"]')" = "$(mib 1024)"
 
 # --- several processes, one recording -------------------------------------
 run --log off --record "$tmp/multi.vrec" -- bash -c \
@@ -84,7 +84,7 @@ run --log off --record "$tmp/multi.vrec" -- bash -c \
 $py "$here/check_recording.py" "$tmp/multi.vrec" "$tmp/a.log" "$tmp/b.log" "$tmp/c.log" \
   >"$tmp/multi.json" 2>"$tmp/err"
 check "three processes, each exactly its events, in one file" \
-  test "$(field "$tmp/multi.json" 'd["processes"]' 2>/dev/null)" = 3
+  test "$(json_field "$tmp/multi.json" 'd["processes"]' 2>/dev/null)" = 3
 cat "$tmp/err"
 
 # --- exec: the image it leaves held memory that the driver freed at exec --
@@ -92,11 +92,11 @@ run --record "$tmp/exec.csv" --summary "$tmp/exec-summary.json" -- \
   "$recorded" exec 512 "$recorded" pairs "$tmp/exec.log" 10 2>"$tmp/exec.err"
 $py "$here/check_csv.py" "$tmp/exec.csv" >"$tmp/exec.json" 2>"$tmp/err"
 check "exec: the 512 MiB and the context the first image held are in the recording" \
-  test "$(field "$tmp/exec.json" 'd["peak"]' 2>/dev/null)" = "$((context + $(mib 512)))"
+  test "$(json_field "$tmp/exec.json" 'd["peak"]' 2>/dev/null)" = "$((context + $(mib 512)))"
 check "exec: and freed when the next image began, nothing held at the end" \
-  test "$(field "$tmp/exec.json" 'd["live_at_end"]' 2>/dev/null)" = 0
+  test "$(json_field "$tmp/exec.json" 'd["live_at_end"]' 2>/dev/null)" = 0
 check "exec: the peak is vram run's" \
-  test "$(field "$tmp/exec-summary.json" 'd["devices"][0]["peak"]')" = "$((context + $(mib 512)))"
+  test "$(json_field "$tmp/exec-summary.json" 'd["devices"][0]["peak"]')" = "$((context + $(mib 512)))"
 check "exec: the note says so" contains "$tmp/exec.err" "followed by another of its pid (exec)"
 cat "$tmp/err"
 

@@ -49,8 +49,12 @@ chmod 1777 "$W/sim"
 export LD_LIBRARY_PATH=$build/sim VRAM_SIM_DIR=$W/sim VRAM_SIM_DEVICES=12GiB,12GiB
 S=$W/vramd.sock
 printf 'reconcile-every 200ms\nwhen-full fail\n' >"$W/etc/policy.conf"
-"$build/vramd" --socket "$S" --policy "$W/etc/policy.conf" --log info >"$W/log/vramd.log" 2>&1 &
-PIDS+=($!)
+start_vramd() {
+  "$build/vramd" --socket "$S" --policy "$W/etc/policy.conf" --log info >>"$W/log/vramd.log" 2>&1 &
+  vramd_pid=$!
+  PIDS+=($vramd_pid)
+}
+start_vramd
 wait_for 10 test -S "$S" || { cat "$W/log/vramd.log"; echo "FAIL: vramd"; exit 1; }
 export VRAM_DAEMON=$S
 
@@ -165,6 +169,21 @@ check "its task draws from the job's grant" wait_for 20 sh -c "'$build/vram' sta
 scancel "$jid"
 check "cancelled: its grant is gone" wait_for 20 sh -c "! '$build/vram' status --json | grep -q '\"job\":\"$jid\.'"
 check "and the GPU is empty" wait_for 20 sh -c "'$build/vram' status --json | grep -q '\"granted\":0,\"used\":0'"
+
+# --- a job's grant survives a vramd restart (issue 11, item 6) ------------------------------
+jid=$(timeout 30 sbatch --parsable --gpu-mem=4G -o "$W/out/r" --wrap "'$grab' R 600")
+check "a running job holds its grant" wait_for 30 sh -c "'$build/vram' status --json | grep -q '\"job\":\"$jid\.batch\",\"budget\":4294967296'"
+kill -9 "$vramd_pid"; wait "$vramd_pid" 2>/dev/null
+start_vramd
+wait_for 10 test -S "$S"
+check "after a vramd restart the job's grant is back" wait_for 10 sh -c "'$build/vram' status --json | grep -q '\"role\":\"job\",\"command\":\"job\",\"job\":\"$jid\.batch\",\"budget\":4294967296'"
+check "the plugin re-registered it" contains "$W/log/vramd.log" "job $jid.batch (root): re-registered 4.00 GiB"
+timeout 10 "$build/tests/peer" "$S" hold "$(ledger | grep -o '"uuid":"[^"]*"' | head -1 | cut -d'"' -f4)" $((9 * G)) >"$W/out/r9" 2>&1
+check "and nobody else can take it meanwhile" contains "$W/out/r9" "DENY"
+sleep 11   # past the daemon's grace for held grants
+check "it stays the job's" sh -c "'$build/vram' status --json | grep -q '\"job\":\"$jid\.batch\",\"budget\":4294967296'"
+scancel "$jid"
+check "cancelled: its grant is gone" wait_for 20 sh -c "! '$build/vram' status --json | grep -q '\"job\":\"$jid\.'"
 
 echo "test_slurm: $passed passed, $failures failed"
 [ $failures = 0 ]

@@ -1,0 +1,398 @@
+/* answers: what vramd says to each message, and what happens when a client
+ * goes. Everything the protocol lets a client do passes here; the loop
+ * (vramd.c, conns.c) only moves bytes. Callable without the loop: the
+ * daemon-level fuzzer and the handler tests drive it with a ledger.
+ *
+ * The connection is the grant: when it closes, for whatever reason, its
+ * grants return at once (answers_gone).
+ */
+#include "daemon.h"
+
+#include "../ledger/snapshot.h"
+#include "../util/parse.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ sending */
+
+/* Never blocks: a client that does not read its answers is dropped. */
+static int reply(struct conn *c, struct proto_writer *w)
+{
+    int len = proto_end(w);
+    if (len < 0) {
+        dlog(L_ERROR, "an answer to pid %d did not fit in a message", (int)c->pid);
+        return -1;
+    }
+    return conn_send(c, w->buf, (size_t)len);
+}
+
+static int reply_text(struct conn *c, enum proto_verb v, const char *dev, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int reply_text(struct conn *c, enum proto_verb v, const char *dev, const char *fmt, ...)
+{
+    char text[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    struct proto_writer w;
+    proto_begin(&w, v);
+    if (dev)
+        proto_add(&w, "dev", dev);
+    proto_add_text(&w, "%s", text);
+    return reply(c, &w);
+}
+
+static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
+{
+    struct proto_writer w;
+    proto_begin(&w, VERB_GRANT);
+    proto_add(&w, "dev", dev);
+    proto_add_u64(&w, "bytes", bytes);
+    return reply(c, &w);
+}
+
+/* ---------------------------------------------------------- admission */
+
+static void answer_waiter(struct ledger_client *lc, int dev, bool granted, uint64_t bytes,
+                          const char *why, void *arg)
+{
+    (void)arg;
+    struct conn *c = lc->owner;
+    const char *uuid = D.L.dev[dev].uuid;
+    if (granted)
+        dlog(L_INFO, "pid %d (%s): granted %s on %s after waiting", (int)lc->pid, lc->user,
+             format_size(bytes).text, uuid);
+    int rc = granted ? reply_grant(c, uuid, bytes)
+                     : reply_text(c, VERB_DENY, uuid, "waited as long as allowed: %s", why);
+    D.state_dirty = true;
+    if (rc != 0)
+        c->strikes = MAX_STRIKES; /* dropped after this pass */
+}
+
+void answers_admit_waiting(void)
+{
+    ledger_admit_waiting(&D.L, now_ms(), answer_waiter, NULL);
+    conns_drop_struck();
+}
+
+/* ----------------------------------------------------------- messages */
+
+int answers_strike(struct conn *c, const char *fmt, ...)
+{
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    dlog(L_INFO, "pid %d uid %u: refused a message: %s", (int)c->pid, (unsigned)c->uid, text);
+    c->strikes++;
+    if (reply_text(c, VERB_ERR, NULL, "%s", text) != 0 || c->strikes >= MAX_STRIKES)
+        return -1;
+    return 0;
+}
+
+/* An answer that ends the handling of a message: 1, or -1 when the
+ * client is to be dropped. */
+static int answered(int rc) { return rc < 0 ? -1 : 1; }
+
+/* The device a message names, added if NVML does not know the node's GPUs.
+ * 0 with *dev; otherwise the message was answered (ERR or DENY) and is done:
+ * 1, or -1 when the client is to be dropped. */
+static int device_of(struct conn *c, const struct proto_msg *m, int *dev)
+{
+    const char *uuid = proto_get(m, "dev"), *verb = proto_verb_name(m->verb);
+    char err[256] = "";
+    uint64_t total = 0;
+    if (!uuid || !proto_name_ok(uuid) || strlen(uuid) >= 48)
+        return answered(answers_strike(c, "%s: dev= must be a GPU UUID such as GPU-5a1d...", verb));
+    if (proto_get_u64(m, "total", (uint64_t)1 << 56, &total, err, sizeof err) < 0)
+        return answered(answers_strike(c, "%s: %s", verb, err));
+    *dev = ledger_find_device(&D.L, uuid);
+    if (*dev >= 0)
+        return 0;
+    if (D.ngpus > 0)
+        return answered(reply_text(c, VERB_DENY, uuid, "%s is not a GPU of this node (NVML lists %d)",
+                                   uuid, D.ngpus));
+    /* Without NVML the daemon learns GPUs from its clients, but believes a
+     * GPU's existence and size only from root or its own user: anyone else
+     * could make every request fail (total=1) or fill the device table. */
+    if (c->uid != 0 && c->uid != geteuid())
+        return answered(reply_text(c, VERB_DENY, uuid, "%s is not known to this daemon (it has no "
+                                   "NVML, and learns GPUs only from processes of root or uid %u)",
+                                   uuid, (unsigned)geteuid()));
+    if (!total)
+        return answered(answers_strike(c, "%s: %s is new to this daemon and total= is missing",
+                                       verb, uuid));
+    *dev = ledger_device(&D.L, uuid, total);
+    if (*dev < 0)
+        return answered(reply_text(c, VERB_DENY, uuid, "the daemon keeps at most %d devices",
+                                   LEDGER_MAX_DEVICES));
+    files_fallback(); /* a GPU more to hold processes to while the daemon is down */
+    return 0;
+}
+
+static int on_hello(struct conn *c, const struct proto_msg *m)
+{
+    if (c->client)
+        return answers_strike(c, "HELLO twice");
+    const char *role = proto_get(m, "role"), *cmd = proto_get(m, "cmd"), *job = proto_get(m, "job");
+    enum client_role r;
+    if (role && strcmp(role, "process") == 0)
+        r = ROLE_PROCESS;
+    else if (role && strcmp(role, "monitor") == 0)
+        r = ROLE_MONITOR;
+    else
+        return answers_strike(c, "HELLO: role= must be process or monitor");
+    if ((cmd && !proto_name_ok(cmd)) || (job && !proto_name_ok(job)))
+        return answers_strike(c, "HELLO: cmd= and job= are names of [A-Za-z0-9._:@+/-], at most 63");
+    struct ledger_client *lc = ledger_join(&D.L, r, c->pid, c->uid, c->gid);
+    if (!lc)
+        return answers_strike(c, "HELLO: the daemon is out of memory");
+    lc->owner = c;
+    lc->start = c->start;
+    if (ledger_set_groups(&D.L, lc, c->groups, c->ngroups) != 0) {
+        ledger_leave(&D.L, lc);
+        return answers_strike(c, "HELLO: the daemon is out of memory");
+    }
+    user_name(c->uid, lc->user, sizeof lc->user);
+    if (cmd)
+        snprintf(lc->cmd, sizeof lc->cmd, "%s", cmd);
+    if (job)
+        snprintf(lc->job, sizeof lc->job, "%s", job);
+    c->client = lc;
+    struct proto_writer w;
+    proto_begin(&w, VERB_OK);
+    proto_add_u64(&w, "client", (uint64_t)lc->id);
+    dlog(L_DEBUG, "pid %d uid %u (%s) joined as client %d", (int)c->pid, (unsigned)c->uid, lc->cmd,
+         lc->id);
+    return reply(c, &w);
+}
+
+static int on_request(struct conn *c, const struct proto_msg *m)
+{
+    struct ledger_client *lc = c->client;
+    if (!lc || lc->role != ROLE_PROCESS)
+        return answers_strike(c, "REQUEST before HELLO role=process");
+    uint64_t bytes = 0, wait = 0, restore = 0;
+    int dev, r;
+    char err[256] = "";
+    /* Every field is checked before anything changes, the device included. */
+    if (proto_get_u64(m, "bytes", (uint64_t)1 << 56, &bytes, err, sizeof err) != 0 ||
+        proto_get_u64(m, "wait", UINT64_MAX, &wait, err, sizeof err) < 0 ||
+        proto_get_u64(m, "restore", (uint64_t)1 << 56, &restore, err, sizeof err) < 0)
+        return answers_strike(c, "REQUEST: %s", err[0] ? err : "bytes= is required");
+    if ((r = device_of(c, m, &dev)) != 0)
+        return r < 0 ? -1 : 0;
+    const char *uuid = D.L.dev[dev].uuid;
+    /* A re-registration after a restart takes back the grant held for this
+     * process; anything else is a new request, admitted as any other. */
+    if (restore && ledger_adopt(&D.L, lc, dev, restore)) {
+        D.state_dirty = true;
+        dlog(L_INFO, "pid %d (%s): re-registered %s on %s", (int)lc->pid, lc->user,
+             format_size(restore).text, uuid);
+        return reply_grant(c, uuid, restore);
+    }
+    const struct policy *p = &D.L.policy;
+    bool may_wait = wait && p->wait && !restore;
+    uint64_t longest = wait < p->wait_ms ? wait : p->wait_ms;
+    uint64_t deadline = now_ms() + longest;
+    uint64_t granted = 0;
+    char why[700];
+    enum verdict v = restore ? ledger_register(&D.L, lc, dev, bytes, &granted, why, sizeof why)
+                             : ledger_request(&D.L, lc, dev, bytes, may_wait, deadline, &granted,
+                                              why, sizeof why);
+    if (v == VERDICT_GRANT) {
+        D.state_dirty = true;
+        dlog(L_INFO, "pid %d (%s, %s): granted %s on %s", (int)lc->pid, lc->user, lc->cmd,
+             format_size(granted).text, uuid);
+        return reply_grant(c, uuid, granted);
+    }
+    if (v == VERDICT_WAIT) {
+        dlog(L_INFO, "pid %d (%s): waits for %s on %s", (int)lc->pid, lc->user,
+             format_size(lc->use[dev].want).text, uuid);
+        /* until=: how long the daemon holds the request at most, so that
+         * the client's own wait for an answer is bounded too. */
+        struct proto_writer w;
+        proto_begin(&w, VERB_WAIT);
+        proto_add(&w, "dev", uuid);
+        proto_add_u64(&w, "until", longest);
+        proto_add_text(&w, "%s", why);
+        return reply(c, &w);
+    }
+    dlog(L_INFO, "pid %d (%s): refused on %s: %s", (int)lc->pid, lc->user, uuid, why);
+    if (wait && !p->wait && !restore)
+        return reply_text(c, VERB_DENY, uuid, "%s (the policy does not let requests wait)", why);
+    return reply_text(c, VERB_DENY, uuid, "%s", why);
+}
+
+static int on_report(struct conn *c, const struct proto_msg *m)
+{
+    struct ledger_client *lc = c->client;
+    if (!lc || lc->role != ROLE_PROCESS)
+        return answers_strike(c, "REPORT before HELLO role=process");
+    const char *uuid = proto_get(m, "dev");
+    int dev = uuid ? ledger_find_device(&D.L, uuid) : -1;
+    uint64_t used = 0, peak = 0;
+    char err[256] = "";
+    if (dev < 0 || !lc->use[dev].grant)
+        return answers_strike(c, "REPORT: dev= is not a device this client holds a grant on");
+    /* Usage is of one device: never more than it has. */
+    uint64_t most = D.L.dev[dev].total;
+    if (proto_get_u64(m, "used", most, &used, err, sizeof err) != 0 ||
+        proto_get_u64(m, "peak", most, &peak, err, sizeof err) < 0)
+        return answers_strike(c, "REPORT: %s", err[0] ? err : "used= is required");
+    ledger_report(&D.L, lc, dev, used, peak);
+    return 0;
+}
+
+static int on_release(struct conn *c, const struct proto_msg *m)
+{
+    struct ledger_client *lc = c->client;
+    const char *uuid = proto_get(m, "dev");
+    int dev = uuid ? ledger_find_device(&D.L, uuid) : -1;
+    if (!lc || dev < 0)
+        return answers_strike(c, "RELEASE: dev= is not a device this client holds");
+    ledger_release(&D.L, lc, dev);
+    D.state_dirty = true;
+    answers_admit_waiting();
+    struct proto_writer w;
+    proto_begin(&w, VERB_OK);
+    return reply(c, &w);
+}
+
+/* The Slurm plugin, as root, registers a job's grant on its user's behalf;
+ * the connection then holds it for the job's life. */
+static int on_job(struct conn *c, const struct proto_msg *m)
+{
+    if (c->uid != 0)
+        return answers_strike(c, "JOB is only for root (the Slurm plugin); uid %u may not register jobs",
+                      (unsigned)c->uid);
+    const char *job = proto_get(m, "job");
+    uint64_t uid = 0, gid = 0, bytes = 0, restore = 0;
+    char err[256] = "";
+    if (!job || !proto_name_ok(job))
+        return answers_strike(c, "JOB: job= must be a name of [A-Za-z0-9._:@+/-]");
+    if (proto_get_u64(m, "uid", UINT32_MAX - 1, &uid, err, sizeof err) != 0 ||
+        proto_get_u64(m, "gid", UINT32_MAX - 1, &gid, err, sizeof err) != 0 ||
+        proto_get_u64(m, "bytes", (uint64_t)1 << 56, &bytes, err, sizeof err) != 0 || !bytes ||
+        proto_get_u64(m, "restore", (uint64_t)1 << 56, &restore, err, sizeof err) < 0)
+        return answers_strike(c, "JOB: %s", err[0] ? err : "uid=, gid= and bytes= (more than 0) are required");
+    struct ledger_client *lc = c->client;
+    if (lc && (lc->role != ROLE_JOB || lc->uid != uid || strcmp(lc->job, job) != 0))
+        return answers_strike(c, "JOB: this connection already stands for something else");
+    int dev, r;
+    uint64_t index;
+    /* The plugin knows GPUs as Slurm does, by index (CUDA_VISIBLE_DEVICES of
+     * the job: NVML's order); or by UUID. */
+    if ((r = proto_get_u64(m, "index", 1u << 20, &index, err, sizeof err)) < 0)
+        return answers_strike(c, "JOB: %s", err);
+    if (r == 0) {
+        if (index >= (uint64_t)D.ngpus) {
+            if (reply_text(c, VERB_DENY, NULL, "GPU index %llu: NVML lists %d GPUs here",
+                           (unsigned long long)index, D.ngpus) != 0)
+                return -1;
+            return 0;
+        }
+        dev = (int)index;
+    } else if ((r = device_of(c, m, &dev)) != 0) {
+        return r < 0 ? -1 : 0;
+    }
+    if (!lc) {
+        lc = ledger_join(&D.L, ROLE_JOB, c->pid, (uid_t)uid, (gid_t)gid);
+        if (!lc)
+            return answers_strike(c, "JOB: the daemon is out of memory");
+        lc->owner = c;
+        lc->start = c->start;
+        user_name((uid_t)uid, lc->user, sizeof lc->user);
+        snprintf(lc->job, sizeof lc->job, "%s", job);
+        snprintf(lc->cmd, sizeof lc->cmd, "job");
+        c->client = lc;
+    }
+    uint64_t granted;
+    char why[700];
+    const char *uuid = D.L.dev[dev].uuid;
+    if (restore && ledger_adopt(&D.L, lc, dev, restore)) {
+        D.state_dirty = true;
+        dlog(L_INFO, "job %s (%s): re-registered %s on %s", job, lc->user,
+             format_size(restore).text, uuid);
+        return reply_grant(c, uuid, restore);
+    }
+    if (ledger_request(&D.L, lc, dev, bytes, false, 0, &granted, why, sizeof why) == VERDICT_GRANT) {
+        D.state_dirty = true;
+        dlog(L_INFO, "job %s (%s): granted %s on %s", job, lc->user, format_size(granted).text, uuid);
+        return reply_grant(c, uuid, granted);
+    }
+    dlog(L_INFO, "job %s (%s): refused on %s: %s", job, lc->user, uuid, why);
+    return reply_text(c, VERB_DENY, uuid, "%s", why);
+}
+
+/* The ledger as this client may see it, one page per STATUS: the devices
+ * on the first, then at most STATUS_PAGE entries, then END (next=CURSOR
+ * when there is more). A page fits in a socket's ordinary send buffer, so
+ * the daemon never raises one and a reader who does not read pins no more
+ * of the kernel's memory than any connection may. */
+static int on_status(struct conn *c, const struct proto_msg *m)
+{
+    uint64_t after = 0, next = 0;
+    char err[256] = "";
+    if (proto_get_u64(m, "after", UINT64_MAX, &after, err, sizeof err) < 0)
+        return answers_strike(c, "STATUS: %s", err);
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot_page(&D.L, c->uid, after, STATUS_PAGE, &s, &next);
+    struct proto_writer w;
+    int rc = 0;
+    for (int d = 0; !after && d < s.ndev && rc == 0; d++)
+        if (snapshot_encode_device(&s.dev[d], &w) >= 0)
+            rc = reply(c, &w);
+    for (int i = 0; i < s.n && rc == 0; i++)
+        if (snapshot_encode_entry(&s.e[i], &w) >= 0)
+            rc = reply(c, &w);
+    snapshot_free(&s);
+    if (rc == 0) {
+        proto_begin(&w, VERB_END);
+        if (next)
+            proto_add_u64(&w, "next", next);
+        rc = reply(c, &w);
+    }
+    return rc;
+}
+
+int answers_handle(struct conn *c, const char *buf, size_t len)
+{
+    struct proto_msg m;
+    char err[256];
+    if (proto_parse(buf, len, &m, err, sizeof err) != 0)
+        return answers_strike(c, "%s", err);
+    switch (m.verb) {
+    case VERB_HELLO: return on_hello(c, &m);
+    case VERB_REQUEST: return on_request(c, &m);
+    case VERB_REPORT: return on_report(c, &m);
+    case VERB_RELEASE: return on_release(c, &m);
+    case VERB_JOB: return on_job(c, &m);
+    case VERB_STATUS: return on_status(c, &m);
+    default: return answers_strike(c, "%s is not something a client sends", proto_verb_name(m.verb));
+    }
+}
+
+void answers_gone(struct conn *c)
+{
+    struct ledger_client *lc = c->client;
+    if (!lc)
+        return;
+    bool held = false;
+    for (int d = 0; d < D.L.ndev; d++)
+        held |= lc->use[d].grant != 0;
+    if (held)
+        dlog(L_INFO, "pid %d (%s, %s%s%s) gone: its grants are back", (int)lc->pid, lc->user,
+             lc->cmd, lc->role == ROLE_JOB ? " " : "", lc->role == ROLE_JOB ? lc->job : "");
+    ledger_leave(&D.L, lc);
+    c->client = NULL;
+    D.state_dirty = true;
+}

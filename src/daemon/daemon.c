@@ -1,0 +1,49 @@
+/* The daemon's shared state, its log and its clock. */
+#include "daemon.h"
+
+#include <stdarg.h>
+#include <time.h>
+
+struct daemon D = {.metrics_ms = 5000, .log_level = L_WARN};
+
+void dlog(int level, const char *fmt, ...)
+{
+    if (level > D.log_level)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "vramd: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+void dlog_limited(struct log_limit *limit, int level, const char *fmt, ...)
+{
+    uint64_t now = now_ms();
+    if (level > D.log_level)
+        return;
+    if (limit->last_ms && now - limit->last_ms < 10000) {
+        limit->skipped++;
+        return;
+    }
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (limit->skipped)
+        dlog(level, "%s (and %lu more like it in the last %llu s)", text, limit->skipped,
+             (unsigned long long)((now - limit->last_ms) / 1000));
+    else
+        dlog(level, "%s", text);
+    limit->last_ms = now;
+    limit->skipped = 0;
+}
+
+uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}

@@ -1,0 +1,127 @@
+/* daemon: what the parts of vramd share.
+ *
+ * vramd is one epoll loop (and a thread that reads NVML). Its parts, one
+ * job each:
+ *   vramd.c     options, set-up, the loop, signals, the 50 ms timer
+ *   conns.c     connections: accept, read, send, drop; the only code that
+ *               touches a client's socket
+ *   identity.c  who a client is, from the kernel
+ *   answers.c   the answer to each message, and reclaim when a client goes;
+ *               callable without the loop (the daemon-level fuzzer drives it)
+ *   files.c     the state file (grants, for re-registration after a
+ *               restart), the metrics file and the fallback file
+ *   reconcile.c NVML's readings, on a thread of their own
+ *   gpus.c      NVML
+ *
+ * The ledger (src/ledger) is pure bookkeeping; everything here is the I/O
+ * around it.
+ */
+#ifndef VRAM_DAEMON_H
+#define VRAM_DAEMON_H
+
+#include "../ledger/ledger.h"
+#include "../ledger/protocol.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define MAX_STRIKES 16 /* malformed messages before a client is dropped */
+/* Entries in one page of STATUS: with the devices and END, a page of
+ * messages fits in a socket's default send buffer (~200 KiB; a message
+ * costs the kernel about 1 KiB). */
+#define STATUS_PAGE 64
+
+/* One client connection. Who is at the other end is what the kernel said
+ * when the connection was accepted (identity.c), never read again later:
+ * by then the connecting process may have exited and another taken its
+ * place on the socket. */
+struct conn {
+    int fd;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    uint64_t start; /* the connecting process's start time; 0 if it was already gone */
+    uint64_t accepted_ms;
+    bool spoke; /* it has sent a message (until then it may be closed as idle) */
+    struct conn *silent_prev, *silent_next; /* conns.c: the silent ones, oldest first */
+    int ngroups;
+    gid_t *groups; /* its supplementary groups */
+    struct ledger_client *client;
+    int strikes;
+};
+
+struct daemon {
+    struct ledger L;
+    int ngpus; /* devices NVML knows: ledger slots 0..ngpus-1 */
+    int log_level;
+    bool state_dirty;
+    char socket_path[108], policy_path[512], state_path[512], metrics_path[512];
+    char fallback_path[512]; /* beside the socket (client.h: LEDGER_FALLBACK_NAME) */
+    uint64_t metrics_ms;
+};
+extern struct daemon D;
+
+enum { L_ERROR = 1, L_WARN = 2, L_INFO = 3, L_DEBUG = 4 };
+void dlog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line that something outside the daemon can cause again and again: at
+ * most one every 10 s per `limit`, saying how many were left out. */
+struct log_limit {
+    uint64_t last_ms;
+    unsigned long skipped;
+};
+void dlog_limited(struct log_limit *limit, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+uint64_t now_ms(void);
+
+/* conns.c */
+/* Sends one message without waiting; -1 if the client does not take it. */
+int conn_send(struct conn *c, const char *buf, size_t len);
+/* Drops every connection whose strikes reached MAX_STRIKES. */
+void conns_drop_struck(void);
+
+/* identity.c */
+/* Fills c's identity from the kernel, in two steps so that a connection
+ * refused for its uid costs little: pid, uid and gid (SO_PEERCRED); then
+ * the groups (SO_PEERGROUPS) and the process's start time. 0, or -1 (the
+ * connection is to be closed). */
+int identity_creds(int fd, struct conn *c);
+int identity_rest(int fd, struct conn *c);
+uint64_t start_time(pid_t pid);
+bool same_process(pid_t pid, uint64_t start);
+void user_name(uid_t uid, char *out, size_t n);
+
+/* answers.c */
+/* Answers one message; -1: drop the connection. */
+int answers_handle(struct conn *c, const char *buf, size_t len);
+/* Refuses a message with ERR; -1 when the client has run out of strikes. */
+int answers_strike(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The connection is gone: what its client held comes back. */
+void answers_gone(struct conn *c);
+/* Admits what now fits of the wait queue. */
+void answers_admit_waiting(void);
+
+/* files.c */
+#define STATE_EVERY_MS 100
+/* Writes a file whole or not at all: a reader sees the old or the new. A
+ * name that exists and is not a regular file is refused (EEXIST), and
+ * nothing at it is followed or written through. */
+int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *));
+/* On the timer: the state file within STATE_EVERY_MS of a change (until a
+ * write succeeds), the metrics file every D.metrics_ms. */
+void files_tick(uint64_t now);
+/* The state file now, if it changed (the daemon stops). */
+void files_flush(void);
+/* The fallback file (what a process may take while the daemon is down),
+ * after the policy or the devices change. */
+void files_fallback(void);
+void fill_state(FILE *f);
+void fill_metrics(FILE *f);
+/* The grants of the daemon before this one, held for their owners (the
+ * devices must be in the ledger first). */
+void load_state(void);
+void load_state_from(FILE *f); /* what load_state reads, once the file is trusted */
+#define RESTORE_GRACE_MS 10000 /* how long a held grant waits for its owner */
+
+#endif

@@ -1,0 +1,255 @@
+/* files: what vramd writes beside itself, each whole or not at all.
+ *   - the state file: the grants, by pid + start time + uid, so that
+ *     clients re-registering after a restart cannot claim more than they
+ *     held; written by root, atomically, at most every 100 ms;
+ *   - the metrics file: the ledger in Prometheus text format, for
+ *     node_exporter's textfile collector.
+ */
+#include "daemon.h"
+
+#include "../ledger/snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *))
+{
+    /* The file may be in a directory others can write (an administrator's
+     * choice): whatever they put at its name is replaced, never written
+     * through, and a name that is not a plain file is refused. */
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        errno = EEXIST;
+        return -1;
+    }
+    /* A temporary name no one can guess, created here (O_EXCL: never an
+     * existing file, FIFO or link), so it is ours before a byte is written. */
+    char tmp[600];
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    FILE *f = fchmod(fd, mode) == 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    fill(f);
+    if (fflush(f) != 0 || ferror(f)) {
+        int e = errno;
+        fclose(f);
+        unlink(tmp);
+        errno = e ? e : EIO;
+        return -1;
+    }
+    fclose(f);
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+/* Anyone may read the metrics file (node_exporter's collector does): it
+ * shows what anyone may see, per-user totals, never a process. */
+void fill_metrics(FILE *f)
+{
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&D.L, LEDGER_VIEW_ANYONE, &s);
+    snapshot_prometheus(&s, f);
+    snapshot_free(&s);
+}
+
+/* The state file: one line per device ("d UUID TOTAL") and per grant
+ *   p|j PID START UID GID JOB UUID BYTES FROM-JOB
+ * (a process or a job; JOB and FROM-JOB are names or "-"), so that the
+ * daemon after this one holds each grant for its owner until it
+ * re-registers (answers.c) or RESTORE_GRACE_MS pass. */
+void fill_state(FILE *f)
+{
+    fprintf(f, "# vramd grants: p|j pid start uid gid job device bytes from-job\n");
+    for (int d = 0; d < D.L.ndev; d++)
+        fprintf(f, "d %s %llu\n", D.L.dev[d].uuid, (unsigned long long)D.L.dev[d].total);
+    for (int i = 0; i < D.L.nclients; i++) {
+        const struct ledger_client *c = D.L.clients[i];
+        if (c->role == ROLE_MONITOR)
+            continue;
+        for (int d = 0; d < D.L.ndev; d++) {
+            const struct ledger_use *u = &c->use[d];
+            if (u->grant)
+                fprintf(f, "%c %d %llu %u %u %s %s %llu %s\n", c->role == ROLE_JOB ? 'j' : 'p',
+                        (int)c->pid, (unsigned long long)c->start, (unsigned)c->uid,
+                        (unsigned)c->gid, c->job, D.L.dev[d].uuid, (unsigned long long)u->grant,
+                        u->job ? u->job->job : "-");
+        }
+    }
+}
+
+struct held_line {
+    char role;
+    int pid;
+    unsigned long long start, bytes;
+    unsigned uid, gid;
+    char job[64], uuid[48], from[64];
+};
+
+static int read_held(const char *line, struct held_line *h)
+{
+    char role[2];
+    if (sscanf(line, "%1s %d %llu %u %u %63s %47s %llu %63s", role, &h->pid, &h->start, &h->uid,
+               &h->gid, h->job, h->uuid, &h->bytes, h->from) != 9 ||
+        (role[0] != 'p' && role[0] != 'j') || h->pid <= 0 || !h->start || !h->bytes ||
+        !proto_name_ok(h->job) || !proto_name_ok(h->from))
+        return -1;
+    h->role = role[0];
+    return 0;
+}
+
+void load_state_from(FILE *f)
+{
+    char line[512];
+    int held = 0, bad = 0;
+    uint64_t until = now_ms() + RESTORE_GRACE_MS;
+    /* Two passes: the jobs first, so that their processes' grants draw from them. */
+    for (int pass = 0; pass < 2; pass++) {
+        rewind(f);
+        while (fgets(line, sizeof line, f)) {
+            char uuid[48];
+            unsigned long long total;
+            struct held_line h;
+            if (line[0] == '#')
+                continue;
+            if (line[0] == 'd') {
+                /* Devices NVML lists keep NVML's size; without NVML, the
+                 * daemon's own file is as good as root's word. */
+                if (pass == 0 && sscanf(line, "d %47s %llu", uuid, &total) == 2 &&
+                    proto_name_ok(uuid) && total && D.ngpus == 0 &&
+                    ledger_device(&D.L, uuid, total) < 0)
+                    bad++;
+                continue;
+            }
+            if (read_held(line, &h) != 0) {
+                bad += pass == 0;
+                continue;
+            }
+            if ((h.role == 'j') != (pass == 0))
+                continue;
+            int dev = ledger_find_device(&D.L, h.uuid);
+            if (dev < 0) {
+                dlog(L_WARN, "%s: a grant on %s, which is not a GPU of this node; dropped",
+                     D.state_path, h.uuid);
+                continue;
+            }
+            struct ledger_client *c =
+                ledger_hold(&D.L, h.role == 'j' ? ROLE_JOB : ROLE_PROCESS, (pid_t)h.pid, h.start,
+                            (uid_t)h.uid, (gid_t)h.gid, h.job, dev, h.bytes,
+                            strcmp(h.from, "-") ? h.from : NULL, until);
+            if (!c)
+                break;
+            user_name(c->uid, c->user, sizeof c->user);
+            held++;
+        }
+    }
+    if (bad)
+        dlog(L_WARN, "%s: %d lines that cannot be read; ignored", D.state_path, bad);
+    if (held) {
+        dlog(L_INFO, "%d grants of the previous daemon are held for their owners for %d s", held,
+             RESTORE_GRACE_MS / 1000);
+        D.state_dirty = true;
+    }
+}
+
+void load_state(void)
+{
+    FILE *f = fopen(D.state_path, "re");
+    if (!f)
+        return;
+    struct stat st;
+    /* Only a file this daemon's user wrote and no one else can is believed. */
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 022))
+        dlog(L_WARN, "%s: not a regular file of this daemon's user that only it may write; "
+             "ignored", D.state_path);
+    else
+        load_state_from(f);
+    fclose(f);
+}
+
+/* The fallback file, beside the socket: what a process may take of each
+ * GPU while the daemon is down (the policy's default budget; 0 without
+ * one). Clients read it when the daemon does not answer (agent.c), so a
+ * daemon that is down never means a node without budgets. */
+static void fill_fallback(FILE *f)
+{
+    fprintf(f, "# written by vramd: what a process may take of each GPU while vramd is down\n");
+    for (int d = 0; d < D.L.ndev; d++)
+        fprintf(f, "%s %llu\n", D.L.dev[d].uuid,
+                (unsigned long long)(D.L.policy.has_default
+                                         ? amount_of(&D.L.policy.default_budget, D.L.dev[d].total)
+                                         : 0));
+}
+
+void files_fallback(void)
+{
+    if (D.fallback_path[0] && write_atomically(D.fallback_path, 0644, fill_fallback) != 0)
+        dlog(L_WARN, "cannot write the fallback file %s: %s; while the daemon is down, processes "
+             "will hold only the budgets they give", D.fallback_path, strerror(errno));
+}
+
+/* One file, written every `every_ms` while `due`; a failed write is tried
+ * again at the next turn, and said once until it works again. */
+struct output {
+    const char *what;
+    uint64_t last_ms;
+    bool failing;
+};
+
+static void write_one(struct output *o, const char *path, mode_t mode, void (*fill)(FILE *),
+                      bool *due)
+{
+    if (write_atomically(path, mode, fill) != 0) {
+        if (!o->failing)
+            dlog(L_WARN, "cannot write the %s file %s: %s%s; trying again", o->what, path,
+                 strerror(errno), errno == EEXIST ? " (it is not a regular file)" : "");
+        o->failing = true;
+        return;
+    }
+    if (o->failing)
+        dlog(L_WARN, "the %s file %s is written again", o->what, path);
+    o->failing = false;
+    if (due)
+        *due = false;
+}
+
+void files_tick(uint64_t now)
+{
+    static struct output state = {"state", 0, false}, metrics = {"metrics", 0, false};
+    if (D.state_dirty && D.state_path[0] && now - state.last_ms >= STATE_EVERY_MS) {
+        state.last_ms = now;
+        write_one(&state, D.state_path, 0600, fill_state, &D.state_dirty);
+    }
+    if (D.metrics_path[0] && now - metrics.last_ms >= D.metrics_ms) {
+        metrics.last_ms = now;
+        write_one(&metrics, D.metrics_path, 0644, fill_metrics, NULL);
+    }
+}
+
+void files_flush(void)
+{
+    if (D.state_dirty && D.state_path[0] && write_atomically(D.state_path, 0600, fill_state) != 0)
+        dlog(L_ERROR, "cannot write the state file %s: %s", D.state_path, strerror(errno));
+}

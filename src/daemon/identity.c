@@ -1,0 +1,101 @@
+/* identity: who a client is, from the kernel and never from what it writes.
+ * A PID is only ever used together with the process's start time. */
+#include "daemon.h"
+
+#include "../ledger/protocol.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Field 22 of /proc/PID/stat: when the process started, in clock ticks.
+ * With the pid it names one process for the machine's uptime. */
+uint64_t start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command may contain spaces and parentheses */
+    if (!p)
+        return 0;
+    int field = 2;
+    for (; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    return strtoull(p, NULL, 10);
+}
+
+bool same_process(pid_t pid, uint64_t start) { return start && start_time(pid) == start; }
+
+int identity_creds(int fd, struct conn *c)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return -1;
+    c->pid = cred.pid;
+    c->uid = cred.uid;
+    c->gid = cred.gid;
+    return 0;
+}
+
+int identity_rest(int fd, struct conn *c)
+{
+    /* The groups the process had when it connected: asking the kernel for
+     * the size first, as a user may be in many. */
+    socklen_t len = 0;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) != 0 && errno != ERANGE)
+        return -1;
+    c->ngroups = (int)(len / sizeof(gid_t));
+    c->groups = NULL;
+    if (c->ngroups > 0) {
+        c->groups = malloc(len);
+        if (!c->groups || getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &len) != 0) {
+            free(c->groups);
+            c->groups = NULL;
+            return -1;
+        }
+        c->ngroups = (int)(len / sizeof(gid_t));
+    }
+    c->start = start_time(c->pid);
+    return 0;
+}
+
+/* A user's name, as the protocol carries names. Looked up once a minute
+ * at most per user: a lookup can mean reading /etc/passwd or asking a
+ * directory server, and every HELLO needs one. */
+void user_name(uid_t uid, char *out, size_t n)
+{
+    enum { SLOTS = 64, TTL_MS = 60000 };
+    static struct {
+        uid_t uid;
+        uint64_t at_ms;
+        char name[PROTO_NAME_MAX];
+    } cache[SLOTS];
+    uint64_t now = now_ms() + 1; /* never 0: 0 is an empty slot */
+    unsigned k = (unsigned)uid % SLOTS;
+    if (cache[k].at_ms && cache[k].uid == uid && now - cache[k].at_ms < TTL_MS) {
+        snprintf(out, n, "%s", cache[k].name);
+        return;
+    }
+    struct passwd *pw = getpwuid(uid);
+    if (pw)
+        proto_name_clean(pw->pw_name, cache[k].name, sizeof cache[k].name);
+    else
+        snprintf(cache[k].name, sizeof cache[k].name, "uid%u", (unsigned)uid);
+    cache[k].uid = uid;
+    cache[k].at_ms = now;
+    snprintf(out, n, "%s", cache[k].name);
+}

@@ -1,0 +1,180 @@
+/* reconcile: NVML's view of the GPUs, read on a thread of its own.
+ *
+ * NVML can be slow (a thousand processes on a GPU) or stuck (a driver in
+ * trouble; on the simulated GPU, a lock someone holds): the loop never
+ * waits for it. Every reconcile-every, this thread asks NVML for each GPU's
+ * processes, reads each one's start time (/proc, so that a pid is matched
+ * to the process that holds it), and hands the lot to the loop through an
+ * eventfd; the loop takes it into the ledger in one go (reconcile_take).
+ * A read that has not finished after STALL_MS is said in the log, once,
+ * and its end too; meanwhile the ledger keeps NVML's last figures.
+ *
+ * Only this thread calls NVML once the loop runs; what it shares with the
+ * loop is the result and the period, under one mutex.
+ */
+#include "reconcile.h"
+
+#include "../util/parse.h"
+#include "gpus.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STALL_MS 5000
+
+struct reading {
+    bool ok; /* NVML answered for this device */
+    int n;
+    struct ledger_nvml_process procs[GPUS_MAX_PROCESSES];
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t changed;
+    int ngpus;
+    int event_fd;
+    uint64_t period_ms;       /* 0: not now */
+    bool ready;               /* a reading waits for the loop */
+    uint64_t started_ms;      /* the reading under way began then; 0: none */
+    bool stalled;             /* said so in the log */
+    struct reading *shared;   /* [ngpus], under mu */
+    struct reading *taken;    /* [ngpus], the loop's copy */
+} R = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .event_fd = -1};
+
+static void *reader(void *arg)
+{
+    (void)arg;
+    static unsigned pids[GPUS_MAX_PROCESSES];
+    static uint64_t used[GPUS_MAX_PROCESSES];
+    struct reading *mine = calloc((size_t)R.ngpus, sizeof *mine);
+    if (!mine)
+        return NULL;
+    uint64_t last = 0;
+    for (;;) {
+        pthread_mutex_lock(&R.mu);
+        /* Sleeps until a period has passed since the last reading began. */
+        for (;;) {
+            uint64_t now = now_ms();
+            if (R.period_ms && now - last >= R.period_ms)
+                break;
+            uint64_t wait = R.period_ms ? R.period_ms - (now - last) : 1000;
+            struct timespec t;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            t.tv_sec += (time_t)(wait / 1000);
+            t.tv_nsec += (long)(wait % 1000) * 1000000L;
+            if (t.tv_nsec >= 1000000000L)
+                t.tv_sec++, t.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&R.changed, &R.mu, &t);
+        }
+        last = now_ms();
+        R.started_ms = last;
+        pthread_mutex_unlock(&R.mu);
+
+        for (int d = 0; d < R.ngpus; d++) {
+            int n = gpus_processes(d, pids, used, GPUS_MAX_PROCESSES);
+            mine[d].ok = n >= 0;
+            mine[d].n = n > 0 ? n : 0;
+            for (int k = 0; k < mine[d].n; k++)
+                mine[d].procs[k] = (struct ledger_nvml_process){
+                    (pid_t)pids[k], start_time((pid_t)pids[k]), used[k]};
+        }
+
+        pthread_mutex_lock(&R.mu);
+        memcpy(R.shared, mine, (size_t)R.ngpus * sizeof *mine);
+        R.ready = true;
+        R.started_ms = 0;
+        pthread_mutex_unlock(&R.mu);
+        uint64_t one = 1;
+        if (write(R.event_fd, &one, sizeof one) != sizeof one && errno != EAGAIN)
+            return NULL;
+    }
+}
+
+int reconcile_start(int ngpus, uint64_t period_ms)
+{
+    if (ngpus <= 0)
+        return -1;
+    R.ngpus = ngpus;
+    R.period_ms = period_ms;
+    R.shared = calloc((size_t)ngpus, sizeof *R.shared);
+    R.taken = calloc((size_t)ngpus, sizeof *R.taken);
+    R.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!R.shared || !R.taken || R.event_fd < 0)
+        return -1;
+    /* Signals are the loop's (its signalfd): the thread takes none. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, reader, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return -1;
+    pthread_detach(t);
+    return R.event_fd;
+}
+
+void reconcile_period(uint64_t period_ms)
+{
+    pthread_mutex_lock(&R.mu);
+    R.period_ms = period_ms;
+    pthread_cond_signal(&R.changed);
+    pthread_mutex_unlock(&R.mu);
+}
+
+void reconcile_take(void)
+{
+    uint64_t count;
+    if (read(R.event_fd, &count, sizeof count) != sizeof count)
+        return;
+    pthread_mutex_lock(&R.mu);
+    bool ready = R.ready;
+    if (ready)
+        memcpy(R.taken, R.shared, (size_t)R.ngpus * sizeof *R.taken);
+    R.ready = false;
+    bool was_stalled = R.stalled;
+    R.stalled = false;
+    pthread_mutex_unlock(&R.mu);
+    if (!ready)
+        return;
+    if (was_stalled)
+        dlog(L_WARN, "NVML answers again");
+    for (int i = 0; i < R.ngpus && i < D.L.ndev; i++) {
+        if (!R.taken[i].ok)
+            continue;
+        struct ledger_client *over[16];
+        bool was = D.L.dev[i].overcommitted;
+        int no = ledger_reconcile(&D.L, i, R.taken[i].procs, R.taken[i].n, over, 16);
+        const struct ledger_device *dv = &D.L.dev[i];
+        if (dv->overcommitted && !was)
+            dlog(L_WARN, "%s is overcommitted: %s granted and %s in use outside grants, of %s; "
+                 "some budgets cannot be had in full", dv->uuid, format_size(dv->granted).text,
+                 format_size(dv->excess + dv->unseen).text, format_size(dv->total).text);
+        for (int k = 0; k < no; k++)
+            dlog(L_WARN, "pid %d (%s, %s) uses %s on %s by NVML, over its budget of %s by more "
+                 "than the margin %s",
+                 (int)over[k]->pid, over[k]->user, over[k]->cmd,
+                 format_size(over[k]->use[i].nvml).text, dv->uuid,
+                 format_size(over[k]->use[i].grant).text, format_size(D.L.policy.over_margin).text);
+    }
+    answers_admit_waiting(); /* unseen usage may have gone */
+}
+
+void reconcile_tick(uint64_t now)
+{
+    pthread_mutex_lock(&R.mu);
+    uint64_t started = R.started_ms;
+    bool say = started && now - started >= STALL_MS && !R.stalled;
+    if (say)
+        R.stalled = true;
+    pthread_mutex_unlock(&R.mu);
+    if (say)
+        dlog(L_WARN, "NVML has not answered for %llu s; admission goes on with its last figures",
+             (unsigned long long)((now - started) / 1000));
+}

@@ -1,0 +1,347 @@
+/* ledger_admit.c: whether a request fits, the wait queues, and the reasons
+ * given when it does not (the rules are in ledger.h). */
+#include "ledger_internal.h"
+
+#include "../util/parse.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ----------------------------------------------------------- the queues */
+
+void ledger_enqueue(struct ledger *l, struct ledger_client *c, int d)
+{
+    struct ledger_device *dv = &l->dev[d];
+    struct ledger_use *u = &c->use[d];
+    u->client = c;
+    u->qnext = NULL;
+    u->qprev = dv->qtail;
+    if (dv->qtail)
+        dv->qtail->qnext = u;
+    else
+        dv->qhead = u;
+    dv->qtail = u;
+    dv->nwaiting++;
+    u->waiting = true;
+}
+
+void ledger_dequeue(struct ledger *l, struct ledger_client *c, int d)
+{
+    struct ledger_device *dv = &l->dev[d];
+    struct ledger_use *u = &c->use[d];
+    if (!u->waiting)
+        return;
+    if (u->qprev)
+        u->qprev->qnext = u->qnext;
+    else
+        dv->qhead = u->qnext;
+    if (u->qnext)
+        u->qnext->qprev = u->qprev;
+    else
+        dv->qtail = u->qprev;
+    u->qprev = u->qnext = NULL;
+    u->waiting = false;
+    u->want = 0;
+    dv->nwaiting--;
+}
+
+static bool bit(const uint64_t *set, int i) { return set[i / 64] >> (i % 64) & 1; }
+static void set_bit(uint64_t *set, int i) { set[i / 64] |= 1ull << (i % 64); }
+
+/* ----------------------------------------------------------- admission */
+
+/* Unused reservations that count against `c` if it takes `w` more (c
+ * NULL: against everyone). */
+uint64_t ledger_reserved_against(const struct ledger *l, const struct ledger_client *c, int dev,
+                                 uint64_t w)
+{
+    uint64_t against = 0;
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind != RULE_RESERVE || !policy_on_device(rule, dev, l->dev[dev].uuid))
+            continue;
+        uint64_t amount = amount_of(&rule->amount, l->dev[dev].total), held = l->held[r][dev];
+        if (c && ledger_rule_covers(rule, c))
+            held += w;
+        if (amount > held)
+            against += amount - held;
+    }
+    return against;
+}
+
+/* What of c's own reservations on the device no one entitled holds yet:
+ * memory only c's kind may take, whoever waits. */
+static uint64_t reserved_for(const struct ledger *l, const struct ledger_client *c, int dev)
+{
+    uint64_t room = 0;
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind != RULE_RESERVE || !policy_on_device(rule, dev, l->dev[dev].uuid) ||
+            !ledger_rule_covers(rule, c))
+            continue;
+        uint64_t amount = amount_of(&rule->amount, l->dev[dev].total);
+        if (amount > l->held[r][dev])
+            room += amount - l->held[r][dev];
+    }
+    return room;
+}
+
+/* Why a request does not fit now. */
+enum blocker { FITS, BY_CAP, BY_DEVICE, BY_QUEUE };
+
+struct fit {
+    enum blocker by;
+    bool never;   /* and never will, whoever releases */
+    int rule;     /* BY_CAP: the cap's rule */
+};
+
+/* A request of w fits, where in_use of c's usage outside grants (NVML's
+ * last look) is memory the grant will cover, already counted in unseen. */
+static struct fit fits(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w,
+                       uint64_t in_use)
+{
+    const struct ledger_device *d = &l->dev[dev];
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind != RULE_CAP || !policy_on_device(rule, dev, d->uuid) ||
+            !ledger_rule_covers(rule, c))
+            continue;
+        uint64_t cap = amount_of(&rule->amount, d->total);
+        if (l->held[r][dev] + w > cap)
+            return (struct fit){BY_CAP, w > cap, r};
+    }
+    uint64_t busy = d->granted + d->excess + d->unseen + ledger_reserved_against(l, c, dev, w);
+    busy -= in_use < d->unseen ? in_use : d->unseen;
+    uint64_t need = w > in_use ? w : in_use;
+    if (busy <= d->total && need <= d->total - busy)
+        return (struct fit){FITS, false, -1};
+    /* Were everyone else to release, only others' reservations would stand
+     * between the request and the device. */
+    uint64_t never = 0;
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind == RULE_RESERVE && policy_on_device(rule, dev, d->uuid) &&
+            !ledger_rule_covers(rule, c))
+            never += amount_of(&rule->amount, d->total);
+    }
+    return (struct fit){BY_DEVICE, w > d->total || never > d->total - w, -1};
+}
+
+/* An older request waits for what this one would take. */
+static bool queued_ahead(const struct ledger *l, const struct ledger_client *c, int dev,
+                         uint64_t w)
+{
+    const struct ledger_device *d = &l->dev[dev];
+    if (!d->nwaiting)
+        return false;
+    for (int r = 0; r < l->policy.nrules; r++)
+        if (bit(d->cap_blocked, r) && l->policy.rules[r].kind == RULE_CAP &&
+            policy_on_device(&l->policy.rules[r], dev, d->uuid) &&
+            ledger_rule_covers(&l->policy.rules[r], c))
+            return true;
+    return d->queue_blocked && w > reserved_for(l, c, dev);
+}
+
+/* Notes what an older waiter waits for, for the requests after it. */
+static void block(struct ledger *l, int dev, const struct fit *f)
+{
+    if (f->by == BY_CAP)
+        set_bit(l->dev[dev].cap_blocked, f->rule);
+    else if (f->by == BY_DEVICE)
+        l->dev[dev].queue_blocked = true;
+}
+
+/* Per-user holdings on a device, for reasons: "alice 4.00 GiB, bob 2.00 GiB". */
+static void holders(const struct ledger *l, int dev, const struct policy_rule *rule, char *out,
+                    size_t n)
+{
+    struct {
+        char user[64];
+        uint64_t bytes;
+    } u[8];
+    int nu = 0;
+    uint64_t others = 0;
+    for (int i = 0; i < l->nclients; i++) {
+        const struct ledger_client *c = l->clients[i];
+        uint64_t g = ledger_own_grant(c, dev);
+        if (!g || (rule && !ledger_rule_covers(rule, c)))
+            continue;
+        int k = 0;
+        while (k < nu && strcmp(u[k].user, c->user) != 0)
+            k++;
+        if (k == nu && nu < 8) {
+            snprintf(u[nu].user, sizeof u[nu].user, "%s", c->user);
+            u[nu++].bytes = 0;
+        }
+        if (k < nu)
+            u[k].bytes += g;
+        else
+            others += g;
+    }
+    size_t len = 0;
+    out[0] = 0;
+    for (int k = 0; k < nu && len < n; k++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s %s", k ? ", " : "", u[k].user,
+                                format_size(u[k].bytes).text);
+    if (others && len < n)
+        snprintf(out + len, n - len, ", others %s", format_size(others).text);
+    if (!nu && n)
+        snprintf(out, n, "no one");
+}
+
+/* Why a request of w does not fit, in words. */
+static void explain(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w,
+                    const struct fit *f, char *why, size_t n)
+{
+    const struct ledger_device *d = &l->dev[dev];
+    char who[256];
+    if (f->by == BY_CAP) {
+        const struct policy_rule *rule = &l->policy.rules[f->rule];
+        holders(l, dev, rule, who, sizeof who);
+        snprintf(why, n, "%s %s may hold %s of %s (policy line %d); it holds %s (%s); "
+                 "requested %s",
+                 rule->who == WHO_USER ? "user" : "group", rule->name,
+                 format_size(amount_of(&rule->amount, d->total)).text, d->uuid, rule->line,
+                 format_size(l->held[f->rule][dev]).text, who, format_size(w).text);
+    } else if (f->by == BY_QUEUE) {
+        snprintf(why, n, "%d earlier request%s for %s wait%s for this memory, and requests are "
+                 "served in the order they came; requested %s",
+                 d->nwaiting, d->nwaiting == 1 ? "" : "s", d->uuid, d->nwaiting == 1 ? "s" : "",
+                 format_size(w).text);
+    } else {
+        holders(l, dev, NULL, who, sizeof who);
+        snprintf(why, n, "%s has %s: %s granted (%s), %s reserved for others, %s used outside "
+                 "any grant; requested %s",
+                 d->uuid, format_size(d->total).text, format_size(d->granted).text, who,
+                 format_size(ledger_reserved_against(l, c, dev, w)).text,
+                 format_size(d->excess + d->unseen).text, format_size(w).text);
+    }
+}
+
+/* What NVML's last look saw c's process use on the device outside any
+ * grant: its pid with its start time, so that a reused pid is not it. */
+static uint64_t outside_grants(const struct ledger *l, const struct ledger_client *c, int dev)
+{
+    const struct ledger_device *d = &l->dev[dev];
+    uint64_t in_use = 0;
+    for (int k = 0; k < d->nunseen && c->start; k++)
+        if (d->unseen_by[k].pid == c->pid && d->unseen_by[k].start == c->start)
+            in_use += d->unseen_by[k].used;
+    return in_use;
+}
+
+static enum verdict request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                            bool may_wait, uint64_t deadline_ms, uint64_t in_use,
+                            uint64_t *granted, char *why, size_t whylen);
+
+enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                            bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
+                            size_t whylen)
+{
+    return request(l, c, dev, bytes, may_wait, deadline_ms, 0, granted, why, whylen);
+}
+
+enum verdict ledger_register(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                             uint64_t *granted, char *why, size_t whylen)
+{
+    return request(l, c, dev, bytes, false, 0, bytes ? outside_grants(l, c, dev) : 0, granted,
+                   why, whylen);
+}
+
+static enum verdict request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                            bool may_wait, uint64_t deadline_ms, uint64_t in_use,
+                            uint64_t *granted, char *why, size_t whylen)
+{
+    struct ledger_use *u = &c->use[dev];
+    const struct ledger_device *d = &l->dev[dev];
+    why[0] = 0;
+    if (u->grant || u->waiting) {
+        snprintf(why, whylen, "this process already %s %s on %s", u->waiting ? "waits for" : "holds",
+                 format_size(u->waiting ? u->want : u->grant).text, d->uuid);
+        return VERDICT_DENY;
+    }
+    uint64_t w = bytes;
+    struct ledger_client *job = ledger_job_of(l, c, dev);
+    if (job) { /* a process of a job: within what the job was granted */
+        uint64_t left = job->use[dev].grant - job->use[dev].drawn;
+        if (!bytes)
+            w = left;
+        if (w && w <= left) {
+            ledger_set_grant(l, c, dev, w, job);
+            *granted = w;
+            return VERDICT_GRANT;
+        }
+        snprintf(why, whylen, "job %s was granted %s of %s; its other processes hold %s; "
+                 "requested %s",
+                 job->job, format_size(job->use[dev].grant).text, d->uuid,
+                 format_size(job->use[dev].drawn).text, format_size(w).text);
+        return VERDICT_DENY;
+    }
+    if (!w) {
+        if (!l->policy.has_default) {
+            snprintf(why, whylen, "no budget was asked for and the policy sets no default-budget; "
+                                  "give one (vram run --limit SIZE)");
+            return VERDICT_DENY;
+        }
+        w = amount_of(&l->policy.default_budget, d->total);
+    }
+    if (!w) {
+        snprintf(why, whylen, "the default budget is 0 bytes of %s; give one (vram run --limit "
+                 "SIZE)", d->uuid);
+        return VERDICT_DENY;
+    }
+    struct fit f = fits(l, c, dev, w, in_use);
+    if (f.by == FITS && queued_ahead(l, c, dev, w > in_use ? w - in_use : 0))
+        f.by = BY_QUEUE;
+    if (f.by == FITS) {
+        ledger_set_grant(l, c, dev, w, NULL);
+        *granted = w;
+        return VERDICT_GRANT;
+    }
+    explain(l, c, dev, w, &f, why, whylen);
+    if (!f.never && may_wait) {
+        u->want = w;
+        u->wait_seq = ++l->next_seq;
+        u->deadline_ms = deadline_ms;
+        ledger_enqueue(l, c, dev);
+        block(l, dev, &f);
+        return VERDICT_WAIT;
+    }
+    return VERDICT_DENY;
+}
+
+void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn answer, void *arg)
+{
+    char why[512];
+    for (int dev = 0; dev < l->ndev; dev++) {
+        struct ledger_device *d = &l->dev[dev];
+        /* One pass, oldest first: granting only takes memory, so a request
+         * that did not fit when looked at does not fit later in the pass;
+         * what an older one waits for is held back from the younger. */
+        d->queue_blocked = false;
+        memset(d->cap_blocked, 0, sizeof d->cap_blocked);
+        struct ledger_use *u = d->qhead;
+        while (u) {
+            struct ledger_use *next = u->qnext;
+            struct ledger_client *c = u->client;
+            struct fit f = fits(l, c, dev, u->want, 0);
+            if (f.by == FITS && queued_ahead(l, c, dev, u->want))
+                f.by = BY_QUEUE;
+            if (f.by == FITS) {
+                uint64_t w = u->want;
+                ledger_dequeue(l, c, dev);
+                ledger_set_grant(l, c, dev, w, NULL);
+                answer(c, dev, true, w, "", arg);
+            } else if (now_ms >= u->deadline_ms || f.never) {
+                explain(l, c, dev, u->want, &f, why, sizeof why);
+                ledger_dequeue(l, c, dev);
+                answer(c, dev, false, 0, why, arg);
+            } else {
+                block(l, dev, &f);
+            }
+            u = next;
+        }
+    }
+}

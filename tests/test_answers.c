@@ -1,0 +1,236 @@
+/* vramd's answers, driven without its loop (tests/fake_conns.c): what each
+ * message does to the ledger, message by message. Each part names the item
+ * of issue 11 it holds to. */
+#include "check.h"
+#include "fake_conns.h"
+#include "../src/ledger/snapshot.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+static const char *const one_gpu[] = {"GPU-00000000-0000-4000-8000-000000000001", NULL};
+#define U0 "GPU-00000000-0000-4000-8000-000000000001"
+
+/* The device as root's status shows it. */
+static struct snap_device device(int dev)
+{
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&D.L, 0, &s);
+    struct snap_device d = s.dev[dev];
+    snapshot_free(&s);
+    return d;
+}
+
+static uint64_t granted_on(int dev) { return device(dev).granted; }
+static uint64_t used_on(int dev) { return device(dev).used; }
+
+/* A process that said HELLO. */
+static struct fake_conn *process(pid_t pid, uid_t uid)
+{
+    struct fake_conn *f = fake_open(pid, uid, uid);
+    CHECK(fake_say(f, "VRAM/1 HELLO role=process cmd=test") == 0);
+    CHECK(fake_answer(f, "VRAM/1 OK client="));
+    return f;
+}
+
+/* Item 1: a message refused with ERR changes nothing, and the daemon never
+ * goes on with a device it could not name. */
+static void test_err_changes_nothing(void)
+{
+    fake_daemon("default-budget 2GiB\n", one_gpu, 12 * GiB);
+    struct fake_conn *a = process(100, 1000);
+    static const char *const bad[] = {
+        "VRAM/1 REQUEST bytes=1048576",                        /* no dev= */
+        "VRAM/1 REQUEST dev=GPU-nope total=5 bytes=1",          /* not a GPU of this node */
+        "VRAM/1 REQUEST dev=" U0 " total=x bytes=1",            /* a malformed total */
+        "VRAM/1 REQUEST dev=bad%uuid bytes=1",                  /* not a name */
+        "VRAM/1 REQUEST dev=" U0 " bytes=lots",                 /* a malformed amount */
+        "VRAM/1 REQUEST dev=" U0,                               /* no bytes= */
+        "VRAM/1 REQUEST dev=" U0 " bytes=1 wait=-1",
+        "VRAM/1 REPORT used=5",
+        "VRAM/1 RELEASE",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(fake_say(a, bad[i]) == 0);
+        CHECK(a->sent == 1);
+        CHECK(fake_answer(a, "VRAM/1 ERR") || fake_answer(a, "VRAM/1 DENY"));
+        CHECK(!fake_answer(a, "GRANT"));
+        CHECK(granted_on(0) == 0);
+    }
+    /* JOB shares the device path: as root, a malformed device is refused too. */
+    struct fake_conn *j = fake_open(1, 0, 0);
+    CHECK(fake_say(j, "VRAM/1 JOB job=1.0 uid=1000 gid=1000 total=x bytes=1") == 0);
+    CHECK(fake_answer(j, "VRAM/1 ERR") && !fake_answer(j, "GRANT") && granted_on(0) == 0);
+    CHECK(fake_say(j, "VRAM/1 JOB job=1.0 uid=1000 gid=1000 bytes=1") == 0);
+    CHECK(fake_answer(j, "VRAM/1 ERR") && !fake_answer(j, "GRANT") && granted_on(0) == 0);
+    /* And a good message after all that is still served. */
+    CHECK(fake_say(a, "VRAM/1 REQUEST dev=" U0 " bytes=0") == 0);
+    CHECK(fake_answer(a, "VRAM/1 GRANT dev=" U0 " bytes=2147483648"));
+    fake_daemon_end();
+}
+
+/* Item 16: usage is reported only for a grant held, and only up to the
+ * device's size. */
+static void test_report_checked(void)
+{
+    fake_daemon("default-budget 2GiB\n", one_gpu, 12 * GiB);
+    struct fake_conn *a = process(100, 1000);
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=72057594037927936 peak=0") == 0);
+    CHECK(fake_answer(a, "VRAM/1 ERR") && used_on(0) == 0);
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=1048576 peak=1048576") == 0);
+    CHECK(fake_answer(a, "VRAM/1 ERR") && used_on(0) == 0); /* no grant */
+    CHECK(fake_say(a, "VRAM/1 REQUEST dev=" U0 " bytes=0") == 0 && fake_answer(a, "GRANT"));
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=13958643712 peak=0") == 0);
+    CHECK(fake_answer(a, "VRAM/1 ERR") && used_on(0) == 0); /* 13 GiB of 12 */
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=1048576 peak=72057594037927936") == 0);
+    CHECK(fake_answer(a, "VRAM/1 ERR") && used_on(0) == 0);
+    CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=1048576 peak=2097152") == 0);
+    CHECK(a->sent == 0 && used_on(0) == 1 * MiB); /* a good report is not answered */
+    fake_daemon_end();
+}
+
+/* Item 18: without NVML, devices are learnt only from root's or the daemon
+ * user's own processes: another user cannot set a GPU's size or fill the
+ * device table. */
+static void test_learning_without_nvml(void)
+{
+    fake_daemon("default-budget 2GiB\n", NULL, 0);
+    uid_t other = geteuid() == 4242 ? 4243 : 4242;
+    struct fake_conn *m = process(300, other);
+    CHECK(fake_say(m, "VRAM/1 REQUEST dev=GPU-x total=1 bytes=0") == 0);
+    CHECK(fake_answer(m, "VRAM/1 DENY") && D.L.ndev == 0);
+    for (int i = 0; i < 20; i++) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "VRAM/1 REQUEST dev=GPU-fake%d total=1099511627776 bytes=1", i);
+        CHECK(fake_say(m, msg) == 0 && fake_answer(m, "VRAM/1 DENY"));
+    }
+    CHECK(D.L.ndev == 0);
+    struct fake_conn *r = process(301, geteuid());
+    CHECK(fake_say(r, "VRAM/1 REQUEST dev=GPU-x total=12884901888 bytes=4294967296") == 0);
+    CHECK(fake_answer(r, "GRANT") && D.L.ndev == 1 && D.L.dev[0].total == 12 * GiB);
+    /* Once learnt, the device serves everyone; its size is not theirs to say. */
+    CHECK(fake_say(m, "VRAM/1 REQUEST dev=GPU-x total=1 bytes=0") == 0);
+    CHECK(fake_answer(m, "VRAM/1 GRANT dev=GPU-x bytes=2147483648") && D.L.dev[0].total == 12 * GiB);
+    fake_daemon_end();
+}
+
+static void fill_hello(FILE *f) { fprintf(f, "hello\n"); }
+
+static bool file_is(const char *path, const char *text)
+{
+    char buf[256] = "";
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strcmp(buf, text) == 0;
+}
+
+/* Item 12: the daemon's files are written whole, by it, and never through
+ * what someone else put where they go: a FIFO does not block it (a child
+ * with an alarm holds the old behaviour, which blocked for ever), a link is
+ * not followed, and a file another user made beside it is left alone. */
+static void test_files_not_hijacked(void)
+{
+    char dir[] = "/tmp/vram-files.XXXXXX", path[300], other[300], tmp[400];
+    CHECK(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/metrics.prom", dir);
+    snprintf(other, sizeof other, "%s/theirs", dir);
+    /* What the daemon wrote, or whatever name a daemon before used for its
+     * temporary file, taken by another: a FIFO and a file. */
+    pid_t child = fork();
+    if (child == 0) {
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+        if (mkfifo(tmp, 0666) != 0)
+            _exit(2);
+        alarm(5);
+        _exit(write_atomically(path, 0644, fill_hello) == 0 ? 0 : 1);
+    }
+    int st;
+    CHECK(waitpid(child, &st, 0) == child);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* not killed by the alarm */
+    CHECK(file_is(path, "hello\n"));
+    struct stat sb;
+    CHECK(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+          (sb.st_mode & 0777) == 0644);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)child);
+    unlink(tmp);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    /* A regular file someone made at the old temporary name stays theirs and
+     * never becomes the daemon's file. */
+    FILE *f = fopen(tmp, "w");
+    fputs("mine\n", f);
+    fclose(f);
+    CHECK(write_atomically(path, 0600, fill_hello) == 0);
+    CHECK(file_is(tmp, "mine\n"));
+    CHECK(lstat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600 && sb.st_uid == geteuid());
+    unlink(tmp);
+    /* The file itself replaced by a link or a FIFO: refused, nothing followed. */
+    f = fopen(other, "w");
+    fputs("theirs\n", f);
+    fclose(f);
+    unlink(path);
+    CHECK(symlink(other, path) == 0);
+    CHECK(write_atomically(path, 0644, fill_hello) != 0);
+    CHECK(file_is(other, "theirs\n"));
+    unlink(path);
+    CHECK(mkfifo(path, 0666) == 0);
+    child = fork();
+    if (child == 0) {
+        alarm(5);
+        _exit(write_atomically(path, 0644, fill_hello) != 0 ? 0 : 1);
+    }
+    CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* Item 2: a status is answered in pages that fit in a socket's ordinary
+ * buffer (no buffer is raised for it), and a reader that asks page after
+ * page gets every entry once. */
+static void test_status_in_pages(void)
+{
+    fake_daemon("default-budget 1MiB\n", one_gpu, 12 * GiB);
+    enum { N = 500 };
+    for (int i = 0; i < N; i++) {
+        struct fake_conn *p = process(1000 + i, 1000);
+        CHECK(fake_say(p, "VRAM/1 REQUEST dev=" U0 " bytes=0") == 0 && fake_answer(p, "GRANT"));
+    }
+    struct fake_conn *root = fake_open(1, 0, 0);
+    int seen = 0, pages = 0, devs = 0;
+    char msg[128] = "VRAM/1 STATUS";
+    for (;;) {
+        CHECK(fake_say(root, msg) == 0);
+        CHECK(root->sent <= STATUS_PAGE + LEDGER_MAX_DEVICES + 1);
+        pages++;
+        for (int k = 0; k < root->sent && k < FAKE_KEEP; k++) {
+            seen += strncmp(root->out[k], "VRAM/1 PROC ", 12) == 0;
+            devs += strncmp(root->out[k], "VRAM/1 DEV ", 11) == 0;
+        }
+        const char *end = root->out[root->sent - 1], *next = strstr(end, "next=");
+        CHECK(strncmp(end, "VRAM/1 END", 10) == 0);
+        if (!next)
+            break;
+        snprintf(msg, sizeof msg, "VRAM/1 STATUS after=%s", next + 5);
+        CHECK(pages < 100);
+    }
+    CHECK(seen == N && devs == 1 && pages == (N + STATUS_PAGE - 1) / STATUS_PAGE);
+    /* A cursor that is not a number is refused like any bad field. */
+    CHECK(fake_say(root, "VRAM/1 STATUS after=x") == 0 && fake_answer(root, "VRAM/1 ERR"));
+    fake_daemon_end();
+}
+
+int main(void)
+{
+    test_err_changes_nothing();
+    test_report_checked();
+    test_learning_without_nvml();
+    test_files_not_hijacked();
+    test_status_in_pages();
+    printf("test_answers: ok\n");
+    return 0;
+}
