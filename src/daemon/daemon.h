@@ -89,6 +89,9 @@ void conns_drop_struck(void);
 int identity_creds(int fd, struct conn *c);
 int identity_rest(int fd, struct conn *c);
 uint64_t start_time(pid_t pid);
+/* Whose process pid is (its effective uid), when it started and its name,
+ * read at once from /proc/PID/stat; 0, or -1 if there is no such process. */
+int process_info(pid_t pid, uid_t *uid, uint64_t *start, char *comm, size_t n);
 bool same_process(pid_t pid, uint64_t start);
 void user_name(uid_t uid, char *out, size_t n);
 

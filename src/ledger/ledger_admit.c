@@ -186,6 +186,42 @@ static void holders(const struct ledger *l, int dev, const struct policy_rule *r
         snprintf(out, n, "no one");
 }
 
+/* The users whose requests wait on a device ahead of c's, with what
+ * they wait for: "bob 4.00 GiB, carol 2.00 GiB" (user names, as anyone
+ * may see them in vram status; never a process). The count in *n. */
+static void waiting_ahead(const struct ledger *l, const struct ledger_client *c, int dev,
+                          char *out, size_t size, int *n)
+{
+    struct {
+        char user[64];
+        uint64_t bytes;
+    } u[8];
+    int nu = 0;
+    uint64_t others = 0;
+    *n = 0;
+    for (const struct ledger_use *q = l->dev[dev].qhead; q && q->client != c; q = q->qnext) {
+        int k = 0;
+        (*n)++;
+        while (k < nu && strcmp(u[k].user, q->client->user) != 0)
+            k++;
+        if (k == nu && nu < 8) {
+            snprintf(u[nu].user, sizeof u[nu].user, "%s", q->client->user);
+            u[nu++].bytes = 0;
+        }
+        if (k < nu)
+            u[k].bytes += q->want;
+        else
+            others += q->want;
+    }
+    size_t len = 0;
+    out[0] = 0;
+    for (int k = 0; k < nu && len < size; k++)
+        len += (size_t)snprintf(out + len, size - len, "%s%s %s", k ? ", " : "", u[k].user,
+                                format_size(u[k].bytes).text);
+    if (others && len < size)
+        snprintf(out + len, size - len, ", others %s", format_size(others).text);
+}
+
 /* Why a request of w does not fit, in words. */
 static void explain(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w,
                     const struct fit *f, char *why, size_t n)
@@ -201,17 +237,21 @@ static void explain(const struct ledger *l, const struct ledger_client *c, int d
                  format_size(amount_of(&rule->amount, d->total)).text, d->uuid, rule->line,
                  format_size(l->held[f->rule][dev]).text, who, format_size(w).text);
     } else if (f->by == BY_QUEUE) {
-        snprintf(why, n, "%d earlier request%s for %s wait%s for this memory, and requests are "
-                 "served in the order they came; requested %s",
-                 d->nwaiting, d->nwaiting == 1 ? "" : "s", d->uuid, d->nwaiting == 1 ? "s" : "",
+        int ahead;
+        waiting_ahead(l, c, dev, who, sizeof who, &ahead);
+        snprintf(why, n, "%d earlier request%s for %s wait%s for this memory (%s), and requests "
+                 "are served in the order they came; requested %s",
+                 ahead, ahead == 1 ? "" : "s", d->uuid, ahead == 1 ? "s" : "", who,
                  format_size(w).text);
     } else {
         holders(l, dev, NULL, who, sizeof who);
+        uint64_t reserved = ledger_reserved_against(l, c, dev, w), outside = d->excess + d->unseen;
+        uint64_t busy = d->granted + reserved + outside;
         snprintf(why, n, "%s has %s: %s granted (%s), %s reserved for others, %s used outside "
-                 "any grant; requested %s",
+                 "any grant, %s free; requested %s",
                  d->uuid, format_size(d->total).text, format_size(d->granted).text, who,
-                 format_size(ledger_reserved_against(l, c, dev, w)).text,
-                 format_size(d->excess + d->unseen).text, format_size(w).text);
+                 format_size(reserved).text, format_size(outside).text,
+                 format_size(busy < d->total ? d->total - busy : 0).text, format_size(w).text);
     }
 }
 
