@@ -341,8 +341,8 @@ static int on_job(struct conn *c, const struct proto_msg *m)
 /* A job's holder (vram run for its command, the Slurm plugin for a
  * step's tasks) says what one of the job's processes uses, or that it has
  * left. The process is taken to be the job's only if the kernel says it
- * is a process of the job's user; its start time and name are the
- * kernel's too. A process that is gone, or is someone else's, by the time
+ * is a process of the job's user (or root says so, for a job it
+ * registered); its start time and name are the kernel's too. A process that is gone, or is someone else's, by the time
  * the message is read is passed over: the holder read its list a moment
  * ago, and pids are reused. */
 static int on_member(struct conn *c, const struct proto_msg *m)
@@ -368,18 +368,18 @@ static int on_member(struct conn *c, const struct proto_msg *m)
     if (proto_get_u64(m, "used", most, &used, err, sizeof err) != 0 ||
         proto_get_u64(m, "peak", most, &peak, err, sizeof err) < 0)
         return answers_strike(c, "MEMBER: %s", err[0] ? err : "used= is required with dev=");
-    uid_t owner;
-    uint64_t start;
-    char comm[64];
-    if (process_info((pid_t)pid, &owner, &start, comm, sizeof comm) != 0 || owner != lc->uid) {
+    /* Root's word (the Slurm plugin's) is taken for any process: a task
+     * may not yet have become its user's when slurmstepd names it. */
+    struct process_info pi;
+    if (process_info((pid_t)pid, &pi) != 0 || (!lc->by_root && pi.uid != lc->uid)) {
         dlog(L_DEBUG, "job %s: pid %llu is not a process of uid %u (now); passed over", lc->job,
              (unsigned long long)pid, (unsigned)lc->uid);
         return 0;
     }
-    struct ledger_client *mb = ledger_member(&D.L, lc, (pid_t)pid, start);
+    struct ledger_client *mb = ledger_member(&D.L, lc, (pid_t)pid, pi.start);
     if (!mb)
         return answers_strike(c, "MEMBER: a job may list at most %d processes", LEDGER_MAX_MEMBERS);
-    proto_name_clean(comm, mb->cmd, sizeof mb->cmd);
+    proto_name_clean(pi.comm, mb->cmd, sizeof mb->cmd);
     ledger_report(&D.L, mb, dev, used, peak);
     return 0;
 }

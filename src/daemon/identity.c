@@ -38,7 +38,7 @@ uint64_t start_time(pid_t pid)
     return strtoull(p, NULL, 10);
 }
 
-int process_info(pid_t pid, uid_t *uid, uint64_t *start, char *comm, size_t n)
+int process_info(pid_t pid, struct process_info *out)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -54,14 +54,19 @@ int process_info(pid_t pid, uid_t *uid, uint64_t *start, char *comm, size_t n)
     char *open_paren = strchr(buf, '('), *p = strrchr(buf, ')');
     if (!open_paren || !p || p < open_paren)
         return -1;
-    snprintf(comm, n, "%.*s", (int)(p - open_paren - 1), open_paren + 1);
+    snprintf(out->comm, sizeof out->comm, "%.*s", (int)(p - open_paren - 1), open_paren + 1);
+    char state;
+    int ppid;
+    if (sscanf(p + 1, " %c %d", &state, &ppid) != 2)
+        return -1;
+    out->ppid = (pid_t)ppid;
     int field = 2;
     for (; *p && field < 22; p++)
         if (*p == ' ')
             field++;
-    *start = strtoull(p, NULL, 10);
-    *uid = st.st_uid; /* /proc/PID belongs to the process's effective uid */
-    return *start ? 0 : -1;
+    out->start = strtoull(p, NULL, 10);
+    out->uid = st.st_uid; /* /proc/PID belongs to the process's effective uid */
+    return out->start ? 0 : -1;
 }
 
 bool same_process(pid_t pid, uint64_t start) { return start && start_time(pid) == start; }

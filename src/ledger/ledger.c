@@ -346,6 +346,23 @@ static int by_pid(const void *a, const void *b)
     return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
+/* The job whose member or holder process `ppid` is, or NULL. */
+static struct ledger_client *job_of_parent(const struct ledger *l, struct ledger_client **sorted,
+                                           int n, pid_t ppid)
+{
+    struct ledger_client key = {.pid = ppid}, *kp = &key;
+    struct ledger_client **hit = bsearch(&kp, sorted, (size_t)n, sizeof *sorted, by_pid);
+    for (; hit && hit > sorted && hit[-1]->pid == ppid; hit--)
+        ;
+    for (; hit && hit < sorted + n && (*hit)->pid == ppid; hit++)
+        if ((*hit)->member_of)
+            return (*hit)->member_of;
+    for (int i = 0; i < l->njobs; i++)
+        if (l->jobs[i]->pid == ppid && !l->jobs[i]->held_until_ms)
+            return l->jobs[i];
+    return NULL;
+}
+
 int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
                      struct ledger_client **over, int max)
 {
@@ -376,6 +393,14 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
         for (; hit && hit < sorted + nproc && (*hit)->pid == procs[k].pid && !c; hit++)
             if ((*hit)->start == procs[k].start)
                 c = *hit;
+        if (!c && procs[k].ppid) /* a child of a job's, not reported yet: the job's */
+            c = job_of_parent(l, sorted, nproc, procs[k].ppid);
+        if (c && c->role == ROLE_JOB) {
+            ledger_account(l, c, dev, -1);
+            c->use[dev].nvml += procs[k].used;
+            ledger_account(l, c, dev, +1);
+            continue;
+        }
         if (!c) {
             unseen += procs[k].used;
             continue;

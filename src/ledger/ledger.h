@@ -200,13 +200,16 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
                                     int dev);
 
 /* Takes in NVML's view of one device: the processes using it, each with
- * its start time (0 if it could not be read) and usage. A client's real
- * usage is matched by pid and start time; the rest is unseen usage.
+ * its start time (0 if it could not be read), usage and parent. A
+ * client's real usage is matched by pid and start time; a process not
+ * matched whose parent is a job's member or holder is the job's (a
+ * process its holder has not reported yet); the rest is unseen usage.
  * Returns the clients that have just gone over budget by more than the
  * policy's margin, in *over (up to max). */
 struct ledger_nvml_process {
     pid_t pid;
     uint64_t start, used;
+    pid_t ppid; /* its parent (0: not known) */
 };
 int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
                      struct ledger_client **over, int max);
