@@ -6,6 +6,7 @@
 #include "../src/util/parse.h"
 #include "../src/util/report.h"
 #include "cli.h"
+#include "grants.h"
 #include "visible.h"
 #include "supervise.h"
 
@@ -218,7 +219,7 @@ int cmd_run(int argc, char **argv)
 {
     const char *limit = NULL, *fraction = NULL, *devices = NULL, *log = NULL, *wait = NULL,
                *job = NULL, *growth = NULL, *help = NULL, *per_process = NULL, *summary = NULL,
-               *record = NULL, *format = NULL;
+               *record = NULL, *format = NULL, *start_anyway = NULL;
     const struct cli_option table[] = {
         {"--limit", CLI_VALUE, &limit},     {"--fraction", CLI_VALUE, &fraction},
         {"--devices", CLI_VALUE, &devices}, {"--log", CLI_VALUE, &log},
@@ -226,7 +227,8 @@ int cmd_run(int argc, char **argv)
         {"--growth", CLI_FLAG, &growth},    {"--help", CLI_FLAG, &help},
         {"-h", CLI_FLAG, &help},            {"--per-process", CLI_FLAG, &per_process},
         {"--summary", CLI_VALUE, &summary}, {"--record", CLI_VALUE, &record},
-        {"--format", CLI_VALUE, &format},   {NULL, 0, NULL},
+        {"--format", CLI_VALUE, &format},   {"--start-anyway", CLI_FLAG, &start_anyway},
+        {NULL, 0, NULL},
     };
     int i = cli_parse("run", table, argc, argv, 2, true);
     if (i < 0)
@@ -253,6 +255,7 @@ int cmd_run(int argc, char **argv)
     if (log && options_set(&scratch, "VRAM_LOG", log, err, sizeof err) != 0)
         return run_fail("--log: %s", err);
     char wait_ms[32] = "true";
+    uint64_t wait_for = wait ? UINT64_MAX / 2 : 0; /* as long as the policy allows */
     if (wait && strcmp(wait, "true") != 0) {
         uint64_t ms;
         parse_why why;
@@ -262,6 +265,7 @@ int cmd_run(int argc, char **argv)
                             wait, why.text, PARSE_DURATION_FORMS);
         /* In milliseconds, with the unit: VRAM_WAIT=1 would read as "true". */
         snprintf(wait_ms, sizeof wait_ms, "%llums", (unsigned long long)ms);
+        wait_for = ms;
     }
     struct supervise_options so = {.summary_fd = -1, .summary_path = summary};
     if (check_record(record, format, &so.record_format) != 0)
@@ -273,10 +277,10 @@ int cmd_run(int argc, char **argv)
     int daemon = ledger_find_socket(sock, sizeof sock, derr, sizeof derr);
     if (daemon < 0)
         return run_fail("%s", derr);
-    if ((wait || job) && daemon != 0)
+    if ((wait || job || start_anyway) && daemon != 0)
         return run_fail("%s needs vramd, and no vramd socket was found (start vramd, or set "
                         "VRAM_DAEMON to its socket)",
-                        wait ? "--wait" : "--job");
+                        wait ? "--wait" : job ? "--job" : "--start-anyway");
     if (limit) {
         setenv("VRAM_MEMORY_LIMIT", limit, 1);
         unsetenv("VRAM_MEMORY_FRACTION");
@@ -340,16 +344,40 @@ int cmd_run(int argc, char **argv)
     if (summary && (so.summary_fd = open(summary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return run_fail("--summary %s: cannot create it: %s; the program was not started", summary,
                         strerror(errno));
-    /* With vramd, each process asks its own grant (one grant per command
-     * needs the daemon's side: see ARCHITECTURE.md). */
-    so.mode = per_process || daemon == 0 ? COMMAND_PER_PROCESS : COMMAND_SHARED;
+    so.mode = per_process ? COMMAND_PER_PROCESS : COMMAND_SHARED;
     so.limit_var = getenv("VRAM_MEMORY_LIMIT") ? "VRAM_MEMORY_LIMIT"
                    : getenv("VRAM_MEMORY_FRACTION") ? "VRAM_MEMORY_FRACTION"
                                                     : NULL;
     so.limit_value = so.limit_var ? getenv(so.limit_var) : NULL;
+    struct options budget = scratch; /* the environment's, as checked above */
     options_clear(&scratch);
     so.report = options_set(&scratch, "VRAM_LOG", getenv("VRAM_LOG"), err, sizeof err) == 0 &&
                 scratch.log_level != LOG_OFF;
+    /* With vramd the command is one job: its grants, asked for now that
+     * nothing else can stop the program from starting (with --per-process
+     * each process asks vramd its own). */
+    static struct job grants;
+    if (daemon == 0 && so.mode == COMMAND_SHARED) {
+        static struct visible gpus; /* large: not on the stack */
+        if (visible_gpus(devices, &gpus, err, sizeof err) != 0) {
+            if (summary)
+                unlink(summary);
+            return run_fail("%s; the program was not started", err);
+        }
+        struct grants_request gr = {
+            .socket = sock, .gpus = &gpus, .budget = &budget,
+            .given = given[0] ? given : NULL, .wait_ms = wait ? wait_for : 0, .job = job,
+            .program = argv[i], .start_anyway = start_anyway != NULL, .report = so.report,
+            .verbose = scratch.log_level >= LOG_INFO,
+        };
+        int rc = grants_ask(&grants, &gr);
+        if (rc != 0) {
+            if (summary)
+                unlink(summary);
+            return rc;
+        }
+        so.grants = &grants;
+    }
     /* Last, so that nothing above leaves the directory behind. */
     char record_dir[PATH_MAX];
     if (record) {
