@@ -65,8 +65,8 @@ waiter=$!
 check "a job that does not fit waits" wait_for 5 \
   sh -c "'$vram' status --json | grep -q '\"waiting_for\":$((6 * G))'"
 "$vram" run --wait=1s --limit 6GiB -- "$grab" T 1 >"$tmp/t.out" 2>"$tmp/t.err"; rc=$?
-check "a wait that times out fails" test $rc = 1
-check "and says why" contains "$tmp/t.err" "no GPU memory granted by vramd: waited as long as allowed: .*8.00 GiB granted"
+check "a wait that times out fails: the program is not started" test $rc = 75
+check "and says why" contains "$tmp/t.err" "gave up waiting for 6.00 GiB on GPU 0 .*: waited as long as allowed: .*8.00 GiB granted"
 "$vram" run --limit 13GiB -- "$grab" X 1 >"$tmp/x.out" 2>"$tmp/x.err"
 check "what can never fit is refused at once" contains "$tmp/x.err" "has 12.00 GiB"
 kill -9 $holder; wait $holder 2>/dev/null
@@ -152,7 +152,7 @@ for n in 1 2 3; do
   rpids+=($!)
 done
 check "three clients registered" wait_for 10 is granted $((21 * G / 2))
-check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c '^p .* GPU-' '$tmp/state') = 3 ]"
+check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c '^c .* GPU-' '$tmp/state') = 3 ]"
 kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
 "$vram" run --limit 1GiB -- "$grab" D 1 >"$tmp/down" 2>&1
 check "while the daemon is down, a new client is held to its own budget" \

@@ -541,6 +541,14 @@ static void test_command_is_one_job(void)
     CHECK(cmd->use[0].nvml == 9 * GiB && cmd->use[0].over && !m1->use[0].over);
     CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 0);
     consistent(&l);
+    /* Processes its holder has not reported yet, children of a member or
+     * of the holder: the job's too, not unseen. */
+    struct ledger_nvml_process young[] = {{501, 1501, 5 * GiB, 0}, {601, 1601, 1 * GiB, 501},
+                                          {602, 1602, 1 * GiB, 500}, {777, 5, 1 * GiB, 1}};
+    ledger_reconcile(&l, 0, young, 4, over, 4);
+    CHECK(l.dev[0].unseen == 1 * GiB && cmd->use[0].nvml == 7 * GiB);
+    consistent(&l);
+    ledger_reconcile(&l, 0, nv, 3, over, 4);
 
     /* Another user sees the command as one total, the job's. */
     ledger_snapshot(&l, 1002, &s);
