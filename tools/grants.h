@@ -41,7 +41,8 @@ struct grants_request {
     bool verbose;           /* and what the holder does meanwhile (--log info) */
 };
 
-/* Asks vramd for the command's grants. 0: they are in `j` (every GPU
+/* Asks vramd for the command's grants (`r` must last as long as `j`: the
+ * holder's thread speaks through it). 0: they are in `j` (every GPU
  * granted, or held to vramd's fallback while it is down, or refused and
  * --start-anyway); RUN_REFUSED after saying why on stderr: the program must
  * not start; 2 after a message: vramd could not be asked. */

@@ -369,7 +369,9 @@ int cmd_run(int argc, char **argv)
                 unlink(summary);
             return run_fail("%s; the program was not started", err);
         }
-        struct grants_request gr = {
+        /* The holder's thread speaks through it for the command's life. */
+        static struct grants_request gr;
+        gr = (struct grants_request){
             .socket = sock, .gpus = &gpus, .budget = &budget,
             .given = given[0] ? given : NULL, .wait_ms = wait ? wait_for : 0, .job = job,
             .program = argv[i], .start_anyway = start_anyway != NULL, .report = so.report,
