@@ -43,15 +43,12 @@
 #include "../src/util/parse.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 SPANK_PLUGIN(vram, 1);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DOWN_WAIT_MS 5000 /* how long vram run waits for a vramd that does not answer */
 #define DOWN_RETRY_MS 250
@@ -98,11 +99,11 @@ static int while_down(struct job *j, const struct grants_request *r, const char 
                     why);
         d->grant = d->ask && (f != 0 || d->ask < allowed) ? d->ask : f == 0 ? allowed : 0;
         if (!d->grant) {
-            fprintf(stderr, "vram run: vramd at %s does not answer (%s), and %s on GPU %d (%s); "
-                    "the program was not started\n", r->socket, down,
-                    f == 0 ? "its policy lets no command take memory while it is down (no "
-                             "default-budget)"
-                           : "no budget was given (--limit SIZE) and it left no fallback budget",
+            fprintf(stderr, "vram run: vramd at %s does not answer (%s), and %s GPU %d (%s) "
+                    "while it is down; the program was not started\n", r->socket, down,
+                    f == 0 ? "its policy (no default-budget) lets no command take memory of"
+                           : "no budget was given (--limit SIZE) and it left no fallback budget "
+                             "for",
                     d->ordinal, d->uuid);
             return RUN_REFUSED;
         }
@@ -181,10 +182,12 @@ int grants_ask(struct job *j, const struct grants_request *r)
                         how_long(waited, t, sizeof t));
             continue;
         }
-        if (got < 0) {
-            fprintf(stderr, "vram run: vramd at %s stopped answering (%s); the program was not "
-                    "started\n", r->socket, why);
-            return 2;
+        if (got < 0) { /* gone, or not answering: as if it had not answered at all */
+            close(j->fd);
+            j->fd = -1;
+            for (int k = 0; k < j->ndev; k++)
+                j->dev[k].state = JOB_UNASKED;
+            return while_down(j, r, why);
         }
         if (w.waited)
             fprintf(stderr, "vram run: gave up waiting for %s on GPU %d (%s)%s after %s: %s",
