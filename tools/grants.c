@@ -97,7 +97,10 @@ static int while_down(struct job *j, const struct grants_request *r, const char 
         if (f < 0 && r->report)
             fprintf(stderr, "vram run: ignored vramd's fallback file beside %s: %s\n", r->socket,
                     why);
-        d->grant = d->ask && (f != 0 || d->ask < allowed) ? d->ask : f == 0 ? allowed : 0;
+        if (f == 0) /* its own budget, and no more than the fallback */
+            d->grant = d->ask && d->ask < allowed ? d->ask : allowed;
+        else
+            d->grant = d->ask;
         if (!d->grant) {
             fprintf(stderr, "vram run: vramd at %s does not answer (%s), and %s GPU %d (%s) "
                     "while it is down; the program was not started\n", r->socket, down,
