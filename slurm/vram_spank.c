@@ -12,35 +12,43 @@
  *   - the option callback, in srun/sbatch/salloc (local and allocator
  *     contexts): the value is checked there, with vram's own size parser,
  *     so a bad one is refused at submission;
- *   - slurm_spank_init_post_opt in slurmstepd (remote, as root): with
- *     socket=, the step's grant (budget × local tasks, on each GPU Slurm gave
- *     it) is registered with vramd under JOBID.STEPID and the job's user;
- *     slurmstepd holds the connection for the step's life, so the grant
- *     ends with the step however it ends (exit, scancel, a killed stepd).
- *     A thread of the plugin watches the connection: when vramd goes away
- *     (a restart) it reconnects every second and re-registers the grant,
- *     which the restarted daemon has held for it; a grant vramd could not
- *     take when the step started is registered when it is back;
+ *   - slurm_spank_init_post_opt in slurmstepd (remote, as root): each
+ *     local task gets a command state of its own (src/preload/command.h,
+ *     handed to the user), so that the task and every process it starts
+ *     share its budget on each GPU, as under `vram run`. With socket=, the
+ *     step is one job of vramd's ledger, as a `vram run` command is
+ *     (src/ledger/job.h): its grant (budget × local tasks, on each GPU
+ *     Slurm gave it) is registered under JOBID.STEPID for the job's user,
+ *     and put in the tasks' states, so their processes never ask vramd
+ *     themselves. slurmstepd holds the connection for the step's life, so
+ *     the grant ends with the step however it ends (exit, scancel, a killed
+ *     stepd); a thread reports what the tasks' processes hold (vram top
+ *     shows the step with its processes) and re-registers the grant with a
+ *     vramd that restarted, which held it meanwhile. A vramd that does not
+ *     answer when the step starts leaves its tasks' processes to ask it
+ *     each for themselves, as without the plugin;
  *   - slurm_spank_task_init in each task (as the user, just before exec):
- *     the interposer and the budget are put in its environment exactly as
- *     `vram run --limit` does.
+ *     the interposer, the budget and the task's state are put in its
+ *     environment exactly as `vram run --limit` does;
+ *   - slurm_spank_task_exit in slurmstepd: when the node's last task of the
+ *     step has ended, each task's peak per GPU is said on slurmstepd's
+ *     stderr, which Slurm connects to the first task's: the job's output.
  */
 #include <slurm/spank.h>
 
 #include "../src/core/options.h"
 #include "../src/ledger/client.h"
+#include "../src/ledger/job.h"
+#include "../src/preload/command_state.h"
 #include "../src/util/parse.h"
 
 #include <errno.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 SPANK_PLUGIN(vram, 1);
@@ -53,20 +61,12 @@ static char preload[1024];
 static char socket_path[108];
 static uint64_t shard_mem;
 static char default_mem[64];  /* "" or "none": no budget without --gpu-mem */
-/* slurmstepd's standing with vramd: the step's grant, and the thread that
- * keeps it across daemon restarts. */
-static struct {
-    pthread_mutex_t mu;
-    int fd;          /* the connection that holds the grant; -1 while vramd is away */
-    bool registered; /* vramd has granted it (on this or an earlier connection) */
-    int wake[2];     /* slurm_spank_exit stops the thread through this pipe */
-    bool thread;
-    pthread_t tid;
-    char name[64], devices[256];
-    uid_t uid;
-    gid_t gid;
-    uint64_t bytes; /* per GPU: budget × local tasks */
-} H = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .wake = {-1, -1}};
+/* In slurmstepd: the step's tasks' command states (one per local task),
+ * and the step's standing with vramd. */
+static struct command_owner *tasks;
+static uint32_t ntasks, ended;
+static bool held; /* the step is a job of vramd's: J holds its grant */
+static struct job J;
 /* Why the step may not run, found in slurmstepd and said in each task,
  * whose stderr is the user's: slurmstepd's own errors reach only slurmd's
  * log, and srun would say no more than "Plugin initialization failed". */
@@ -206,141 +206,134 @@ static int step_budget(spank_t sp, char *value, size_t n, uint64_t *max)
     return 0;
 }
 
-/* Registers H's grant on a new connection, GPU by GPU (restore: it was
- * granted before a vramd restart, which held it). 0 with H.fd set; 1 if
- * vramd does not answer; -1 if it refused (the reason in `refusal`). */
-static int register_on_new_connection(bool restore)
+/* The step's GPUs, as its tasks number them, in J (with what each task
+ * may hold there); 0, or -1 with the refusal. */
+static int step_gpus(spank_t sp, const char *value)
 {
-    int fd = ledger_connect(socket_path);
-    if (fd < 0)
-        return 1;
-    char devices[256], num[24];
-    snprintf(devices, sizeof devices, "%s", H.devices);
+    char list[256], err[900];
+    struct options o, none;
+    options_clear(&o);
+    options_clear(&none);
+    if (options_set(&o, "VRAM_MEMORY_LIMIT", value, err, sizeof err) != 0) {
+        snprintf(refusal, sizeof refusal, "%s", err);
+        return -1;
+    }
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", list, sizeof list) != ESPANK_SUCCESS || !list[0])
+        snprintf(list, sizeof list, "0");
     char *save = NULL;
-    for (char *d = strtok_r(devices, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
-        struct proto_writer w;
-        struct proto_msg m;
-        char err[256];
-        proto_begin(&w, VERB_JOB);
-        proto_add(&w, "job", H.name);
-        snprintf(num, sizeof num, "%u", (unsigned)H.uid);
-        proto_add(&w, "uid", num);
-        snprintf(num, sizeof num, "%u", (unsigned)H.gid);
-        proto_add(&w, "gid", num);
-        proto_add(&w, "index", d);
-        proto_add_u64(&w, "bytes", H.bytes);
-        if (restore)
-            proto_add_u64(&w, "restore", H.bytes);
-        if (ledger_send(fd, &w) != 0 || ledger_recv(fd, &m, 10000, err, sizeof err) != 0) {
-            close(fd);
-            return 1;
-        }
-        if (m.verb != VERB_GRANT) {
-            const char *text = proto_get(&m, "text");
-            snprintf(refusal, sizeof refusal, "job %s: vramd refused %s on GPU %s: %s", H.name,
-                     format_size(H.bytes).text, d, text ? text : "");
-            close(fd);
+    int ordinal = 0;
+    for (char *d = strtok_r(list, ",", &save); d && J.ndev < JOB_MAX_DEVICES;
+         d = strtok_r(NULL, ",", &save), ordinal++) {
+        uint64_t index;
+        parse_why why;
+        const struct limit_setting *l = options_limit(&none, &o, ordinal);
+        if (l->kind != LIMIT_BYTES) /* no budget there: no grant either */
+            continue;
+        if (parse_uint(d, 1u << 20, &index, &why) != 0) {
+            snprintf(refusal, sizeof refusal, "CUDA_VISIBLE_DEVICES=%s: GPU \"%s\" is not an "
+                     "index (%s); vramd is asked for GPUs by index", list, d, why.text);
             return -1;
         }
+        struct job_device *jd = &J.dev[J.ndev++];
+        jd->index = (int)index;
+        jd->ordinal = ordinal;
+        jd->ask = l->bytes * ntasks;
     }
-    H.fd = fd; /* close-on-exec: the tasks do not inherit it */
-    H.registered = true;
     return 0;
 }
 
-/* In slurmstepd, for the step's life: the daemon sends nothing unasked, so
- * a connection that becomes readable has been closed: vramd went away.
- * Then every second: connect again and re-register what was granted (or
- * register, if vramd was away when the step began). */
-static void *holder(void *arg)
+/* slurmstepd, as root: the step's grant, held by this connection. 0 (with
+ * `held` when vramd took it); -1 if vramd refused it. */
+static int register_grant(spank_t sp, const char *value)
 {
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&H.mu);
-        int fd = H.fd;
-        pthread_mutex_unlock(&H.mu);
-        struct pollfd p[2] = {{H.wake[0], POLLIN, 0}, {fd, POLLIN | POLLRDHUP, 0}};
-        int r = poll(p, fd >= 0 ? 2 : 1, fd >= 0 ? -1 : 1000);
-        if (r < 0 && errno != EINTR)
-            return NULL;
-        if (p[0].revents)
-            return NULL; /* the step is over */
-        pthread_mutex_lock(&H.mu);
-        if (H.fd >= 0 && p[1].revents) {
-            close(H.fd);
-            H.fd = -1;
-            slurm_info("vram: job %s: vramd went away; re-registering when it is back", H.name);
-        } else if (H.fd < 0 && r == 0) {
-            bool restore = H.registered;
-            int rc = register_on_new_connection(restore);
-            if (rc == 0)
-                slurm_info("vram: job %s: %s %s per GPU with vramd", H.name,
-                           restore ? "re-registered" : "registered", format_size(H.bytes).text);
-            else if (rc < 0)
-                slurm_error("vram: %s (the tasks keep their own budgets)", refusal);
-        }
-        pthread_mutex_unlock(&H.mu);
+    job_init(&J);
+    snprintf(J.socket, sizeof J.socket, "%s", socket_path);
+    J.for_user = true;
+    step_name(sp, J.name, sizeof J.name);
+    snprintf(J.cmd, sizeof J.cmd, "job");
+    if (spank_get_item(sp, S_JOB_UID, &J.uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &J.gid) != ESPANK_SUCCESS) {
+        snprintf(refusal, sizeof refusal, "job %s: Slurm did not say whose it is", J.name);
+        return -1;
     }
+    if (step_gpus(sp, value) != 0)
+        return -1;
+    char why[700];
+    if (job_connect(&J, why, sizeof why) != 0) {
+        slurm_info("vram: job %s: vramd at %s does not answer (%s); the tasks' processes ask it "
+                   "for themselves", J.name, socket_path, why);
+        return 0;
+    }
+    for (int i = 0; i < J.ndev; i++) {
+        int r = job_ask(&J, i, 0, NULL, NULL, why, sizeof why);
+        if (r <= 0) {
+            snprintf(refusal, sizeof refusal, "job %s: vramd refused %s on GPU %d: %s", J.name,
+                     format_size(J.dev[i].ask).text, J.dev[i].index,
+                     r < 0 ? "it stopped answering" : why);
+            job_end(&J);
+            return -1;
+        }
+    }
+    held = true;
+    slurm_info("vram: job %s: %s per GPU for %u task(s) registered with vramd", J.name, value,
+               ntasks);
+    return 0;
 }
 
-static void start_holder(void)
+/* One command state per local task: what the task's processes hold,
+ * shared by all of them, and the peak at the end. The states are the
+ * user's (their processes must open them), created here so that this
+ * process can read them after the tasks end. */
+static int task_states(spank_t sp, const char *value)
 {
-    if (pipe2(H.wake, O_CLOEXEC) != 0)
-        return;
-    /* Signals are slurmstepd's business, not this thread's. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    H.thread = pthread_create(&H.tid, NULL, holder, NULL) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-/* slurmstepd, as root: the step's grant, held by this connection. */
-static int register_grant(spank_t sp, uint64_t per_task)
-{
-    uint32_t tasks = 1;
-    uid_t uid = 0;
-    gid_t gid = 0;
-    step_name(sp, H.name, sizeof H.name);
+    uid_t uid;
+    gid_t gid;
     if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
         return -1;
-    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks);
-    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", H.devices, sizeof H.devices) != ESPANK_SUCCESS ||
-        !H.devices[0])
-        snprintf(H.devices, sizeof H.devices, "0");
-    H.uid = uid;
-    H.gid = gid;
-    H.bytes = per_task * tasks;
-    pthread_mutex_lock(&H.mu);
-    int rc = register_on_new_connection(false);
-    pthread_mutex_unlock(&H.mu);
-    if (rc < 0)
+    tasks = calloc(ntasks, sizeof *tasks);
+    if (!tasks)
         return -1;
-    if (rc > 0)
-        slurm_info("vram: job %s: vramd at %s does not answer (%s); tasks keep their own "
-                   "budgets, and the grant is registered when vramd is back",
-                   H.name, socket_path, strerror(errno));
-    else
-        slurm_info("vram: job %s: %s per task × %u task(s) registered with vramd", H.name,
-                   format_size(per_task).text, tasks);
-    start_holder();
+    char why[512];
+    for (uint32_t t = 0; t < ntasks; t++) {
+        struct command_owner *o = &tasks[t];
+        o->fd = -1;
+        if (command_create(o, held || !socket_path[0] ? COMMAND_SHARED : COMMAND_PER_PROCESS,
+                           "VRAM_MEMORY_LIMIT", value, NULL, 0, why, sizeof why) != 0 ||
+            fchown(o->fd, uid, gid) != 0) {
+            snprintf(refusal, sizeof refusal, "%s", why);
+            return -1;
+        }
+        /* With vramd, the grant is the tasks' budget: per task, on each GPU. */
+        for (int i = 0; held && i < J.ndev; i++)
+            command_grant(o, J.dev[i].uuid, J.dev[i].ordinal, J.dev[i].ask / ntasks);
+        if (held)
+            job_watch(&J, o->shared, o->fd);
+    }
     return 0;
 }
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
     (void)ac, (void)av;
-    if (spank_context() != S_CTX_REMOTE || !socket_path[0])
+    if (spank_context() != S_CTX_REMOTE)
         return 0;
     char value[256];
     uint64_t max;
     /* A refusal is said by each task (below); the step goes on to launch them. */
-    if (step_budget(sp, value, sizeof value, &max) == 0 && value[0] &&
-        register_grant(sp, max) != 0)
-        slurm_error("vram: %s", refusal);
-    else if (refusal[0])
-        slurm_error("vram: %s", refusal);
+    if (step_budget(sp, value, sizeof value, &max) != 0 || !value[0])
+        return 0;
+    spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &ntasks);
+    if (!ntasks)
+        ntasks = 1;
+    if ((socket_path[0] && register_grant(sp, value) != 0) || task_states(sp, value) != 0) {
+        slurm_error("vram: %s", refusal[0] ? refusal : "cannot set up the tasks' budgets");
+        if (!refusal[0])
+            snprintf(refusal, sizeof refusal, "cannot set up the tasks' budgets");
+        return 0;
+    }
+    if (held)
+        job_start(&J);
     return 0;
 }
 
@@ -376,21 +369,67 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         spank_setenv(sp, "VRAM_DAEMON", socket_path, 1);
         spank_setenv(sp, "VRAM_JOB", name, 1);
     }
+    /* The task's state: its descriptor is inherited through the exec, and
+     * named, as vram run names its own, for the task's processes. */
+    int id = -1;
+    if (tasks && spank_get_item(sp, S_TASK_ID, &id) == ESPANK_SUCCESS && id >= 0 &&
+        (uint32_t)id < ntasks) {
+        char idhex[33], env[128];
+        command_id_text(tasks[id].shared->id, idhex);
+        snprintf(env, sizeof env, "%s:%d/%d", idhex, (int)getpid(), tasks[id].fd);
+        if (fcntl(tasks[id].fd, F_SETFD, 0) != 0) {
+            fprintf(stderr, "vram: cannot hand the task its budget's state: %s; the task was not "
+                    "started\n", strerror(errno));
+            return -1;
+        }
+        spank_setenv(sp, COMMAND_ENV, env, 1);
+    }
+    return 0;
+}
+
+/* In slurmstepd as each task starts: named to vramd as the step's own
+ * before it runs the program. */
+int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
+{
+    (void)ac, (void)av;
+    pid_t pid;
+    if (held && spank_get_item(sp, S_TASK_PID, &pid) == ESPANK_SUCCESS)
+        job_member(&J, pid);
+    return 0;
+}
+
+/* In slurmstepd as each task ends: once the node's last one has, what each
+ * held at most, on slurmstepd's stderr, which is the first task's (the
+ * job's output). */
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+    (void)sp, (void)ac, (void)av;
+    if (!tasks || ++ended < ntasks)
+        return 0;
+    struct command_summary *s = malloc(sizeof *s);
+    if (!s)
+        return 0;
+    for (uint32_t t = 0; t < ntasks; t++) {
+        command_summarize(&tasks[t], s);
+        for (int i = 0; i < s->ndevices; i++) {
+            char line[256], task[32] = "";
+            command_peak_line(s, i, line, sizeof line);
+            if (ntasks > 1)
+                snprintf(task, sizeof task, "task %u: ", t);
+            fprintf(stderr, "vram: %s%s\n", task, line);
+        }
+    }
+    fflush(stderr);
+    free(s);
     return 0;
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     (void)sp, (void)ac, (void)av;
-    if (H.thread) {
-        if (write(H.wake[1], "x", 1) != 1)
-            pthread_cancel(H.tid);
-        pthread_join(H.tid, NULL);
-        H.thread = false;
-    }
-    if (H.fd >= 0) { /* the step is over: its grant ends */
-        close(H.fd);
-        H.fd = -1;
+    if (held) { /* the step is over: its grant ends */
+        job_end(&J);
+        held = false;
     }
     return 0;
 }

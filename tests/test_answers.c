@@ -5,6 +5,7 @@
 #include "fake_conns.h"
 #include "../src/ledger/snapshot.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -224,6 +225,95 @@ static void test_status_in_pages(void)
     fake_daemon_end();
 }
 
+/* Issue 10: vram run's command is one job of its user's own: HELLO
+ * role=command, its grants by REQUEST, its processes by MEMBER (processes
+ * of its user only, as the kernel says, with the kernel's start time and
+ * name), gone with it; and it is held across a restart as any grant is. */
+static void test_command_job(void)
+{
+    fake_daemon("when-full fail\nreserve 1GiB for job run-*\n", one_gpu, 12 * GiB);
+    uid_t me = getuid();
+    pid_t self = getpid();
+    struct fake_conn *v = fake_open(self, me, getgid());
+    CHECK(fake_say(v, "VRAM/1 HELLO role=command cmd=train") == 0 && fake_answer(v, "VRAM/1 OK"));
+    CHECK(fake_say(v, "VRAM/1 REQUEST dev=" U0 " total=12884901888 bytes=12348030976") == 0);
+    CHECK(fake_answer(v, "VRAM/1 DENY") && fake_answer(v, "1.00 GiB reserved for others"));
+    CHECK(fake_say(v, "VRAM/1 REQUEST dev=" U0 " total=12884901888 bytes=4294967296") == 0);
+    CHECK(fake_answer(v, "VRAM/1 GRANT dev=" U0 " bytes=4294967296"));
+    struct ledger_client *job = v->c.client;
+    char name[32], msg[256];
+    snprintf(name, sizeof name, "run-%d", (int)self);
+    CHECK(job->role == ROLE_JOB && !job->by_root && strcmp(job->job, name) == 0);
+    CHECK(strcmp(job->cmd, "train") == 0 && granted_on(0) == 4 * GiB);
+
+    /* A process of the user's: a member, with no answer to the holder. */
+    pid_t kid = fork();
+    if (kid == 0) {
+        pause();
+        _exit(0);
+    }
+    snprintf(msg, sizeof msg, "VRAM/1 MEMBER pid=%d dev=" U0 " used=1073741824 peak=2147483648",
+             (int)kid);
+    CHECK(fake_say(v, msg) == 0 && v->sent == 0);
+    CHECK(job->nmembers == 1 && used_on(0) == 1 * GiB && granted_on(0) == 4 * GiB);
+    struct ledger_client *m = D.L.clients[D.L.nclients - 1];
+    CHECK(m->member_of == job && m->pid == kid && m->start == start_time(kid));
+    CHECK(strcmp(m->cmd, "test_answers") == 0 && m->use[0].grant == 0 && m->use[0].peak == 2 * GiB);
+    /* Again: the same member, its figure updated. */
+    snprintf(msg, sizeof msg, "VRAM/1 MEMBER pid=%d dev=" U0 " used=0 peak=2147483648", (int)kid);
+    CHECK(fake_say(v, msg) == 0 && job->nmembers == 1 && used_on(0) == 0);
+
+    /* Someone else's process is not the job's: passed over. */
+    struct fake_conn *o = fake_open(self + 1, me + 1, me + 1);
+    CHECK(fake_say(o, "VRAM/1 HELLO role=command") == 0);
+    CHECK(fake_say(o, "VRAM/1 REQUEST dev=" U0 " total=12884901888 bytes=1073741824") == 0);
+    CHECK(fake_answer(o, "GRANT"));
+    snprintf(msg, sizeof msg, "VRAM/1 MEMBER pid=%d dev=" U0 " used=1 peak=1", (int)kid);
+    CHECK(fake_say(o, msg) == 0 && o->c.client->nmembers == 0);
+
+    /* What is not a job's to say is refused. */
+    struct fake_conn *p = process(100, me);
+    CHECK(fake_say(p, msg) == 0 && fake_answer(p, "VRAM/1 ERR text=MEMBER before JOB"));
+    CHECK(fake_say(v, "VRAM/1 MEMBER pid=0 dev=" U0 " used=1 peak=1") == 0);
+    CHECK(fake_answer(v, "VRAM/1 ERR text=MEMBER: pid= (more than 0)"));
+    CHECK(fake_say(v, "VRAM/1 MEMBER pid=5 dev=GPU-nope used=1 peak=1") == 0);
+    CHECK(fake_answer(v, "VRAM/1 ERR text=MEMBER: dev= is not a device this job holds"));
+    snprintf(msg, sizeof msg, "VRAM/1 MEMBER pid=%d dev=" U0 " used=72057594037927936", (int)kid);
+    CHECK(fake_say(v, msg) == 0 && fake_answer(v, "VRAM/1 ERR text=MEMBER: used="));
+    struct fake_conn *r = fake_open(1, 0, 0);
+    CHECK(fake_say(r, "VRAM/1 JOB job=9.0 uid=1000 gid=1000 dev=" U0 " bytes=1073741824") == 0);
+    CHECK(fake_answer(r, "GRANT"));
+    CHECK(fake_say(r, "VRAM/1 REQUEST dev=" U0 " bytes=1") == 0 && fake_answer(r, "VRAM/1 ERR"));
+    CHECK(r->c.client->by_root);
+
+    /* It left the job. */
+    snprintf(msg, sizeof msg, "VRAM/1 MEMBER pid=%d", (int)kid);
+    CHECK(fake_say(v, msg) == 0 && job->nmembers == 0 && v->sent == 0);
+    snprintf(msg, sizeof msg, "VRAM/1 MEMBER pid=%d dev=" U0 " used=5 peak=5", (int)kid);
+    CHECK(fake_say(v, msg) == 0 && job->nmembers == 1);
+
+    /* A restart: the command's grant is held for it, then taken back. */
+    fake_restart();
+    CHECK(granted_on(0) == 6 * GiB);
+    v = fake_open(self, me, getgid());
+    CHECK(fake_say(v, "VRAM/1 HELLO role=command cmd=train") == 0);
+    CHECK(fake_say(v, "VRAM/1 REQUEST dev=" U0 " total=12884901888 bytes=4294967296 "
+                      "restore=4294967296") == 0);
+    CHECK(fake_answer(v, "VRAM/1 GRANT dev=" U0 " bytes=4294967296"));
+    CHECK(granted_on(0) == 6 * GiB && !v->c.client->by_root);
+    /* Its members are said again (vram run's holder resends everything). */
+    snprintf(msg, sizeof msg, "VRAM/1 MEMBER pid=%d dev=" U0 " used=5 peak=5", (int)kid);
+    CHECK(fake_say(v, msg) == 0 && v->c.client->nmembers == 1);
+    /* The holder goes (vram run killed): grants and members with it. */
+    fake_close(v);
+    CHECK(granted_on(0) == 2 * GiB && used_on(0) == 0);
+    char err[256];
+    CHECK(ledger_check(&D.L, err, sizeof err) == 0);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    fake_daemon_end();
+}
+
 int main(void)
 {
     test_err_changes_nothing();
@@ -231,6 +321,7 @@ int main(void)
     test_learning_without_nvml();
     test_files_not_hijacked();
     test_status_in_pages();
+    test_command_job();
     printf("test_answers: ok\n");
     return 0;
 }

@@ -68,12 +68,12 @@ waiter=$!
 check "a job that does not fit waits" wait_for 5 \
   sh -c "'$vram' status --json | grep -q '\"waiting_for\":$((6 * G))'"
 "$vram" run --wait=1s --limit 6GiB -- "$grab" T 1 >"$tmp/t.out" 2>"$tmp/t.err"; rc=$?
-check "a wait that times out fails" test $rc = 1
-check "and says why" contains "$tmp/t.err" "no GPU memory granted by vramd: waited as long as allowed: .*8.00 GiB granted"
+check "a wait that times out fails: the program is not started" test $rc = 75
+check "and says why" contains "$tmp/t.err" "gave up waiting for 6.00 GiB on GPU 0 .*: waited as long as allowed: .*8.00 GiB granted"
 # VRAM_WAIT is a duration, as --wait is: 1 is one second (not "true", which
 # would wait the policy's 20 s); a value it cannot read is named.
 VRAM_WAIT=1 timeout 15 "$vram" run --limit 6GiB -- "$grab" V 1 >"$tmp/v.out" 2>"$tmp/v.err"; rc=$?
-check "VRAM_WAIT=1 waits one second" sh -c "[ $rc = 1 ] && grep -q 'waited as long as allowed' '$tmp/v.err'"
+check "VRAM_WAIT=1 waits one second, and the program is not started" sh -c "[ $rc = 75 ] && grep -q 'waited as long as allowed' '$tmp/v.err'"
 VRAM_WAIT=soon "$vram" run --limit 1GiB -- "$grab" V 1 >"$tmp/v.out" 2>"$tmp/v.err"
 check "a bad VRAM_WAIT is named, with what is accepted" \
   contains "$tmp/v.err" 'VRAM_WAIT="soon": not a number; accepted: the longest wait for memory, as seconds'
@@ -162,7 +162,7 @@ for n in 1 2 3; do
   rpids+=($!)
 done
 check "three clients registered" wait_for 10 is granted $((21 * G / 2))
-check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c '^p .* GPU-' '$tmp/state') = 3 ]"
+check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c '^c .* GPU-' '$tmp/state') = 3 ]"
 kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
 "$vram" run --limit 1GiB -- "$grab" D 1 >"$tmp/down" 2>&1
 check "while the daemon is down, a new client is held to its own budget" \

@@ -397,6 +397,7 @@ static struct ledger_client *job_client(struct ledger *l, uid_t uid, const char 
 {
     struct ledger_client *j = ledger_join(l, ROLE_JOB, 1, uid, uid);
     CHECK(j);
+    j->by_root = true; /* as the Slurm plugin's JOB makes it */
     snprintf(j->job, sizeof j->job, "%s", name);
     snprintf(j->user, sizeof j->user, "uid%u", (unsigned)uid);
     return j;
@@ -469,7 +470,8 @@ static void test_first_come_first_served(void)
     CHECK(ask(&l, a, 8 * GiB, false) == VERDICT_GRANT);
     CHECK(ask(&l, w, 7 * GiB, true) == VERDICT_WAIT); /* 16 - 8 - 2 reserved = 6 */
     CHECK(ask(&l, n, 4 * GiB, false) == VERDICT_DENY); /* would fit, but w came first */
-    CHECK_CONTAINS(why, "wait");
+    /* And says behind whom: users' names, as anyone may see them (issue 15). */
+    CHECK_CONTAINS(why, "1 earlier request for GPU-a waits for this memory (first 7.00 GiB)");
     CHECK(ask(&l, n, 4 * GiB, true) == VERDICT_WAIT);
     CHECK(ask(&l, c, 2 * GiB, false) == VERDICT_GRANT); /* carol's own reservation */
     struct answers ans = {0};
@@ -534,6 +536,86 @@ static void test_register_counts_usage_once(void)
     ledger_destroy(&l);
 }
 
+/* Issue 10: a vram run command is one job, its processes members of it:
+ * no grant of their own, their usage (reported and by NVML) inside the
+ * job's grant, shown under it and gone with it. A job a user registered
+ * for their own command is a label for "for job" rules, as a process's is. */
+static void test_command_is_one_job(void)
+{
+    struct ledger l;
+    policy_of("reserve 4GiB for job train*\nover-margin 0\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 16 * GiB);
+    struct ledger_client *cmd = ledger_join(&l, ROLE_JOB, 500, 1001, 1001);
+    cmd->start = 1500;
+    snprintf(cmd->job, sizeof cmd->job, "train-x");
+    snprintf(cmd->user, sizeof cmd->user, "alice");
+    CHECK(ask(&l, cmd, 13 * GiB, false) == VERDICT_DENY); /* 16 less 4 reserved for jobs */
+    CHECK_CONTAINS(why, "4.00 GiB reserved for others");
+    CHECK(ask(&l, cmd, 8 * GiB, false) == VERDICT_GRANT);
+
+    struct ledger_client *m1 = ledger_member(&l, cmd, 501, 1501);
+    struct ledger_client *m2 = ledger_member(&l, cmd, 502, 1502);
+    CHECK(m1 && m2 && m1 != m2 && ledger_member(&l, cmd, 501, 1501) == m1);
+    CHECK(cmd->nmembers == 2 && strcmp(m1->job, "train-x") == 0 && strcmp(m1->user, "alice") == 0);
+    ledger_report(&l, m1, 0, 3 * GiB, 3 * GiB);
+    ledger_report(&l, m2, 0, 2 * GiB, 2 * GiB);
+    ledger_report(&l, cmd, 0, 5 * GiB, 5 * GiB);
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&l, 0, &s);
+    CHECK(s.dev[0].granted == 8 * GiB && s.dev[0].used == 5 * GiB && s.n == 3);
+    CHECK(s.e[0].role == 'j' && s.e[0].grant == 8 * GiB && s.e[0].used == 5 * GiB);
+    CHECK(s.e[1].role == 'p' && s.e[1].pid == 501 && s.e[1].grant == 0 &&
+          s.e[1].used == 3 * GiB && strcmp(s.e[1].job, "train-x") == 0);
+    consistent(&l);
+
+    /* NVML: the members' usage is the job's (not unseen), and over its
+     * grant it is the job that is over, once. */
+    struct ledger_nvml_process nv[] = {{501, 1501, 5 * GiB}, {502, 1502, 4 * GiB},
+                                       {777, 5, 1 * GiB}};
+    struct ledger_client *over[4];
+    CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 1 && over[0] == cmd);
+    CHECK(l.dev[0].unseen == 1 * GiB && l.dev[0].excess == 1 * GiB);
+    CHECK(cmd->use[0].nvml == 9 * GiB && cmd->use[0].over && !m1->use[0].over);
+    CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 0);
+    consistent(&l);
+    /* Processes its holder has not reported yet, children of a member or
+     * of the holder: the job's too, not unseen. */
+    struct ledger_nvml_process young[] = {{501, 1501, 5 * GiB, 0}, {601, 1601, 1 * GiB, 501},
+                                          {602, 1602, 1 * GiB, 500}, {777, 5, 1 * GiB, 1}};
+    ledger_reconcile(&l, 0, young, 4, over, 4);
+    CHECK(l.dev[0].unseen == 1 * GiB && cmd->use[0].nvml == 7 * GiB);
+    consistent(&l);
+    ledger_reconcile(&l, 0, nv, 3, over, 4);
+
+    /* Another user sees the command as one total, the job's. */
+    ledger_snapshot(&l, 1002, &s);
+    CHECK(s.n == 1 && s.e[0].role == 'u' && s.e[0].grant == 8 * GiB);
+    CHECK(s.e[0].used == 5 * GiB && s.e[0].nvml == 9 * GiB);
+
+    /* A pid used again by another process: the old member has left. */
+    int id1 = m1->id;
+    struct ledger_client *m3 = ledger_member(&l, cmd, 501, 2501);
+    CHECK(m3 && m3->id != id1 && m3->start == 2501 && cmd->nmembers == 2);
+    CHECK(ledger_find_client(&l, id1) == NULL);
+    consistent(&l);
+
+    /* The command ends: its grant, and its members, go with it. */
+    ledger_leave(&l, cmd);
+    CHECK(l.nclients == 0);
+    ledger_snapshot(&l, 0, &s);
+    CHECK(s.dev[0].granted == 0 && s.dev[0].used == 1 * GiB && s.n == 0); /* the unseen one */
+    snapshot_free(&s);
+    consistent(&l);
+
+    /* A job root registered is what the reservation is for. */
+    struct ledger_client *j = job_client(&l, 1001, "train-7");
+    CHECK(ask(&l, j, 13 * GiB, false) == VERDICT_GRANT); /* more than the 11 others may have */
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
 int main(void)
 {
     test_policy_file();
@@ -546,6 +628,7 @@ int main(void)
     test_cap_holds_across_jobs();
     test_first_come_first_served();
     test_register_counts_usage_once();
+    test_command_is_one_job();
     printf("test_ledger: ok\n");
     return 0;
 }

@@ -29,7 +29,9 @@ struct listing {
     struct snapshot snap;
 };
 
-/* The budget vramd granted this process on this GPU, if it knows one. */
+/* The budget vramd granted this process on this GPU, if it knows one: its
+ * own, or, for a process of a job that holds none of its own (a vram run
+ * command's, a Slurm step's), the job's, which its processes share. */
 static bool budget_of(const struct listing *l, const char *uuid, unsigned pid, uint64_t *grant)
 {
     if (!l->ledger || pid == 0)
@@ -41,6 +43,12 @@ static bool budget_of(const struct listing *l, const char *uuid, unsigned pid, u
         for (int d = 0; d < l->snap.ndev; d++)
             if (l->snap.dev[d].index == e->dev && strcmp(l->snap.dev[d].uuid, uuid) == 0) {
                 *grant = e->grant;
+                for (int k = 0; !e->grant && k < l->snap.n; k++) {
+                    const struct snap_entry *j = &l->snap.e[k];
+                    if (j->role == 'j' && j->dev == e->dev && j->uid == e->uid &&
+                        strcmp(j->job, e->job) == 0)
+                        *grant = j->grant;
+                }
                 return true;
             }
     }
@@ -221,7 +229,8 @@ static void devices_usage(FILE *out)
             "them: each GPU as CUDA programs number it here (CUDA_VISIBLE_DEVICES applies),\n"
             "with its name, UUID, total, used and free memory; then each process holding\n"
             "GPU memory: its GPU, pid, user, the memory it holds, its budget (where vramd\n"
-            "granted one; - elsewhere) and its command. Memory and processes are NVML's;\n"
+            "granted one, or its command's, which the command's processes share; -\n"
+            "elsewhere) and its command. Memory and processes are NVML's;\n"
             "the listing creates no CUDA context and holds no GPU memory itself.\n"
             "\n"
             "  --brief    one line per GPU: how full it is\n"

@@ -1,11 +1,13 @@
 /* vram run: a program held to a GPU memory budget by the interposer. */
 #include "../src/core/options.h"
+#include "../src/ledger/agent.h"
 #include "../src/ledger/client.h"
 #include "../src/ledger/protocol.h"
 #include "../src/record/formats.h"
 #include "../src/util/parse.h"
 #include "../src/util/report.h"
 #include "cli.h"
+#include "grants.h"
 #include "visible.h"
 #include "supervise.h"
 
@@ -56,10 +58,13 @@ static void run_usage(FILE *out)
             "                      (default: one line per refused allocation), warn, info,\n"
             "                      debug\n"
             "  --wait[=DURATION]   with vramd: when the GPU is full, wait for memory instead\n"
-            "                      of failing; at most DURATION (30 seconds, 10m; 0 does\n"
-            "                      not wait), or as long as the policy allows\n"
-            "  --job NAME          with vramd: the job the program belongs to (for memory\n"
-            "                      reserved for a job, and in vram top)\n"
+            "                      of failing, saying for how much and behind whom; at\n"
+            "                      most DURATION (30 seconds, 10m; 0 does not wait), or as\n"
+            "                      long as the policy allows\n"
+            "  --start-anyway      with vramd: start COMMAND even when vramd refuses it\n"
+            "                      memory; it then has none on the GPUs refused\n"
+            "  --job NAME          with vramd: the command's name in vram top (default\n"
+            "                      run-PID)\n"
             "  --per-process       a budget for each process of the command, instead of\n"
             "                      one that all its processes share\n"
             "  --summary FILE      when the command ends, write what it used to FILE as\n"
@@ -79,13 +84,15 @@ static void run_usage(FILE *out)
             "together. vram run stays beside the command, passes on the signals sent to\n"
             "it, and when the command ends prints its peak per GPU (unless --log off):\n"
             "  vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget (context 392.00 MiB)\n"
-            "and exits with its status (128+N if it was killed by signal N). With vramd,\n"
-            "each process still asks its own grant for now.\n"
+            "and exits with its status (128+N if it was killed by signal N).\n"
             "\n"
             "A budget is required (--limit, --fraction, or VRAM_MEMORY_LIMIT or\n"
-            "VRAM_MEMORY_FRACTION in the environment) unless vramd runs: then the program\n"
-            "gets the budget the daemon's policy grants, and a budget given is what it\n"
-            "asks for. Nothing is started when a budget names a GPU the program will not\n"
+            "VRAM_MEMORY_FRACTION in the environment) unless vramd runs. With vramd the\n"
+            "command is one job: before starting it, vram run asks vramd for its budget\n"
+            "on each GPU it will see (the one given, at most the GPU; or the policy's\n"
+            "default) and holds the grants for the command's life. When vramd refuses,\n"
+            "vram run says why and exits with 75 without starting COMMAND.\n"
+            "Nothing is started either when a budget names a GPU the program will not\n"
             "have, comes to less than 1 MiB, cannot hold a CUDA context and 1 MiB (vram\n"
             "run first measures what a context takes on each GPU, and says it), or\n"
             "cannot be read, or when the interposer cannot be loaded.\n"
@@ -242,7 +249,7 @@ int cmd_run(int argc, char **argv)
 {
     const char *limit = NULL, *fraction = NULL, *devices = NULL, *log = NULL, *wait = NULL,
                *job = NULL, *growth = NULL, *help = NULL, *per_process = NULL, *summary = NULL,
-               *record = NULL, *format = NULL;
+               *record = NULL, *format = NULL, *start_anyway = NULL;
     const struct cli_option table[] = {
         {"--limit", CLI_VALUE, &limit},     {"--fraction", CLI_VALUE, &fraction},
         {"--devices", CLI_VALUE, &devices}, {"--log", CLI_VALUE, &log},
@@ -250,7 +257,8 @@ int cmd_run(int argc, char **argv)
         {"--growth", CLI_FLAG, &growth},    {"--help", CLI_FLAG, &help},
         {"-h", CLI_FLAG, &help},            {"--per-process", CLI_FLAG, &per_process},
         {"--summary", CLI_VALUE, &summary}, {"--record", CLI_VALUE, &record},
-        {"--format", CLI_VALUE, &format},   {NULL, 0, NULL},
+        {"--format", CLI_VALUE, &format},   {"--start-anyway", CLI_FLAG, &start_anyway},
+        {NULL, 0, NULL},
     };
     int i = cli_parse("run", table, argc, argv, 2, true);
     if (i < 0)
@@ -277,6 +285,7 @@ int cmd_run(int argc, char **argv)
     if (log && options_set(&scratch, "VRAM_LOG", log, err, sizeof err) != 0)
         return run_fail("--log: %s", err);
     char wait_ms[32] = "true";
+    uint64_t wait_for = wait ? UINT64_MAX / 2 : 0; /* as long as the policy allows */
     if (wait && strcmp(wait, "true") != 0) {
         uint64_t ms;
         parse_why why;
@@ -286,6 +295,15 @@ int cmd_run(int argc, char **argv)
                             wait, why.text, PARSE_DURATION_FORMS);
         /* In milliseconds, with the unit: exact, whoever reads it. */
         snprintf(wait_ms, sizeof wait_ms, "%llums", (unsigned long long)ms);
+        wait_for = ms;
+    } else if (!wait) {
+        /* No --wait: VRAM_WAIT from the environment means what it means to
+         * each process (--per-process), for the command's grants too. */
+        uint64_t ms;
+        char why[256];
+        if (agent_wait_setting(&ms, why, sizeof why) != 0)
+            return run_fail("%s", why);
+        wait_for = ms == AGENT_WAIT_POLICY ? UINT64_MAX / 2 : ms;
     }
     struct supervise_options so = {.summary_fd = -1, .summary_path = summary};
     if (check_record(record, format, &so.record_format) != 0)
@@ -297,10 +315,10 @@ int cmd_run(int argc, char **argv)
     int daemon = ledger_find_socket(sock, sizeof sock, derr, sizeof derr);
     if (daemon < 0)
         return run_fail("%s", derr);
-    if ((wait || job) && daemon != 0)
+    if ((wait || job || start_anyway) && daemon != 0)
         return run_fail("%s needs vramd, and no vramd socket was found (start vramd, or set "
                         "VRAM_DAEMON to its socket)",
-                        wait ? "--wait" : "--job");
+                        wait ? "--wait" : job ? "--job" : "--start-anyway");
     if (limit) {
         setenv("VRAM_MEMORY_LIMIT", limit, 1);
         unsetenv("VRAM_MEMORY_FRACTION");
@@ -382,16 +400,41 @@ int cmd_run(int argc, char **argv)
     if (summary && (so.summary_fd = open(summary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
         return run_fail("--summary %s: cannot create it: %s; the program was not started", summary,
                         strerror(errno));
-    /* With vramd, each process asks its own grant (one grant per command
-     * needs the daemon's side: see ARCHITECTURE.md). */
-    so.mode = per_process || daemon == 0 ? COMMAND_PER_PROCESS : COMMAND_SHARED;
+    so.mode = per_process ? COMMAND_PER_PROCESS : COMMAND_SHARED;
     so.limit_var = getenv("VRAM_MEMORY_LIMIT") ? "VRAM_MEMORY_LIMIT"
                    : getenv("VRAM_MEMORY_FRACTION") ? "VRAM_MEMORY_FRACTION"
                                                     : NULL;
     so.limit_value = so.limit_var ? getenv(so.limit_var) : NULL;
+    struct options budget = scratch; /* the environment's, as checked above */
     options_clear(&scratch);
     so.report = options_set(&scratch, "VRAM_LOG", getenv("VRAM_LOG"), err, sizeof err) == 0 &&
                 scratch.log_level != LOG_OFF;
+    /* With vramd the command is one job: its grants, asked for now that
+     * nothing else can stop the program from starting (with --per-process
+     * each process asks vramd its own). */
+    static struct job grants;
+    if (daemon == 0 && so.mode == COMMAND_SHARED) {
+        if (visible_gpus(devices, &gpus, err, sizeof err) != 0) {
+            if (summary)
+                unlink(summary);
+            return run_fail("%s; the program was not started", err);
+        }
+        /* The holder's thread speaks through it for the command's life. */
+        static struct grants_request gr;
+        gr = (struct grants_request){
+            .socket = sock, .gpus = &gpus, .budget = &budget,
+            .given = given[0] ? given : NULL, .wait_ms = wait_for, .job = job,
+            .program = argv[i], .start_anyway = start_anyway != NULL, .report = so.report,
+            .verbose = scratch.log_level >= LOG_INFO,
+        };
+        int rc = grants_ask(&grants, &gr);
+        if (rc != 0) {
+            if (summary)
+                unlink(summary);
+            return rc;
+        }
+        so.grants = &grants;
+    }
     /* Last, so that nothing above leaves the directory behind. */
     char record_dir[PATH_MAX];
     if (record) {

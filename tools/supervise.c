@@ -1,5 +1,6 @@
 /* vram run's supervisor: the command as a child, its signals, its end. */
 #include "supervise.h"
+#include "grants.h"
 #include "../src/util/parse.h"
 
 #include <errno.h>
@@ -116,20 +117,9 @@ static void write_summary(FILE *f, char **argv, int status, const struct command
 static void report(const struct command_summary *s, const struct order *order, int status)
 {
     for (int i = 0; i < order->n; i++) {
-        const struct command_summary_device *e = &s->device[order->index[i]];
         char line[256];
-        int n = snprintf(line, sizeof line, "vram: GPU %d: peak %s of %s budget%s", e->ordinal,
-                         format_size(e->peak).text, format_size(e->budget).text,
-                         s->mode == COMMAND_PER_PROCESS ? " per process" : "");
-        uint64_t ctx = e->part[COMMAND_CONTEXTS], mod = e->part[COMMAND_MODULES];
-        if (ctx || mod)
-            n += snprintf(line + n, sizeof line - (size_t)n, " (%s%s%s%s%s)", ctx ? "context " : "",
-                          ctx ? format_size(ctx).text : "", ctx && mod ? ", " : "",
-                          mod ? "modules " : "", mod ? format_size(mod).text : "");
-        if (e->refused)
-            snprintf(line + n, sizeof line - (size_t)n, "; %llu allocation%s refused",
-                     (unsigned long long)e->refused, e->refused == 1 ? "" : "s");
-        fprintf(stderr, "%s\n", line);
+        command_peak_line(s, order->index[i], line, sizeof line);
+        fprintf(stderr, "vram: %s\n", line);
     }
     int running = 0, first = 0;
     for (int p = 0; p < s->nprocesses; p++)
@@ -203,6 +193,8 @@ int supervise(char **argv, const struct supervise_options *o)
         return 2;
     }
     setenv(COMMAND_ENV, owner.env, 1);
+    if (o->grants)
+        grants_apply(o->grants, &owner);
 
     /* The command inherits vram run's dispositions as it would have with a
      * plain exec; vram run itself needs SIGCHLD's default to wait. */
@@ -233,6 +225,10 @@ int supervise(char **argv, const struct supervise_options *o)
         _exit(e == ENOENT ? 127 : 126);
     }
     child = pid;
+    if (o->grants) { /* after the fork: the child is only ever this thread's copy */
+        job_member(o->grants, pid);
+        job_start(o->grants);
+    }
     struct sigaction sa = {.sa_sigaction = pass_on, .sa_flags = SA_SIGINFO | SA_RESTART};
     sigfillset(&sa.sa_mask);
     for (int i = 0; i < NPASSED; i++) {
@@ -253,5 +249,7 @@ int supervise(char **argv, const struct supervise_options *o)
         }
     }
     child = 0;
+    if (o->grants) /* the grants go back; what reads the state from here is this thread */
+        job_end(o->grants);
     return command_ended(&owner, argv, status, o);
 }

@@ -15,6 +15,7 @@
 #ifndef VRAM_SUPERVISE_H
 #define VRAM_SUPERVISE_H
 
+#include "../src/ledger/job.h"
 #include "../src/preload/command.h"
 #include "../src/record/formats.h"
 
@@ -31,6 +32,7 @@ struct supervise_options {
     const char *record_dir;  /* --record: the recorders' directory (VRAM_RECORD); NULL if not */
     const char *record_path; /* ... and the FILE it becomes at the end, in this form: */
     enum recording_format record_format;
+    struct job *grants; /* vramd's grants for the command (grants.h), held meanwhile; or NULL */
 };
 
 /* Runs argv[0] with argv under the shared budget. Returns vram run's exit

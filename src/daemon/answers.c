@@ -143,12 +143,15 @@ static int on_hello(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "HELLO twice");
     const char *role = proto_get(m, "role"), *cmd = proto_get(m, "cmd"), *job = proto_get(m, "job");
     enum client_role r;
+    bool command = role && strcmp(role, "command") == 0;
     if (role && strcmp(role, "process") == 0)
         r = ROLE_PROCESS;
     else if (role && strcmp(role, "monitor") == 0)
         r = ROLE_MONITOR;
+    else if (command) /* vram run: a job of the user's own, for its command */
+        r = ROLE_JOB;
     else
-        return answers_strike(c, "HELLO: role= must be process or monitor");
+        return answers_strike(c, "HELLO: role= must be process, command or monitor");
     if ((cmd && !proto_name_ok(cmd)) || (job && !proto_name_ok(job)))
         return answers_strike(c, "HELLO: cmd= and job= are names of [A-Za-z0-9._:@+/-], at most 63");
     struct ledger_client *lc = ledger_join(&D.L, r, c->pid, c->uid, c->gid);
@@ -165,6 +168,8 @@ static int on_hello(struct conn *c, const struct proto_msg *m)
         snprintf(lc->cmd, sizeof lc->cmd, "%s", cmd);
     if (job)
         snprintf(lc->job, sizeof lc->job, "%s", job);
+    else if (command)
+        snprintf(lc->job, sizeof lc->job, "run-%d", (int)c->pid);
     c->client = lc;
     struct proto_writer w;
     proto_begin(&w, VERB_OK);
@@ -177,8 +182,9 @@ static int on_hello(struct conn *c, const struct proto_msg *m)
 static int on_request(struct conn *c, const struct proto_msg *m)
 {
     struct ledger_client *lc = c->client;
-    if (!lc || lc->role != ROLE_PROCESS)
-        return answers_strike(c, "REQUEST before HELLO role=process");
+    /* A process's own grant, or a command's (a job of the user's own). */
+    if (!lc || lc->role == ROLE_MONITOR || lc->by_root)
+        return answers_strike(c, "REQUEST before HELLO role=process or role=command");
     uint64_t bytes = 0, wait = 0, restore = 0;
     int dev, r;
     char err[256] = "";
@@ -234,8 +240,8 @@ static int on_request(struct conn *c, const struct proto_msg *m)
 static int on_report(struct conn *c, const struct proto_msg *m)
 {
     struct ledger_client *lc = c->client;
-    if (!lc || lc->role != ROLE_PROCESS)
-        return answers_strike(c, "REPORT before HELLO role=process");
+    if (!lc || lc->role == ROLE_MONITOR)
+        return answers_strike(c, "REPORT before HELLO role=process or role=command, or JOB");
     const char *uuid = proto_get(m, "dev");
     int dev = uuid ? ledger_find_device(&D.L, uuid) : -1;
     uint64_t used = 0, peak = 0;
@@ -309,6 +315,7 @@ static int on_job(struct conn *c, const struct proto_msg *m)
             return answers_strike(c, "JOB: the daemon is out of memory");
         lc->owner = c;
         lc->start = c->start;
+        lc->by_root = true; /* before any grant: it decides which rules cover the job */
         user_name((uid_t)uid, lc->user, sizeof lc->user);
         snprintf(lc->job, sizeof lc->job, "%s", job);
         snprintf(lc->cmd, sizeof lc->cmd, "job");
@@ -330,6 +337,52 @@ static int on_job(struct conn *c, const struct proto_msg *m)
     }
     dlog(L_INFO, "job %s (%s): refused on %s: %s", job, lc->user, uuid, why);
     return reply_text(c, VERB_DENY, uuid, "%s", why);
+}
+
+/* A job's holder (vram run for its command, the Slurm plugin for a
+ * step's tasks) says what one of the job's processes uses, or that it has
+ * left. The process is taken to be the job's only if the kernel says it
+ * is a process of the job's user (or root says so, for a job it
+ * registered); its start time and name are the kernel's too. A process that is gone, or is someone else's, by the time
+ * the message is read is passed over: the holder read its list a moment
+ * ago, and pids are reused. */
+static int on_member(struct conn *c, const struct proto_msg *m)
+{
+    struct ledger_client *lc = c->client;
+    if (!lc || lc->role != ROLE_JOB)
+        return answers_strike(c, "MEMBER before JOB or HELLO role=command");
+    uint64_t pid = 0, used = 0, peak = 0;
+    char err[256] = "";
+    if (proto_get_u64(m, "pid", INT32_MAX, &pid, err, sizeof err) != 0 || !pid)
+        return answers_strike(c, "MEMBER: %s", err[0] ? err : "pid= (more than 0) is required");
+    const char *uuid = proto_get(m, "dev");
+    if (!uuid) { /* it left the job */
+        for (int i = D.L.nclients - 1; lc->nmembers && i >= 0; i--)
+            if (D.L.clients[i]->member_of == lc && D.L.clients[i]->pid == (pid_t)pid)
+                ledger_leave(&D.L, D.L.clients[i]);
+        return 0;
+    }
+    int dev = ledger_find_device(&D.L, uuid);
+    if (dev < 0 || !lc->use[dev].grant)
+        return answers_strike(c, "MEMBER: dev= is not a device this job holds a grant on");
+    uint64_t most = D.L.dev[dev].total;
+    if (proto_get_u64(m, "used", most, &used, err, sizeof err) != 0 ||
+        proto_get_u64(m, "peak", most, &peak, err, sizeof err) < 0)
+        return answers_strike(c, "MEMBER: %s", err[0] ? err : "used= is required with dev=");
+    /* Root's word (the Slurm plugin's) is taken for any process: a task
+     * may not yet have become its user's when slurmstepd names it. */
+    struct process_info pi;
+    if (process_info((pid_t)pid, &pi) != 0 || (!lc->by_root && pi.uid != lc->uid)) {
+        dlog(L_DEBUG, "job %s: pid %llu is not a process of uid %u (now); passed over", lc->job,
+             (unsigned long long)pid, (unsigned)lc->uid);
+        return 0;
+    }
+    struct ledger_client *mb = ledger_member(&D.L, lc, (pid_t)pid, pi.start);
+    if (!mb)
+        return answers_strike(c, "MEMBER: a job may list at most %d processes", LEDGER_MAX_MEMBERS);
+    proto_name_clean(pi.comm, mb->cmd, sizeof mb->cmd);
+    ledger_report(&D.L, mb, dev, used, peak);
+    return 0;
 }
 
 /* The ledger as this client may see it, one page per STATUS: the devices
@@ -377,6 +430,7 @@ int answers_handle(struct conn *c, const char *buf, size_t len)
     case VERB_RELEASE: return on_release(c, &m);
     case VERB_JOB: return on_job(c, &m);
     case VERB_STATUS: return on_status(c, &m);
+    case VERB_MEMBER: return on_member(c, &m);
     default: return answers_strike(c, "%s is not something a client sends", proto_verb_name(m.verb));
     }
 }

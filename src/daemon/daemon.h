@@ -89,6 +89,16 @@ void conns_drop_struck(void);
 int identity_creds(int fd, struct conn *c);
 int identity_rest(int fd, struct conn *c);
 uint64_t start_time(pid_t pid);
+/* What the kernel says of a process, read at once from /proc/PID/stat:
+ * whose it is (its effective uid), its parent, when it started, its name.
+ * 0, or -1 if there is no such process. */
+struct process_info {
+    uid_t uid;
+    pid_t ppid;
+    uint64_t start;
+    char comm[64];
+};
+int process_info(pid_t pid, struct process_info *out);
 bool same_process(pid_t pid, uint64_t start);
 void user_name(uid_t uid, char *out, size_t n);
 

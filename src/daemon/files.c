@@ -75,13 +75,14 @@ void fill_metrics(FILE *f)
 }
 
 /* The state file: one line per device ("d UUID TOTAL") and per grant
- *   p|j PID START UID GID JOB UUID BYTES FROM-JOB
- * (a process or a job; JOB and FROM-JOB are names or "-"), so that the
+ *   p|j|c PID START UID GID JOB UUID BYTES FROM-JOB
+ * (a process, a job root registered, or a user's command; JOB and
+ * FROM-JOB are names or "-"), so that the
  * daemon after this one holds each grant for its owner until it
  * re-registers (answers.c) or RESTORE_GRACE_MS pass. */
 void fill_state(FILE *f)
 {
-    fprintf(f, "# vramd grants: p|j pid start uid gid job device bytes from-job\n");
+    fprintf(f, "# vramd grants: p|j|c pid start uid gid job device bytes from-job\n");
     for (int d = 0; d < D.L.ndev; d++)
         fprintf(f, "d %s %llu\n", D.L.dev[d].uuid, (unsigned long long)D.L.dev[d].total);
     for (int i = 0; i < D.L.nclients; i++) {
@@ -91,7 +92,8 @@ void fill_state(FILE *f)
         for (int d = 0; d < D.L.ndev; d++) {
             const struct ledger_use *u = &c->use[d];
             if (u->grant)
-                fprintf(f, "%c %d %llu %u %u %s %s %llu %s\n", c->role == ROLE_JOB ? 'j' : 'p',
+                fprintf(f, "%c %d %llu %u %u %s %s %llu %s\n",
+                        c->role != ROLE_JOB ? 'p' : c->by_root ? 'j' : 'c',
                         (int)c->pid, (unsigned long long)c->start, (unsigned)c->uid,
                         (unsigned)c->gid, c->job, D.L.dev[d].uuid, (unsigned long long)u->grant,
                         u->job ? u->job->job : "-");
@@ -112,7 +114,7 @@ static int read_held(const char *line, struct held_line *h)
     char role[2];
     if (sscanf(line, "%1s %d %llu %u %u %63s %47s %llu %63s", role, &h->pid, &h->start, &h->uid,
                &h->gid, h->job, h->uuid, &h->bytes, h->from) != 9 ||
-        (role[0] != 'p' && role[0] != 'j') || h->pid <= 0 || !h->start || !h->bytes ||
+        !strchr("pjc", role[0]) || h->pid <= 0 || !h->start || !h->bytes ||
         !proto_name_ok(h->job) || !proto_name_ok(h->from))
         return -1;
     h->role = role[0];
@@ -146,7 +148,7 @@ void load_state_from(FILE *f)
                 bad += pass == 0;
                 continue;
             }
-            if ((h.role == 'j') != (pass == 0))
+            if ((h.role != 'p') != (pass == 0))
                 continue;
             int dev = ledger_find_device(&D.L, h.uuid);
             if (dev < 0) {
@@ -155,8 +157,8 @@ void load_state_from(FILE *f)
                 continue;
             }
             struct ledger_client *c =
-                ledger_hold(&D.L, h.role == 'j' ? ROLE_JOB : ROLE_PROCESS, (pid_t)h.pid, h.start,
-                            (uid_t)h.uid, (gid_t)h.gid, h.job, dev, h.bytes,
+                ledger_hold(&D.L, h.role == 'p' ? ROLE_PROCESS : ROLE_JOB, h.role == 'j',
+                            (pid_t)h.pid, h.start, (uid_t)h.uid, (gid_t)h.gid, h.job, dev, h.bytes,
                             strcmp(h.from, "-") ? h.from : NULL, until);
             if (!c)
                 break;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Field 22 of /proc/PID/stat: when the process started, in clock ticks.
@@ -35,6 +36,37 @@ uint64_t start_time(pid_t pid)
         if (*p == ' ')
             field++;
     return strtoull(p, NULL, 10);
+}
+
+int process_info(pid_t pid, struct process_info *out)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    ssize_t len = fstat(fd, &st) == 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    close(fd);
+    if (len <= 0)
+        return -1;
+    buf[len] = 0;
+    char *open_paren = strchr(buf, '('), *p = strrchr(buf, ')');
+    if (!open_paren || !p || p < open_paren)
+        return -1;
+    snprintf(out->comm, sizeof out->comm, "%.*s", (int)(p - open_paren - 1), open_paren + 1);
+    char state;
+    int ppid;
+    if (sscanf(p + 1, " %c %d", &state, &ppid) != 2)
+        return -1;
+    out->ppid = (pid_t)ppid;
+    int field = 2;
+    for (; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    out->start = strtoull(p, NULL, 10);
+    out->uid = st.st_uid; /* /proc/PID belongs to the process's effective uid */
+    return out->start ? 0 : -1;
 }
 
 bool same_process(pid_t pid, uint64_t start) { return start && start_time(pid) == start; }

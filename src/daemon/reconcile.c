@@ -80,9 +80,12 @@ static void *reader(void *arg)
             int n = gpus_processes(d, pids, used, GPUS_MAX_PROCESSES);
             mine[d].ok = n >= 0;
             mine[d].n = n > 0 ? n : 0;
-            for (int k = 0; k < mine[d].n; k++)
-                mine[d].procs[k] = (struct ledger_nvml_process){
-                    (pid_t)pids[k], start_time((pid_t)pids[k]), used[k]};
+            for (int k = 0; k < mine[d].n; k++) {
+                struct process_info pi = {0};
+                process_info((pid_t)pids[k], &pi);
+                mine[d].procs[k] =
+                    (struct ledger_nvml_process){(pid_t)pids[k], pi.start, used[k], pi.ppid};
+            }
         }
 
         pthread_mutex_lock(&R.mu);

@@ -22,7 +22,7 @@
 #define ANSWER_TIMEOUT_MS 10000 /* a daemon that takes longer is treated as down */
 #define DOWN_WAIT_MS 5000       /* how long a first use waits for a daemon that is down */
 #define DOWN_RETRY_MS 250
-#define WAIT_POLICY UINT64_MAX  /* VRAM_WAIT=true: as long as the daemon's policy allows */
+#define WAIT_POLICY AGENT_WAIT_POLICY
 
 /* A device's standing with the daemon. In every standing but REFUSED the
  * caller enforces `budget` on its own; what differs is whether the daemon
@@ -355,7 +355,7 @@ static void start_reporter(void)
  * first, as everywhere else (VRAM_WAIT=1 is one second, as vram run --wait 1
  * is; 0 does not wait), then true/false: true is as long as the policy lets
  * requests wait. */
-static int wait_setting(uint64_t *ms, char *why, size_t n)
+int agent_wait_setting(uint64_t *ms, char *why, size_t n)
 {
     const char *v = getenv("VRAM_WAIT");
     *ms = 0;
@@ -441,7 +441,7 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
     s->sent_used = s->sent_peak = UINT64_MAX;
     A.usage = usage;
     uint64_t wait_ms;
-    if (wait_setting(&wait_ms, why, n) != 0) {
+    if (agent_wait_setting(&wait_ms, why, n) != 0) {
         res = AGENT_DENIED;
         goto out;
     }

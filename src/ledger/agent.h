@@ -34,6 +34,13 @@
 #define AGENT_MAX_SLOTS 64
 
 /* The caller's current and highest usage of its device `slot`. */
+/* VRAM_WAIT, read as every process and vram run read it: a duration first
+ * (VRAM_WAIT=1 is one second; 0 does not wait), then true (as long as the
+ * daemon's policy allows: *ms = AGENT_WAIT_POLICY) or false. Unset is 0.
+ * -1 with a message naming the variable, the value and what is accepted. */
+#define AGENT_WAIT_POLICY UINT64_MAX
+int agent_wait_setting(uint64_t *ms, char *why, size_t n);
+
 typedef void (*agent_usage_fn)(int slot, uint64_t *used, uint64_t *peak);
 
 enum agent_result { AGENT_ALONE, AGENT_GRANTED, AGENT_DENIED };

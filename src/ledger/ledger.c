@@ -38,7 +38,7 @@ bool ledger_rule_covers(const struct policy_rule *r, const struct ledger_client 
     case WHO_GROUP: return in_group(c, r->id);
     /* A job name a process gives itself is a label: only a job root
      * registered is what a reservation "for job" is for. */
-    case WHO_JOB: return c->role == ROLE_JOB && job_matches(r->name, c->job);
+    case WHO_JOB: return c->role == ROLE_JOB && c->by_root && job_matches(r->name, c->job);
     }
     return false;
 }
@@ -51,10 +51,12 @@ uint64_t ledger_own_grant(const struct ledger_client *c, int d)
     return c->role == ROLE_MONITOR || u->job ? 0 : u->grant;
 }
 
-/* Usage NVML sees beyond a grant: the context, libraries. */
-uint64_t ledger_excess(const struct ledger_use *u)
+/* Usage NVML sees beyond a grant: the context, libraries. A member's
+ * figure is also its job's, whose grant it is inside. */
+uint64_t ledger_excess(const struct ledger_client *c, int d)
 {
-    return u->nvml > u->grant ? u->nvml - u->grant : 0;
+    const struct ledger_use *u = &c->use[d];
+    return c->member_of || u->nvml <= u->grant ? 0 : u->nvml - u->grant;
 }
 
 /* What a client has in use on a device, for the device's figure. */
@@ -80,7 +82,7 @@ void ledger_account(struct ledger *l, struct ledger_client *c, int d, int sign)
     struct ledger_use *u = &c->use[d];
     uint64_t own = ledger_own_grant(c, d);
     add(&l->dev[d].granted, own, sign);
-    add(&l->dev[d].excess, ledger_excess(u), sign);
+    add(&l->dev[d].excess, ledger_excess(c, d), sign);
     add(&l->dev[d].used, ledger_in_use(c, d), sign);
     if (u->job)
         add(&u->job->use[d].drawn, u->grant, sign);
@@ -263,6 +265,12 @@ void ledger_leave(struct ledger *l, struct ledger_client *c)
     int i = index_of(l, c->id);
     if (i < 0 || l->clients[i] != c)
         return;
+    /* A job's members go with it (they have higher ids: they came after). */
+    for (int k = l->nclients - 1; c->nmembers && k > i; k--)
+        if (l->clients[k]->member_of == c)
+            ledger_leave(l, l->clients[k]);
+    if (c->member_of)
+        c->member_of->nmembers--;
     for (int d = 0; d < l->ndev; d++) {
         ledger_release(l, c, d);
         ledger_account(l, c, d, -1); /* what NVML saw of it */
@@ -292,6 +300,32 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
     return NULL;
 }
 
+struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job, pid_t pid,
+                                    uint64_t start)
+{
+    for (int i = index_of(l, job->id) + 1; job->nmembers && i < l->nclients; i++) {
+        struct ledger_client *m = l->clients[i];
+        if (m->member_of != job || m->pid != pid)
+            continue;
+        if (m->start == start)
+            return m;
+        ledger_leave(l, m); /* the pid's previous process, gone */
+        break;
+    }
+    if (job->nmembers >= LEDGER_MAX_MEMBERS)
+        return NULL;
+    struct ledger_client *m = ledger_join(l, ROLE_PROCESS, pid, job->uid, job->gid);
+    if (!m)
+        return NULL;
+    /* Nothing it holds counts for a rule, so its groups do not matter. */
+    m->start = start;
+    m->member_of = job;
+    job->nmembers++;
+    snprintf(m->user, sizeof m->user, "%s", job->user);
+    snprintf(m->job, sizeof m->job, "%s", job->job);
+    return m;
+}
+
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak)
 {
@@ -315,6 +349,23 @@ static int by_pid(const void *a, const void *b)
     return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
+/* The job whose member or holder process `ppid` is, or NULL. */
+static struct ledger_client *job_of_parent(const struct ledger *l, struct ledger_client **sorted,
+                                           int n, pid_t ppid)
+{
+    struct ledger_client key = {.pid = ppid}, *kp = &key;
+    struct ledger_client **hit = bsearch(&kp, sorted, (size_t)n, sizeof *sorted, by_pid);
+    for (; hit && hit > sorted && hit[-1]->pid == ppid; hit--)
+        ;
+    for (; hit && hit < sorted + n && (*hit)->pid == ppid; hit++)
+        if ((*hit)->member_of)
+            return (*hit)->member_of;
+    for (int i = 0; i < l->njobs; i++)
+        if (l->jobs[i]->pid == ppid && !l->jobs[i]->held_until_ms)
+            return l->jobs[i];
+    return NULL;
+}
+
 int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
                      struct ledger_client **over, int max)
 {
@@ -336,7 +387,7 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
             c->use[dev].nvml = 0;
             ledger_account(l, c, dev, +1);
         }
-        if (c->role == ROLE_PROCESS && c->use[dev].grant && c->start)
+        if (c->role == ROLE_PROCESS && (c->use[dev].grant || c->member_of) && c->start)
             sorted[nproc++] = c;
     }
     qsort(sorted, (size_t)nproc, sizeof *sorted, by_pid);
@@ -350,6 +401,14 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
         for (; hit && hit < sorted + nproc && (*hit)->pid == procs[k].pid && !c; hit++)
             if ((*hit)->start == procs[k].start)
                 c = *hit;
+        if (!c && procs[k].ppid) /* a child of a job's, not reported yet: the job's */
+            c = job_of_parent(l, sorted, nproc, procs[k].ppid);
+        if (c && c->role == ROLE_JOB) {
+            ledger_account(l, c, dev, -1);
+            c->use[dev].nvml += procs[k].used;
+            ledger_account(l, c, dev, +1);
+            continue;
+        }
         if (!c) {
             unseen += procs[k].used;
             by[nby++] = procs[k];
@@ -359,6 +418,12 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
         ledger_account(l, c, dev, -1);
         u->nvml += procs[k].used;
         ledger_account(l, c, dev, +1);
+        if (c->member_of) { /* its job's figure too, against the job's grant (below) */
+            ledger_account(l, c->member_of, dev, -1);
+            c->member_of->use[dev].nvml += procs[k].used;
+            ledger_account(l, c->member_of, dev, +1);
+            continue;
+        }
         bool over_now = u->nvml > u->grant + l->policy.over_margin;
         if (over_now && !u->over && nover < max)
             over[nover++] = c;
@@ -367,6 +432,14 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
     for (int i = 0; i < nproc; i++)
         if (!sorted[i]->use[dev].nvml)
             sorted[i]->use[dev].over = false;
+    for (int i = 0; i < l->njobs; i++) {
+        struct ledger_client *j = l->jobs[i];
+        struct ledger_use *u = &j->use[dev];
+        bool over_now = j->nmembers && u->nvml > u->grant + l->policy.over_margin;
+        if (over_now && !u->over && nover < max)
+            over[nover++] = j;
+        u->over = over_now;
+    }
     free(sorted);
     struct ledger_device *d = &l->dev[dev];
     free(d->unseen_by);
@@ -387,6 +460,24 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
             snprintf(err, errlen, "clients out of order at %d", i);
             return -1;
         }
+    for (int i = 0; i < l->nclients; i++) {
+        const struct ledger_client *c = l->clients[i];
+        int members = 0;
+        for (int k = 0; k < l->nclients; k++)
+            members += l->clients[k]->member_of == c;
+        const struct ledger_client *j = c->member_of;
+        if (members != c->nmembers ||
+            (j && (j->role != ROLE_JOB || ledger_find_client(l, j->id) != j || j->id > c->id))) {
+            snprintf(err, errlen, "client %d: %d members, counted %d%s", c->id, members,
+                     c->nmembers, j ? ", or a member of a job that is gone" : "");
+            return -1;
+        }
+        for (int d = 0; j && d < l->ndev; d++)
+            if (c->use[d].grant || c->use[d].waiting) {
+                snprintf(err, errlen, "member %d holds or waits on %d", c->id, d);
+                return -1;
+            }
+    }
     for (int d = 0; d < l->ndev; d++) {
         const struct ledger_device *dv = &l->dev[d];
         uint64_t granted = 0, ex = 0, used = dv->unseen;
@@ -395,7 +486,7 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
             const struct ledger_client *c = l->clients[i];
             const struct ledger_use *u = &c->use[d];
             granted += ledger_own_grant(c, d);
-            ex += ledger_excess(u);
+            ex += ledger_excess(c, d);
             used += ledger_in_use(c, d);
             waiting += u->waiting;
             if (u->waiting && u->grant) {

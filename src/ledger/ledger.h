@@ -28,7 +28,13 @@
  * registered later does not change what an earlier grant counts for; a job
  * that ends leaves its processes' grants counting for themselves). Only a
  * job root registered matches a "for job" reservation; the job name a
- * process gives itself is a label.
+ * process gives itself is a label, and so is the name of a job a user
+ * registers for their own command (vram run).
+ *
+ * A job's members are the processes its holder reports for (vram run for
+ * its command, the Slurm plugin for a step's tasks): they hold no grant and
+ * no connection of their own, everything they use is inside the job's
+ * grant, and NVML's figure for them is the job's.
  *
  * The sums admission needs (per device, per policy rule and device, per
  * job) are kept as grants change, so a request costs O(rules), not
@@ -45,6 +51,7 @@
 #include <sys/types.h>
 
 #define LEDGER_MAX_DEVICES SNAP_MAX_DEVICES
+#define LEDGER_MAX_MEMBERS 1024 /* processes one job may report */
 
 enum client_role { ROLE_PROCESS, ROLE_JOB, ROLE_MONITOR };
 
@@ -54,6 +61,7 @@ struct ledger_client;
 struct ledger_nvml_process {
     pid_t pid;
     uint64_t start, used;
+    pid_t ppid; /* its parent (0: not known) */
 };
 
 struct ledger_use {
@@ -81,7 +89,13 @@ struct ledger_client {
     gid_t *groups; /* supplementary, as the kernel gave them at connect */
     uint64_t start; /* the process's start time, against PID reuse */
     char user[64], cmd[64], job[64];
-    void *owner; /* the daemon's connection; the ledger never touches it */
+    void *owner; /* the daemon's connection (NULL for a member); the ledger never touches it */
+    /* A job root registered (the Slurm plugin's), not one a user registered
+     * for a command of their own: only such a job is what "for job" is for. */
+    bool by_root;
+    /* A member: a process of this job, reported by the job's holder. */
+    struct ledger_client *member_of;
+    int nmembers; /* a job's */
     /* A grant of the daemon before a restart, held for its owner until
      * then (ms) or until it re-registers; 0 for a connected client. */
     uint64_t held_until_ms;
@@ -165,9 +179,10 @@ enum verdict ledger_register(struct ledger *l, struct ledger_client *c, int dev,
  * grant until the owner takes it back (ledger_adopt) or ledger_expire_held
  * ends it. `from_job` names the job a process's grant drew from, or NULL.
  * The held client, or NULL if out of memory. */
-struct ledger_client *ledger_hold(struct ledger *l, enum client_role role, pid_t pid,
-                                  uint64_t start, uid_t uid, gid_t gid, const char *job, int dev,
-                                  uint64_t bytes, const char *from_job, uint64_t until_ms);
+struct ledger_client *ledger_hold(struct ledger *l, enum client_role role, bool by_root,
+                                  pid_t pid, uint64_t start, uid_t uid, gid_t gid,
+                                  const char *job, int dev, uint64_t bytes, const char *from_job,
+                                  uint64_t until_ms);
 /* A client re-registering: takes `bytes` on `dev` over from the grant held
  * for the same process (role, pid, start time, uid, and for a job its
  * name), without admission, since it was counted all along. False if no
@@ -180,8 +195,15 @@ typedef bool (*ledger_alive_fn)(pid_t pid, uint64_t start);
 void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
                         void (*gone)(const struct ledger_client *c, void *arg), void *arg);
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
+/* Usage of a client, or of a member, on a device. */
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak);
+
+/* The member of `job` that is the process pid (with its start time), added
+ * if new; NULL if out of memory or the job has LEDGER_MAX_MEMBERS already.
+ * A member leaves with ledger_leave, and with its job. */
+struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job, pid_t pid,
+                                    uint64_t start);
 
 /* Admits what now fits of the queues, oldest first, and ends the waits that
  * passed their deadline; `answer` is told of each (granted, or timed out
@@ -197,9 +219,11 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
                                     int dev);
 
 /* Takes in NVML's view of one device: the processes using it, each with
- * its start time (0 if it could not be read) and usage. A client's real
- * usage is matched by pid and start time; the rest is unseen usage, kept
- * by process (unseen_by).
+ * its start time (0 if it could not be read), usage and parent. A
+ * client's real usage is matched by pid and start time; a process not
+ * matched whose parent is a job's member or holder is the job's (a
+ * process its holder has not reported yet); the rest is unseen usage,
+ * kept by process (unseen_by).
  * Returns the clients that have just gone over budget by more than the
  * policy's margin, in *over (up to max). */
 int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,

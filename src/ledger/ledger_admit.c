@@ -153,42 +153,72 @@ static void block(struct ledger *l, int dev, const struct fit *f)
         l->dev[dev].queue_blocked = true;
 }
 
-/* Per-user holdings on a device, for reasons: "alice 4.00 GiB, bob 2.00 GiB". */
-static void holders(const struct ledger *l, int dev, const struct policy_rule *rule, char *out,
-                    size_t n)
-{
+/* Amounts by user, for reasons: "alice 4.00 GiB, bob 2.00 GiB" (eight
+ * users by name, the rest as "others"; user names only, as anyone may see
+ * them in vram status, never a process). */
+struct by_user {
     struct {
         char user[64];
         uint64_t bytes;
     } u[8];
-    int nu = 0;
-    uint64_t others = 0;
+    int n;
+    uint64_t others;
+};
+
+static void by_user_add(struct by_user *b, const char *user, uint64_t bytes)
+{
+    int k = 0;
+    while (k < b->n && strcmp(b->u[k].user, user) != 0)
+        k++;
+    if (k == b->n && b->n < 8) {
+        snprintf(b->u[b->n].user, sizeof b->u[b->n].user, "%s", user);
+        b->u[b->n++].bytes = 0;
+    }
+    if (k < b->n)
+        b->u[k].bytes += bytes;
+    else
+        b->others += bytes;
+}
+
+static void by_user_text(const struct by_user *b, char *out, size_t n)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int k = 0; k < b->n && len < n; k++)
+        len += (size_t)snprintf(out + len, n - len, "%s%s %s", k ? ", " : "", b->u[k].user,
+                                format_size(b->u[k].bytes).text);
+    if (b->others && len < n)
+        snprintf(out + len, n - len, ", others %s", format_size(b->others).text);
+    if (!b->n && n)
+        snprintf(out, n, "no one");
+}
+
+/* Per-user holdings on a device (under a rule, or all). */
+static void holders(const struct ledger *l, int dev, const struct policy_rule *rule, char *out,
+                    size_t n)
+{
+    struct by_user b = {0};
     for (int i = 0; i < l->nclients; i++) {
         const struct ledger_client *c = l->clients[i];
         uint64_t g = ledger_own_grant(c, dev);
-        if (!g || (rule && !ledger_rule_covers(rule, c)))
-            continue;
-        int k = 0;
-        while (k < nu && strcmp(u[k].user, c->user) != 0)
-            k++;
-        if (k == nu && nu < 8) {
-            snprintf(u[nu].user, sizeof u[nu].user, "%s", c->user);
-            u[nu++].bytes = 0;
-        }
-        if (k < nu)
-            u[k].bytes += g;
-        else
-            others += g;
+        if (g && (!rule || ledger_rule_covers(rule, c)))
+            by_user_add(&b, c->user, g);
     }
-    size_t len = 0;
-    out[0] = 0;
-    for (int k = 0; k < nu && len < n; k++)
-        len += (size_t)snprintf(out + len, n - len, "%s%s %s", k ? ", " : "", u[k].user,
-                                format_size(u[k].bytes).text);
-    if (others && len < n)
-        snprintf(out + len, n - len, ", others %s", format_size(others).text);
-    if (!nu && n)
-        snprintf(out, n, "no one");
+    by_user_text(&b, out, n);
+}
+
+/* The users whose requests wait on a device ahead of c's, with what they
+ * wait for; how many requests in *count. */
+static void waiting_ahead(const struct ledger *l, const struct ledger_client *c, int dev,
+                          char *out, size_t n, int *count)
+{
+    struct by_user b = {0};
+    *count = 0;
+    for (const struct ledger_use *q = l->dev[dev].qhead; q && q->client != c; q = q->qnext) {
+        by_user_add(&b, q->client->user, q->want);
+        (*count)++;
+    }
+    by_user_text(&b, out, n);
 }
 
 /* Why a request of w does not fit, in words. */
@@ -206,17 +236,21 @@ static void explain(const struct ledger *l, const struct ledger_client *c, int d
                  format_size(amount_of(&rule->amount, d->total)).text, d->uuid, rule->line,
                  format_size(l->held[f->rule][dev]).text, who, format_size(w).text);
     } else if (f->by == BY_QUEUE) {
-        snprintf(why, n, "%d earlier request%s for %s wait%s for this memory, and requests are "
-                 "served in the order they came; requested %s",
-                 d->nwaiting, d->nwaiting == 1 ? "" : "s", d->uuid, d->nwaiting == 1 ? "s" : "",
+        int ahead;
+        waiting_ahead(l, c, dev, who, sizeof who, &ahead);
+        snprintf(why, n, "%d earlier request%s for %s wait%s for this memory (%s), and requests "
+                 "are served in the order they came; requested %s",
+                 ahead, ahead == 1 ? "" : "s", d->uuid, ahead == 1 ? "s" : "", who,
                  format_size(w).text);
     } else {
         holders(l, dev, NULL, who, sizeof who);
+        uint64_t reserved = ledger_reserved_against(l, c, dev, w), outside = d->excess + d->unseen;
+        uint64_t busy = d->granted + reserved + outside;
         snprintf(why, n, "%s has %s: %s granted (%s), %s reserved for others, %s used outside "
-                 "any grant; requested %s",
+                 "any grant, %s free; requested %s",
                  d->uuid, format_size(d->total).text, format_size(d->granted).text, who,
-                 format_size(ledger_reserved_against(l, c, dev, w)).text,
-                 format_size(d->excess + d->unseen).text, format_size(w).text);
+                 format_size(reserved).text, format_size(outside).text,
+                 format_size(busy < d->total ? d->total - busy : 0).text, format_size(w).text);
     }
 }
 

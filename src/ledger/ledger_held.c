@@ -7,21 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct ledger_client *ledger_hold(struct ledger *l, enum client_role role, pid_t pid,
-                                  uint64_t start, uid_t uid, gid_t gid, const char *job, int dev,
-                                  uint64_t bytes, const char *from_job, uint64_t until_ms)
+struct ledger_client *ledger_hold(struct ledger *l, enum client_role role, bool by_root,
+                                  pid_t pid, uint64_t start, uid_t uid, gid_t gid,
+                                  const char *job, int dev, uint64_t bytes, const char *from_job,
+                                  uint64_t until_ms)
 {
     struct ledger_client *c = NULL;
     for (int i = 0; i < l->nclients && !c; i++) {
         struct ledger_client *x = l->clients[i];
-        if (x->held_until_ms && x->role == role && x->pid == pid && x->start == start &&
-            x->uid == uid && strcmp(x->job, job) == 0)
+        if (x->held_until_ms && x->role == role && x->by_root == by_root && x->pid == pid &&
+            x->start == start && x->uid == uid && strcmp(x->job, job) == 0)
             c = x;
     }
     if (!c) {
         c = ledger_join(l, role, pid, uid, gid);
         if (!c)
             return NULL;
+        c->by_root = by_root && role == ROLE_JOB;
         c->start = start;
         c->held_until_ms = until_ms;
         l->nheld++;
@@ -53,8 +55,9 @@ bool ledger_adopt(struct ledger *l, struct ledger_client *c, int dev, uint64_t b
     struct ledger_client *h = NULL;
     for (int i = 0; i < l->nclients && !h; i++) {
         struct ledger_client *x = l->clients[i];
-        if (x->held_until_ms && x->role == c->role && x->pid == c->pid && x->start == c->start &&
-            x->uid == c->uid && x->use[dev].grant >= bytes && bytes &&
+        if (x->held_until_ms && x->role == c->role && x->by_root == c->by_root &&
+            x->pid == c->pid && x->start == c->start && x->uid == c->uid &&
+            x->use[dev].grant >= bytes && bytes &&
             (c->role != ROLE_JOB || strcmp(x->job, c->job) == 0))
             h = x;
     }

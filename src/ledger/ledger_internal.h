@@ -11,8 +11,8 @@ bool ledger_rule_covers(const struct policy_rule *r, const struct ledger_client 
 /* What a client's grant on a device adds to the device's granted sum:
  * nothing for a monitor or a grant drawn from a job. */
 uint64_t ledger_own_grant(const struct ledger_client *c, int d);
-/* NVML's usage of a client beyond its grant. */
-uint64_t ledger_excess(const struct ledger_use *u);
+/* NVML's usage of a client beyond its grant (a member's is its job's). */
+uint64_t ledger_excess(const struct ledger_client *c, int d);
 /* What a client has in use on a device, for the device's in-use figure. */
 uint64_t ledger_in_use(const struct ledger_client *c, int d);
 /* Adds (+1) or takes away (-1) what a client's standing on a device puts

@@ -23,7 +23,8 @@ static bool sees(uid_t viewer, const struct ledger_client *c)
 static bool shown(const struct ledger_client *c, int d)
 {
     const struct ledger_use *u = &c->use[d];
-    return c->role != ROLE_MONITOR && (u->grant || u->waiting || u->used);
+    return c->role != ROLE_MONITOR &&
+           (u->grant || u->waiting || u->used || (c->member_of && (u->peak || u->nvml)));
 }
 
 static void fill_entry(struct snap_entry *e, const struct ledger_client *c, int d)
@@ -65,7 +66,8 @@ static int totals_after(const struct ledger *l, uid_t viewer, uint64_t after, st
     struct total *t = NULL;
     for (int i = 0; i < l->nclients; i++) {
         const struct ledger_client *c = l->clients[i];
-        if (sees(viewer, c))
+        /* A member's figures are inside its job's. */
+        if (sees(viewer, c) || c->member_of)
             continue;
         for (int d = 0; d < l->ndev; d++) {
             if (!shown(c, d) || total_key(c->uid, d) <= after)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *const verbs[VERB_COUNT] = {
-    "HELLO", "REQUEST", "REPORT", "RELEASE", "JOB", "STATUS",
+    "HELLO", "REQUEST", "REPORT", "RELEASE", "JOB", "STATUS", "MEMBER",
     "OK", "GRANT", "WAIT", "DENY", "ERR", "DEV", "PROC", "END",
 };
 

@@ -13,15 +13,23 @@
  * sender's pid, uid and gid from the kernel (SO_PEERCRED).
  *
  * Client to daemon:
- *   HELLO role=process|monitor [cmd=NAME] [job=NAME] [start=TICKS]
+ *   HELLO role=process|command|monitor [cmd=NAME] [job=NAME] [start=TICKS]
+ *                       role=command: vram run, for its whole command: a job
+ *                       of this user's (named job=, else run-PID) whose
+ *                       REQUESTs are the command's grants
  *   REQUEST dev=UUID total=BYTES bytes=BYTES [wait=MS] [restore=BYTES]
  *                       ask for a budget on a device (bytes=0: the policy's
  *                       default); restore= re-registers one already held
  *   REPORT dev=UUID used=BYTES peak=BYTES      usage, batched by the client
+ *                       (a job's: all its processes')
  *   RELEASE dev=UUID                           give a grant back early
  *   JOB job=NAME uid=N gid=N dev=UUID|index=N total=BYTES bytes=BYTES [restore=BYTES]
  *                       root only: a grant for a job (Slurm), held by this
  *                       connection; processes of the job draw from it
+ *   MEMBER pid=N [dev=UUID used=BYTES peak=BYTES]
+ *                       a job's (JOB or role=command): process N of the job,
+ *                       a process of the job's user, uses this inside the
+ *                       job's grant; without dev=, it has left the job
  *   STATUS [after=CURSOR]                      the ledger, as its reader may see it,
  *                       one page: the first (no after=) with the devices
  * Daemon to client:
@@ -42,7 +50,7 @@
 #define PROTO_NAME_MAX 64 /* a job, command or user name */
 
 enum proto_verb {
-    VERB_HELLO, VERB_REQUEST, VERB_REPORT, VERB_RELEASE, VERB_JOB, VERB_STATUS,
+    VERB_HELLO, VERB_REQUEST, VERB_REPORT, VERB_RELEASE, VERB_JOB, VERB_STATUS, VERB_MEMBER,
     VERB_OK, VERB_GRANT, VERB_WAIT, VERB_DENY, VERB_ERR, VERB_DEV, VERB_PROC, VERB_END,
     VERB_COUNT
 };

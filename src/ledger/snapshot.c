@@ -328,7 +328,8 @@ static const char *sz(uint64_t b, char buf[24])
     return buf;
 }
 
-/* A process of a job whose grant is in the snapshot: the job's grant counts, not its. */
+/* A process of a job whose grant is in the snapshot: the job's grant counts, not its
+ * (and for a member, which holds no grant, the job's usage is its own too). */
 static bool draws_from_job(const struct snapshot *s, const struct snap_entry *x)
 {
     if (x->role != 'p' || strcmp(x->job, "-") == 0)
@@ -379,7 +380,9 @@ void snapshot_top(const struct snapshot *s, FILE *out, int width)
                 bool in_job = draws_from_job(s, &s->e[j]);
                 if (!in_job)
                     g += s->e[j].grant;
-                u += s->e[j].used, p += s->e[j].peak, w += s->e[j].want;
+                if (!in_job || s->e[j].grant)
+                    u += s->e[j].used, p += s->e[j].peak;
+                w += s->e[j].want;
             }
         fprintf(out, "%-16.16s %-4d %8s %8s %8s %8s\n", x->user, x->dev, sz(g, a), sz(u, b),
                 sz(p, c), sz(w, d));

@@ -127,6 +127,33 @@ static int ask_daemon(int dev, const char *uuid, int s)
     return 2;
 }
 
+/* A command whose budgets vramd granted to the whole command (vram run or
+ * the Slurm plugin asked, before it started): the grant registered for
+ * the device is the budget, and this process asks vramd nothing. A device
+ * with no grant, or a grant of nothing (refused, started anyway), has no
+ * memory for the command. */
+static int granted_to_command(int dev, const char *uuid)
+{
+    char why[512];
+    uint64_t budget = 0;
+    int c = command_device(uuid, dev, false, 0, &budget, why, sizeof why);
+    if (c >= 0 && budget) {
+        b.limit[dev] = budget;
+        return 2;
+    }
+    b.limit[dev] = 0;
+    if (c < 0 && c != -2)
+        snprintf(why, sizeof why, "the command's grants are for the GPUs it could see when it "
+                 "started, and %s was not one of them", uuid);
+    else if (c >= 0)
+        snprintf(why, sizeof why, "vramd refused the command this GPU (%s), and it was started "
+                 "anyway", uuid);
+    b.denied[dev] = strdup(why);
+    /* As ask_daemon: the program is about to fail for a reason it cannot see. */
+    fprintf(stderr, "vram: device %d: no GPU memory granted by vramd: %s\n", dev, why);
+    return 2;
+}
+
 /* A setting for a device this program does not have, or a fraction that
  * leaves a device less than 1 MiB, is a mistake to be heard, not "no
  * budget" (vram run refuses both before the program starts; this is for a
@@ -186,6 +213,8 @@ static int resolve_device(int dev)
     bool known = b.uuid_of && b.uuid_of(dev, uuid) == 0;
     if (!known) /* a driver that cannot say: the ordinal is all we have */
         snprintf(uuid, sizeof uuid, "device-%d", dev);
+    else if (command_granted())
+        s = granted_to_command(dev, uuid);
     else
         s = ask_daemon(dev, uuid, s);
     if (b.denied[dev])

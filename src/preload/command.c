@@ -297,6 +297,8 @@ int command_join(char *why, size_t n)
 
 enum command_mode command_mode(void) { return me.mode; }
 
+bool command_granted(void) { return me.shared && (me.s->flags & COMMAND_GRANTED); }
+
 bool command_budget_setting(char *var, size_t varlen, char *value, size_t valuelen)
 {
     if (!me.shared)

@@ -65,6 +65,15 @@ int command_create(struct command_owner *o, enum command_mode mode, const char *
                    const char *limit_value, const struct command_context_size *sizes, int n,
                    char *why, size_t whylen);
 
+/* With vramd, before the command starts: the command's budgets are the
+ * grants vramd made for the whole command, and its processes never ask
+ * vramd themselves (command_granted). command_grant registers the grant on
+ * the GPU `uuid`, numbered `ordinal` as the command numbers it (0 bytes: vramd
+ * refused it, and the command was started anyway); a GPU with no entry has
+ * no grant either. 0, or -1 if the command has COMMAND_MAX_DEVICES. */
+void command_set_granted(struct command_owner *o);
+int command_grant(struct command_owner *o, const char *uuid, int ordinal, uint64_t bytes);
+
 /* True if VRAM_COMMAND names a command that is still alive (for refusing
  * to nest one `vram run` in another). */
 bool command_inside_live(void);
@@ -88,6 +97,9 @@ struct command_summary {
     } process[COMMAND_MAX_RECORDS + COMMAND_MAX_SLOTS];
 };
 void command_summarize(struct command_owner *o, struct command_summary *out);
+/* "GPU 0: peak 3.21 GiB of 4.00 GiB budget; 2 allocations refused": device
+ * i of a summary, as vram run and the Slurm plugin say it at the end. */
+void command_peak_line(const struct command_summary *s, int i, char *out, size_t n);
 
 /* ----------------------------------------------- a process of the command */
 
@@ -104,6 +116,8 @@ void command_open_from_environment(void);
  * command whose budget it cannot join, and must not allocate. */
 int command_join(char *why, size_t whylen);
 enum command_mode command_mode(void);
+/* The command's budgets are vramd's grants (command_set_granted). */
+bool command_granted(void);
 /* The budget as vram run gave it ("VRAM_MEMORY_LIMIT", "4GiB"); false when
  * not under vram run or when it gave none. */
 bool command_budget_setting(char *var, size_t varlen, char *value, size_t valuelen);

@@ -5,6 +5,8 @@
 #endif
 #include "command_state.h"
 
+#include "../util/parse.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -248,4 +250,40 @@ void command_summarize(struct command_owner *o, struct command_summary *out)
         for (int d = 0; d < COMMAND_MAX_DEVICES; d++)
             p->peak[d] = atomic_load(&s->peak[d][i]);
     }
+}
+
+void command_peak_line(const struct command_summary *s, int i, char *out, size_t n)
+{
+    const struct command_summary_device *e = &s->device[i];
+    int len = snprintf(out, n, "GPU %d: peak %s of %s budget%s", e->ordinal,
+                       format_size(e->peak).text, format_size(e->budget).text,
+                       s->mode == COMMAND_PER_PROCESS ? " per process" : "");
+    uint64_t ctx = e->part[COMMAND_CONTEXTS], mod = e->part[COMMAND_MODULES];
+    if ((ctx || mod) && len >= 0 && (size_t)len < n)
+        len += snprintf(out + len, n - (size_t)len, " (%s%s%s%s%s)", ctx ? "context " : "",
+                        ctx ? format_size(ctx).text : "", ctx && mod ? ", " : "",
+                        mod ? "modules " : "", mod ? format_size(mod).text : "");
+    if (e->refused && len >= 0 && (size_t)len < n)
+        snprintf(out + len, n - (size_t)len, "; %llu allocation%s refused",
+                 (unsigned long long)e->refused, e->refused == 1 ? "" : "s");
+}
+
+/* ------------------------------------------------------ vramd's grants */
+
+void command_set_granted(struct command_owner *o) { o->shared->flags |= COMMAND_GRANTED; }
+
+int command_grant(struct command_owner *o, const char *uuid, int ordinal, uint64_t bytes)
+{
+    /* Before the command starts: no process can be looking yet. */
+    struct command_shared *s = o->shared;
+    uint32_t n = atomic_load(&s->devices);
+    if (n >= COMMAND_MAX_DEVICES)
+        return -1;
+    struct command_device_entry *e = &s->device[n];
+    snprintf(e->uuid, sizeof e->uuid, "%s", uuid);
+    e->ordinal = ordinal;
+    e->budget = bytes;
+    atomic_store(&s->devices, n + 1);
+    command_set_granted(o);
+    return 0;
 }

@@ -37,6 +37,9 @@
 #define COMMAND_MAGIC "VRAMCMD"
 #define COMMAND_VERSION 2
 #define COMMAND_REGISTRY_BYTE COMMAND_MAX_SLOTS
+/* The device entries are vramd's grants for the whole command, registered
+ * by its holder (vram run, the Slurm plugin) before it started. */
+#define COMMAND_GRANTED 1u
 
 struct command_device_entry {
     char uuid[COMMAND_UUID_SIZE];
@@ -72,7 +75,7 @@ struct command_shared {
     uint64_t size;
     unsigned char id[16];
     int32_t supervisor;
-    uint32_t reserved_;
+    uint32_t flags; /* COMMAND_GRANTED; set before the command starts */
     char limit_var[32], limit_value[224];
     _Atomic uint32_t devices; /* device[0, devices) are registered */
     _Atomic uint32_t slots;   /* slots [0, slots) were claimed at some time */

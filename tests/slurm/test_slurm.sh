@@ -2,8 +2,10 @@
 # vram_spank.so in a real single-node Slurm (Debian's slurm-wlm, munge on a
 # private socket and key, all state in a temporary folder) on two simulated
 # GPUs, with vramd: srun/sbatch --gpu-mem budgets, refusal of a bad value,
-# shards mapped to budgets, two jobs on one GPU held to their own, a
-# cancelled job's grant gone from the ledger. Stops exactly the processes it
+# shards mapped to budgets, two jobs on one GPU held to their own, a step as
+# one job of the ledger with its processes (one budget per task, whatever
+# the task starts; the peak in the job's output), a cancelled job's grant
+# gone from the ledger. Stops exactly the processes it
 # started; every wait is bounded. Exit 77 (skipped) when Slurm is missing.
 #   test_slurm.sh BUILD_DIR
 set -u
@@ -116,7 +118,7 @@ if ! wait_for 30 sh -c '[ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ]'; then
   tail -5 "$W/log/slurmctld.log" "$W/log/slurmd.log"
   echo "FAIL: the Slurm node did not become idle"; exit 1
 fi
-grab=$build/vram-demo-grab
+grab=$build/vram-demo-grab member=$build/tests/member
 ledger() { "$build/vram" status --json; }
 # A task's CUDA context (the simulated H100's, sim/config.h) is inside its
 # budget: it takes the rest.
@@ -126,6 +128,7 @@ C=$((392 << 20))
 srun --help 2>&1 | grep -q -- "--gpu-mem=SIZE" && passed=$((passed + 1)) || { echo "FAIL: srun --help lists --gpu-mem"; failures=$((failures + 1)); }
 timeout 60 srun --gpu-mem=4G "$grab" A 1 >"$W/out/a" 2>&1
 check "srun: the task sees its budget and takes what its context leaves" contains "$W/out/a" "RESULT A 4294967296 $((4294967296 - C)) ok"
+check "srun: the task's peak in the job's output" contains "$W/out/a" "^vram: GPU 0: peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)$"
 timeout 60 srun --gpu-mem=3G "$grab" B 1 >"$W/out/b" 2>&1
 check "srun: out of memory at the budget" contains "$W/out/b" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 budget 3.00 GiB"
 timeout 60 srun --gpu-mem=lots true >"$W/out/bad" 2>&1; rc=$?
@@ -137,6 +140,7 @@ jid=$(timeout 30 sbatch --parsable --gpu-mem=5G -o "$W/out/s-%j" --wrap "'$grab'
 check "sbatch accepted" test -n "$jid"
 wait_for 30 sh -c "! squeue -h -j $jid 2>/dev/null | grep -q ."
 check "sbatch: the batch task has the budget" contains "$W/out/s-$jid" "RESULT S 5368709120 $((5368709120 - C)) ok"
+check "sbatch: the peak in the job's output" contains "$W/out/s-$jid" "^vram: GPU 0: peak 5.00 GiB of 5.00 GiB budget (context 392.00 MiB)$"
 timeout 60 srun --gpu-mem=0=2G "$grab" P 1 >"$W/out/p" 2>&1
 check "the per-device form" contains "$W/out/p" "RESULT P 2147483648 0 OOM"
 
@@ -162,10 +166,35 @@ wait $j1 $j2
 check "each took its own budget" sh -c "grep -q 'RESULT J1 5368709120 $((5368709120 - C)) ok' '$W/out/j1' && grep -q 'RESULT J2 5368709120 $((5368709120 - C)) ok' '$W/out/j2'"
 check "both grants gone with the jobs" wait_for 10 sh -c "! '$build/vram' status --json | grep -q '\"role\":\"job\"'"
 
+# --- a step is one job: one grant, its tasks' processes inside it (issue 10) --------------
+# Everything a task starts shares the task's budget; the tasks' processes never
+# ask vramd themselves; the step's usage is reported by the plugin (every 200 ms),
+# and vram status shows the step with its processes. (Contexts cost nothing here:
+# what is counted is the processes' allocations.)
+VRAM_SIM_CONTEXT_SIZE=0 timeout 60 srun --gpu-mem=4G bash -c "
+  '$member' hold $((3 * G)) 30 >'$W/out/m1' &
+  for i in \$(seq 200); do grep -qs HELD '$W/out/m1' && '$build/vram' status --json | grep -q '\"command\":\"member\",\"job\":\"[0-9]*\.0\",\"budget\":0,\"used\":$((3 * G))' && break; sleep 0.05; done
+  '$build/vram' status --json >'$W/out/mledger'
+  '$member' hold $((2 * G)) 0 >'$W/out/m2'
+  '$member' hold $((1 * G)) 0 >'$W/out/m3'
+  kill %1; wait" >"$W/out/m" 2>&1
+check "a task's processes share its budget: the first takes 3 of 4 GiB" contains "$W/out/m1" "^HELD"
+check "the second is refused at the task's budget" contains "$W/out/m2" "^REFUSED"
+check "the third gets the last GiB" contains "$W/out/m3" "^HELD"
+check "and the refusal names the task's use" contains "$W/out/m" "device 0 budget 4.00 GiB, in use 3.00 GiB by the command"
+check "the step is one job of the ledger" grep -q '"role":"job","command":"job","job":"[0-9]*\.0","budget":4294967296,"used":3221225472' "$W/out/mledger"
+check "with its process, inside its grant" grep -q '"role":"process","command":"member","job":"[0-9]*\.0","budget":0,"used":3221225472' "$W/out/mledger"
+check "the peak of the task in the job's output" contains "$W/out/m" "^vram: GPU 0: peak 4.00 GiB of 4.00 GiB budget; 1 allocation refused$"
+check "the task's processes never asked vramd themselves" sh -c "! grep -q '(root, member): granted' '$W/log/vramd.log'"
+VRAM_SIM_CONTEXT_SIZE=0 timeout 60 srun -n2 --gpu-mem=4G "$grab" T 1 >"$W/out/t" 2>&1
+check "two tasks: each its own budget" sh -c "[ \$(grep -c 'RESULT T 4294967296 4294967296 ok' '$W/out/t') = 2 ]"
+check "two tasks: one grant for the step" grep -q "job [0-9]*\.0 (root): granted 8.00 GiB" "$W/log/vramd.log"
+check "two tasks: each one's peak" sh -c "grep -q '^vram: task 0: GPU 0: peak 4.00 GiB of 4.00 GiB budget$' '$W/out/t' && grep -q '^vram: task 1: GPU 0: peak 4.00 GiB of 4.00 GiB budget$' '$W/out/t'"
+
 # --- a cancelled job's grant leaves the ledger -------------------------------------------
 jid=$(timeout 30 sbatch --parsable --gpu-mem=4G -o "$W/out/z" --wrap "'$grab' Z 600")
 check "a running job holds its grant" wait_for 30 sh -c "'$build/vram' status --json | grep -q '\"job\":\"$jid\.batch\"'"
-check "its task draws from the job's grant" wait_for 20 sh -c "'$build/vram' status --json | grep -q '\"command\":\"vram-demo-grab\",\"job\":\"$jid\.batch\",\"budget\":4294967296'"
+check "its task is a process of the job, inside its grant" wait_for 20 sh -c "'$build/vram' status --json | grep -q '\"command\":\"vram-demo-grab\",\"job\":\"$jid\.batch\",\"budget\":0,\"used\":4294967296'"
 scancel "$jid"
 check "cancelled: its grant is gone" wait_for 20 sh -c "! '$build/vram' status --json | grep -q '\"job\":\"$jid\.'"
 check "and the GPU is empty" wait_for 20 sh -c "'$build/vram' status --json | grep -q '\"granted\":0,\"used\":0'"
@@ -173,6 +202,7 @@ check "and the GPU is empty" wait_for 20 sh -c "'$build/vram' status --json | gr
 # --- a job's grant survives a vramd restart (issue 11, item 6) ------------------------------
 jid=$(timeout 30 sbatch --parsable --gpu-mem=4G -o "$W/out/r" --wrap "'$grab' R 600")
 check "a running job holds its grant" wait_for 30 sh -c "'$build/vram' status --json | grep -q '\"job\":\"$jid\.batch\",\"budget\":4294967296'"
+check "and vramd wrote it down" wait_for 5 grep -q "^j .* $jid\.batch GPU-" "$W/vramd.state"
 kill -9 "$vramd_pid"; wait "$vramd_pid" 2>/dev/null
 start_vramd
 wait_for 10 test -S "$S"

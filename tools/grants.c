@@ -1,0 +1,220 @@
+/* vram run's grants from vramd (see grants.h). */
+#include "grants.h"
+
+#include "../src/ledger/client.h"
+#include "../src/util/parse.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DOWN_WAIT_MS 5000 /* how long vram run waits for a vramd that does not answer */
+#define DOWN_RETRY_MS 250
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* "20 s", "2.5 s", "10 min": how long, for a person. */
+static const char *how_long(uint64_t ms, char *buf, size_t n)
+{
+    if (ms >= UINT64_MAX / 4)
+        snprintf(buf, n, "as long as the policy allows");
+    else if (ms >= 120000)
+        snprintf(buf, n, "%.1f min", (double)ms / 60000);
+    else
+        snprintf(buf, n, "%.1f s", (double)ms / 1000);
+    return buf;
+}
+
+/* What is asked for, in words. */
+static const char *what(const struct job_device *d, size_text *buf)
+{
+    if (!d->ask)
+        return "the policy's default budget";
+    *buf = format_size(d->ask);
+    return buf->text;
+}
+
+/* " (--limit 100GiB, capped at its 12.00 GiB)" when the budget given is
+ * more than the GPU: without vramd such a budget is the whole GPU, and so
+ * the whole GPU is what is asked for. */
+static void capped(const struct grants_request *r, const struct job_device *d, char *out,
+                   size_t n)
+{
+    struct options none;
+    options_clear(&none);
+    const struct limit_setting *l = options_limit(&none, r->budget, d->ordinal);
+    out[0] = 0;
+    if (l->kind == LIMIT_BYTES && l->bytes > d->total)
+        snprintf(out, n, " (%s, capped at its %s)", r->given ? r->given : l->origin,
+                 format_size(d->total).text);
+}
+
+struct waiting_ctx {
+    const struct grants_request *r;
+    struct job *j;
+    uint64_t since;
+    bool waited;
+};
+
+static void waiting(void *arg, int i, uint64_t until_ms, const char *why)
+{
+    struct waiting_ctx *w = arg;
+    const struct job_device *d = &w->j->dev[i];
+    char t[48];
+    size_text b;
+    w->waited = true;
+    if (w->r->report)
+        fprintf(stderr, "vram run: waiting for %s on GPU %d (%s), %s%s: %s\n", what(d, &b),
+                d->ordinal, d->uuid, until_ms >= UINT64_MAX / 4 ? "" : "for up to ",
+                how_long(until_ms, t, sizeof t), why);
+}
+
+static void say(void *arg, bool error, const char *line)
+{
+    const struct grants_request *r = arg;
+    if (r->report && (error || r->verbose))
+        fprintf(stderr, "vram run: %s\n", line);
+}
+
+/* vramd does not answer (a restart takes a second or two): waited for a
+ * little, then the command is held to what vramd's fallback file lets a
+ * process take while it is down, and no more than its own budget; its
+ * holder registers that when vramd is back. RUN_REFUSED when that is
+ * nothing. */
+static int while_down(struct job *j, const struct grants_request *r, const char *down)
+{
+    for (int i = 0; i < j->ndev; i++) {
+        struct job_device *d = &j->dev[i];
+        uint64_t allowed = 0;
+        char why[256] = "";
+        int f = ledger_fallback(r->socket, d->uuid, &allowed, why, sizeof why);
+        if (f < 0 && r->report)
+            fprintf(stderr, "vram run: ignored vramd's fallback file beside %s: %s\n", r->socket,
+                    why);
+        if (f == 0) /* its own budget, and no more than the fallback */
+            d->grant = d->ask && d->ask < allowed ? d->ask : allowed;
+        else
+            d->grant = d->ask;
+        if (!d->grant) {
+            fprintf(stderr, "vram run: vramd at %s does not answer (%s), and %s GPU %d (%s) "
+                    "while it is down; the program was not started\n", r->socket, down,
+                    f == 0 ? "its policy (no default-budget) lets no command take memory of"
+                           : "no budget was given (--limit SIZE) and it left no fallback budget "
+                             "for",
+                    d->ordinal, d->uuid);
+            return RUN_REFUSED;
+        }
+        d->state = JOB_PENDING;
+        if (r->report)
+            fprintf(stderr, "vram run: vramd at %s does not answer (%s); the command is held "
+                    "to %s on GPU %d until it is back, and then registers it\n",
+                    r->socket, down, format_size(d->grant).text, d->ordinal);
+    }
+    return 0;
+}
+
+int grants_ask(struct job *j, const struct grants_request *r)
+{
+    job_init(j);
+    snprintf(j->socket, sizeof j->socket, "%s", r->socket);
+    if (r->job)
+        snprintf(j->name, sizeof j->name, "%s", r->job);
+    const char *base = strrchr(r->program, '/');
+    proto_name_clean(base ? base + 1 : r->program, j->cmd, sizeof j->cmd);
+    j->say = say;
+    j->say_arg = (void *)r;
+    struct options none;
+    options_clear(&none);
+    for (int d = 0; d < r->gpus->n && d < JOB_MAX_DEVICES; d++) {
+        const struct visible_gpu *g = &r->gpus->gpu[d];
+        const struct limit_setting *l = options_limit(&none, r->budget, d);
+        struct job_device *jd = &j->dev[j->ndev++];
+        snprintf(jd->uuid, sizeof jd->uuid, "%s", g->uuid);
+        jd->index = -1;
+        jd->ordinal = d;
+        jd->total = g->total;
+        jd->ask = l->kind == LIMIT_BYTES      ? (l->bytes < g->total ? l->bytes : g->total)
+                  : l->kind == LIMIT_FRACTION ? (uint64_t)((double)g->total * l->fraction)
+                                              : 0; /* the policy's default */
+    }
+    if (r->gpus->n > JOB_MAX_DEVICES && r->report)
+        fprintf(stderr, "vram run: the program sees %d GPUs; vramd is asked for the first %d, "
+                "and the rest have no memory for it (--devices chooses them)\n",
+                r->gpus->n, JOB_MAX_DEVICES);
+
+    /* A daemon restarting is back within a second or two: wait for it a
+     * little, and say so, rather than run on its fallback at once. */
+    char why[1024];
+    uint64_t until = now_ms() + DOWN_WAIT_MS;
+    int c;
+    bool said = false;
+    while ((c = job_connect(j, why, sizeof why)) == 1 && now_ms() < until) {
+        if (!said && r->report)
+            fprintf(stderr, "vram run: vramd at %s does not answer (%s); waiting up to %d s for "
+                    "it\n", r->socket, why, DOWN_WAIT_MS / 1000);
+        said = true;
+        struct timespec t = {0, DOWN_RETRY_MS * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    if (c < 0) {
+        fprintf(stderr, "vram run: vramd at %s refused the command: %s; the program was not "
+                "started\n", r->socket, why);
+        return RUN_REFUSED;
+    }
+    if (c > 0)
+        return while_down(j, r, why);
+
+    for (int i = 0; i < j->ndev; i++) {
+        struct job_device *d = &j->dev[i];
+        struct waiting_ctx w = {r, j, now_ms(), false};
+        char cap[160], t[48];
+        size_text b;
+        capped(r, d, cap, sizeof cap);
+        int got = job_ask(j, i, r->wait_ms, waiting, &w, why, sizeof why);
+        uint64_t waited = now_ms() - w.since;
+        if (got > 0) {
+            if (w.waited && r->report)
+                fprintf(stderr, "vram run: granted %s on GPU %d (%s) after waiting %s\n",
+                        format_size(d->grant).text, d->ordinal, d->uuid,
+                        how_long(waited, t, sizeof t));
+            continue;
+        }
+        if (got < 0) { /* gone, or not answering: as if it had not answered at all */
+            close(j->fd);
+            j->fd = -1;
+            for (int k = 0; k < j->ndev; k++)
+                j->dev[k].state = JOB_UNASKED;
+            return while_down(j, r, why);
+        }
+        if (w.waited)
+            fprintf(stderr, "vram run: gave up waiting for %s on GPU %d (%s)%s after %s: %s",
+                    what(d, &b), d->ordinal, d->uuid, cap, how_long(waited, t, sizeof t), why);
+        else
+            fprintf(stderr, "vram run: vramd refused %s on GPU %d (%s)%s: %s", what(d, &b),
+                    d->ordinal, d->uuid, cap, why);
+        if (!r->start_anyway) {
+            fprintf(stderr, "; the program was not started%s\n",
+                    r->wait_ms ? "" : " (--wait waits for the memory, --start-anyway starts it "
+                                      "without)");
+            return RUN_REFUSED;
+        }
+        fprintf(stderr, "; starting the program anyway (--start-anyway): it has no GPU memory "
+                "there\n");
+    }
+    return 0;
+}
+
+void grants_apply(struct job *j, struct command_owner *owner)
+{
+    command_set_granted(owner);
+    for (int i = 0; i < j->ndev; i++)
+        command_grant(owner, j->dev[i].uuid, j->dev[i].ordinal,
+                      j->dev[i].state == JOB_REFUSED ? 0 : j->dev[i].grant);
+    job_watch(j, owner->shared, owner->fd);
+}
