@@ -52,12 +52,13 @@ check "a command holds its grant" wait_for 10 is granted $((4 * G))
 kill -9 $r; wait $r 2>/dev/null
 check "kill -9 of vram run: its grant is back at once" wait_for 2 is granted 0
 check "and its program went with it" wait_for 5 is used 0
-# NVML's last reading may still show the killed program's memory, outside
-# any grant, for a reconcile period: the next check wants the whole card.
-wait_for 10 is unseen 0
 
 # --- --limit above the card: the card, as without vramd ----------------------
 VRAM_DAEMON=off "$vram" run --limit 100GiB -- "$grab" A 1 >"$tmp/alone" 2>&1
+# The daemon's last NVML reading may still show the program that just ended
+# (or the one killed above), outside any grant, until its next reconcile:
+# the next run wants the whole card.
+wait_for 10 is unseen 0
 "$vram" run --limit 100GiB -- "$grab" A 1 >"$tmp/under" 2>&1
 check "without vramd, 100 GiB on a 12 GiB card is the card" contains "$tmp/alone" "RESULT A $((12 * G)) $((12 * G)) ok"
 check "with vramd the same" contains "$tmp/under" "RESULT A $((12 * G)) $((12 * G)) ok"
