@@ -218,19 +218,46 @@ static void test_protocol(void)
     snapshot_init(&s);
     snapshot_init(&t);
     s.ndev = 1;
-    s.dev[0] = (struct snap_device){0, "GPU-abc", 12 * GiB, 1 * GiB, 4 * GiB, 3 * GiB, 5};
+    s.dev[0] = (struct snap_device){.index = 0, .uuid = "GPU-abc", .name = "NVIDIA H100 80GB HBM3",
+                                    .pci_bus_id = "00000000:01:00.0", .minor = 0,
+                                    .total = 12 * GiB, .reserved = 1 * GiB, .granted = 4 * GiB,
+                                    .used = 3 * GiB, .unseen = 5, .waiting = 2, .refused = 3,
+                                    .reclaimed = 4, .reclaimed_bytes = 5 * GiB, .waits = 6,
+                                    .waited_ms = 7500};
+    s.node = (struct snap_node){.host = "gpu01", .driver = "580.65.06", .nvml = "13.580.65.06",
+                                .cuda = "13.0"};
     struct snap_entry *e = snapshot_add(&s);
     *e = (struct snap_entry){.dev = 0, .id = 7, .pid = 123, .uid = 1001, .role = 'p',
                              .user = "alice", .cmd = "python", .job = "-", .grant = 4 * GiB,
-                             .used = 3 * GiB, .peak = 3 * GiB, .waiting = false, .over = true};
+                             .used = 3 * GiB, .peak = 3 * GiB, .waiting = false, .over = true,
+                             .start = 123456, .queue = 2};
+    struct snap_entry *ue = snapshot_add(&s);
+    *ue = (struct snap_entry){.dev = 0, .uid = 1001, .role = 'u', .user = "alice", .cmd = "-",
+                              .job = "-", .grant = 4 * GiB, .used = 5 * GiB, .peak = 7 * GiB,
+                              .unseen = 2 * GiB, .procs = 3};
+    CHECK(snapshot_encode_node(&s.node, &w) > 0);
+    CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
+    CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
     CHECK(snapshot_encode_device(&s.dev[0], &w) > 0);
     CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
     CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
     CHECK(snapshot_encode_entry(e, &w) > 0);
     CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
     CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
+    CHECK(snapshot_encode_entry(ue, &w) > 0);
+    CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
+    CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
     CHECK(t.ndev == 1 && t.dev[0].total == 12 * GiB && strcmp(t.dev[0].uuid, "GPU-abc") == 0);
-    CHECK(t.n == 1 && t.e[0].pid == 123 && t.e[0].over && strcmp(t.e[0].user, "alice") == 0);
+    CHECK(strcmp(t.dev[0].name, "NVIDIA H100 80GB HBM3") == 0 && t.dev[0].minor == 0 &&
+          strcmp(t.dev[0].pci_bus_id, "00000000:01:00.0") == 0);
+    CHECK(t.dev[0].waiting == 2 && t.dev[0].refused == 3 && t.dev[0].reclaimed == 4 &&
+          t.dev[0].reclaimed_bytes == 5 * GiB && t.dev[0].waits == 6 && t.dev[0].waited_ms == 7500);
+    CHECK(strcmp(t.node.host, "gpu01") == 0 && strcmp(t.node.driver, "580.65.06") == 0 &&
+          strcmp(t.node.nvml, "13.580.65.06") == 0 && strcmp(t.node.cuda, "13.0") == 0);
+    CHECK(t.n == 2 && t.e[0].pid == 123 && t.e[0].over && strcmp(t.e[0].user, "alice") == 0);
+    CHECK(t.e[0].start == 123456 && t.e[0].queue == 2 && t.e[0].role == 'p');
+    CHECK(t.e[1].role == 'u' && t.e[1].peak == 7 * GiB && t.e[1].unseen == 2 * GiB &&
+          t.e[1].procs == 3);
     snapshot_free(&s);
     snapshot_free(&t);
 }
@@ -327,11 +354,17 @@ static void test_admission(void)
 
     /* Release returns a grant; usage NVML sees outside grants counts. */
     ledger_release(&l, c, 0);
-    struct ledger_nvml_process nv[] = {{999, 5, 3 * GiB}, {21, 1021, 2 * GiB + 512 * MiB},
-                                       {31, 77, 1 * GiB}}; /* a new process with carol's old pid */
+    struct ledger_nvml_process nv[] = {
+        {.pid = 999, .uid = 2001, .start = 5, .used = 3 * GiB, .cmd = "rogue"},
+        {.pid = 21, .uid = 1002, .start = 1021, .used = 2 * GiB + 512 * MiB},
+        {.pid = 31, .uid = 2002, .start = 77, .used = 1 * GiB}}; /* carol's old pid, a new process */
     struct ledger_client *over[4];
     CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 1 && over[0] == b);
     CHECK(l.dev[0].unseen == 4 * GiB && b->use[0].over);
+    /* Usage outside grants is the processes' and their users' (issue 15). */
+    CHECK(l.dev[0].nunseen == 2 && l.dev[0].unseen_by[0].pid == 999 &&
+          l.dev[0].unseen_by[1].pid == 31);
+    CHECK(ledger_user_of(&l, 2001)->in_use[0] == 3 * GiB);
     CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 0); /* reported once */
     consistent(&l);
     ledger_destroy(&l);
@@ -367,7 +400,7 @@ static void test_jobs_and_privacy(void)
     struct snapshot s;
     snapshot_init(&s);
     ledger_snapshot(&l, 0, &s);
-    CHECK(s.n == 4 && s.dev[0].granted == 16 * GiB);
+    CHECK(s.n == 6 && s.dev[0].granted == 16 * GiB); /* 4 clients, 2 users */
     ledger_snapshot(&l, 1002, &s);
     int totals = 0;
     for (int i = 0; i < s.n; i++) {
@@ -375,12 +408,15 @@ static void test_jobs_and_privacy(void)
             CHECK(s.e[i].role == 'u' && s.e[i].pid == 0 && s.e[i].id == 0);
             CHECK(strcmp(s.e[i].cmd, "-") == 0 && strcmp(s.e[i].job, "-") == 0);
             CHECK(s.e[i].grant == 8 * GiB); /* the job's grant, its processes' within it */
+            CHECK(s.e[i].procs == 2);
             totals++;
+        } else if (s.e[i].role == 'u') {
+            CHECK(s.e[i].uid == 1002 && s.e[i].grant == 8 * GiB);
         } else {
             CHECK(s.e[i].pid == 21 && s.e[i].role == 'p');
         }
     }
-    CHECK(totals == 1 && s.n == 2);
+    CHECK(totals == 1 && s.n == 3);
     /* A reader with no processes here (the metrics file's) sees totals only. */
     ledger_snapshot(&l, LEDGER_VIEW_ANYONE, &s);
     CHECK(s.n == 2 && s.e[0].role == 'u' && s.e[1].role == 'u');

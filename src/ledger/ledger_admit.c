@@ -25,6 +25,7 @@ void ledger_enqueue(struct ledger *l, struct ledger_client *c, int d)
     dv->qtail = u;
     dv->nwaiting++;
     u->waiting = true;
+    u->wait_since_ms = l->now_ms;
 }
 
 void ledger_dequeue(struct ledger *l, struct ledger_client *c, int d)
@@ -45,6 +46,9 @@ void ledger_dequeue(struct ledger *l, struct ledger_client *c, int d)
     u->waiting = false;
     u->want = 0;
     dv->nwaiting--;
+    dv->counters.waits++;
+    if (l->now_ms > u->wait_since_ms)
+        dv->counters.waited_ms += l->now_ms - u->wait_since_ms;
 }
 
 static bool bit(const uint64_t *set, int i) { return set[i / 64] >> (i % 64) & 1; }
@@ -215,7 +219,21 @@ static void explain(const struct ledger *l, const struct ledger_client *c, int d
     }
 }
 
+static enum verdict request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                            bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
+                            size_t whylen);
+
 enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
+                            bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
+                            size_t whylen)
+{
+    enum verdict v = request(l, c, dev, bytes, may_wait, deadline_ms, granted, why, whylen);
+    if (v == VERDICT_DENY)
+        l->dev[dev].counters.refused++;
+    return v;
+}
+
+static enum verdict request(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
                             bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
                             size_t whylen)
 {
@@ -280,6 +298,8 @@ enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, 
 void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn answer, void *arg)
 {
     char why[512];
+    if (now_ms > l->now_ms)
+        l->now_ms = now_ms;
     for (int dev = 0; dev < l->ndev; dev++) {
         struct ledger_device *d = &l->dev[dev];
         /* One pass, oldest first: granting only takes memory, so a request
@@ -302,6 +322,7 @@ void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn an
             } else if (now_ms >= u->deadline_ms || f.never) {
                 explain(l, c, dev, u->want, &f, why, sizeof why);
                 ledger_dequeue(l, c, dev);
+                d->counters.refused++;
                 answer(c, dev, false, 0, why, arg);
             } else {
                 block(l, dev, &f);
