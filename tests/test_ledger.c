@@ -531,6 +531,98 @@ static void test_first_come_first_served(void)
     ledger_destroy(&l);
 }
 
+/* Issue 15: a user's peak is the most their processes used at once, and
+ * one of them ending lowers the use, never the peak; usage outside grants is
+ * its process's (seen by root and its owner) and its user's (seen by all);
+ * refusals, reclaims and waits are counted. */
+static void test_users_unseen_and_counters(void)
+{
+    struct ledger l;
+    policy_of("default-budget 1GiB\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *a = proc(&l, 11, 1001, "alice"), *b = proc(&l, 12, 1001, "alice");
+    CHECK(ask(&l, a, 4 * GiB, false) == VERDICT_GRANT && ask(&l, b, 4 * GiB, false) == VERDICT_GRANT);
+    ledger_report(&l, a, 0, 2 * GiB, 2 * GiB);
+    ledger_report(&l, b, 0, 3 * GiB + 512 * MiB, 3 * GiB + 512 * MiB);
+    struct ledger_user *alice = ledger_user_of(&l, 1001);
+    CHECK(alice->in_use[0] == 5 * GiB + 512 * MiB && alice->peak[0] == 5 * GiB + 512 * MiB);
+    ledger_leave(&l, b); /* its connection closes: the grant is reclaimed */
+    CHECK(alice->in_use[0] == 2 * GiB && alice->peak[0] == 5 * GiB + 512 * MiB);
+    CHECK(l.dev[0].counters.reclaimed == 1 && l.dev[0].counters.reclaimed_bytes == 4 * GiB);
+    ledger_report(&l, a, 0, 1 * GiB, 2 * GiB);
+    CHECK(alice->peak[0] == 5 * GiB + 512 * MiB);
+
+    /* A process of bob's and one of carol's use the GPU without a grant. */
+    struct ledger_nvml_process nv[] = {
+        {.pid = 21, .uid = 1002, .start = 5, .used = 3 * GiB, .cmd = "python"},
+        {.pid = 31, .uid = 1003, .start = 6, .used = 1 * GiB, .cmd = "a.out"},
+        {.pid = 11, .uid = 1001, .start = 1011, .used = 1 * GiB}}; /* alice's a */
+    struct ledger_client *over[4];
+    ledger_reconcile(&l, 0, nv, 3, over, 4);
+    CHECK(l.dev[0].unseen == 4 * GiB && ledger_user_of(&l, 1002)->in_use[0] == 3 * GiB);
+    snprintf(ledger_user_of(&l, 1002)->name, 64, "bob");
+    consistent(&l);
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&l, 0, &s); /* root: a, both outside grants, three users */
+    int n = 0, u = 0;
+    for (int i = 0; i < s.n; i++) {
+        const struct snap_entry *e = &s.e[i];
+        if (e->role == 'n') {
+            n++;
+            CHECK((e->pid == 21 && strcmp(e->user, "bob") == 0 && strcmp(e->cmd, "python") == 0 &&
+                   e->nvml == 3 * GiB) ||
+                  (e->pid == 31 && e->uid == 1003 && e->nvml == 1 * GiB));
+        }
+        if (e->role == 'u') {
+            u++;
+            if (e->uid == 1001)
+                CHECK(e->peak == 5 * GiB + 512 * MiB && e->procs == 1 && e->grant == 4 * GiB);
+            if (e->uid == 1002)
+                CHECK(e->unseen == 3 * GiB && e->used == 3 * GiB && e->procs == 1 &&
+                      strcmp(e->user, "bob") == 0);
+        }
+    }
+    CHECK(s.n == 6 && n == 2 && u == 3);
+    ledger_snapshot(&l, 1002, &s); /* bob: his process outside grants, everyone's totals */
+    n = 0;
+    for (int i = 0; i < s.n; i++)
+        if (s.e[i].role == 'n') {
+            n++;
+            CHECK(s.e[i].pid == 21);
+        }
+    CHECK(n == 1 && s.n == 4);
+    ledger_snapshot(&l, LEDGER_VIEW_ANYONE, &s);
+    CHECK(s.n == 3); /* the users only */
+    /* Paged, every entry comes once. */
+    uint64_t after = 0, next;
+    int seen = 0, pages = 0;
+    do {
+        ledger_snapshot_page(&l, 0, after, 1, &s, &next);
+        seen += s.n;
+        after = next;
+        pages++;
+    } while (next && pages < 20);
+    CHECK(seen == 6 && pages == 6);
+
+    /* Refusals and waits, counted; a wait timed by the admission clock. */
+    ledger_admit_waiting(&l, 10000, note, &(struct answers){0});
+    struct ledger_client *c = proc(&l, 41, 1004, "dave");
+    CHECK(ask(&l, c, 20 * GiB, false) == VERDICT_DENY && l.dev[0].counters.refused == 1);
+    CHECK(ledger_request(&l, c, 0, 5 * GiB, true, 20000, &granted, why, sizeof why) == VERDICT_WAIT);
+    ledger_admit_waiting(&l, 10500, note, &(struct answers){0});
+    CHECK(c->use[0].waiting);
+    ledger_leave(&l, a);
+    struct answers ans = {0};
+    ledger_admit_waiting(&l, 11500, note, &ans);
+    CHECK(ans.n == 1 && ans.granted[0] && l.dev[0].counters.waits == 1 &&
+          l.dev[0].counters.waited_ms == 1500);
+    snapshot_free(&s);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
 int main(void)
 {
     test_policy_file();
@@ -542,6 +634,7 @@ int main(void)
     test_job_reservation_is_for_registered_jobs();
     test_cap_holds_across_jobs();
     test_first_come_first_served();
+    test_users_unseen_and_counters();
     printf("test_ledger: ok\n");
     return 0;
 }
