@@ -51,6 +51,10 @@ _vram()
             COMPREPLY=($(compgen -W "off error warn info debug" -- "$cur"))
             return
             ;;
+        --sort)
+            COMPREPLY=($(compgen -W "memory user pid time gpu" -- "$cur"))
+            return
+            ;;
         --socket | --summary | --record)
             _filedir
             return

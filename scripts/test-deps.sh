@@ -22,6 +22,11 @@
 #                              subprocess as a real launcher of a command's
 #                              processes (test_command), and its JSON parser
 #                              for vram run --summary
+#   tmux                       a real terminal to drive vram top in
+#                              (test_top: send-keys, capture-pane)
+#   python3-prometheus-client  Prometheus's text-format parser, to read what
+#                              vram status --prometheus and vramd's metrics
+#                              file say (test_status)
 #   python3-numba, ffmpeg, hashcat
 #                              real programs that use the CUDA driver, run on
 #                              the simulated GPU alone and under vram run
@@ -46,6 +51,8 @@ command -v systemd-analyze >/dev/null || want+=(systemd)
   want+=(chromium chromium-driver)
 [ -x /usr/bin/python3 ] || want+=(python3)
 /usr/bin/python3 -c 'import numba' 2>/dev/null || want+=(python3-numba)
+command -v tmux >/dev/null || want+=(tmux)
+/usr/bin/python3 -c 'import prometheus_client.parser' 2>/dev/null || want+=(python3-prometheus-client)
 command -v ffmpeg >/dev/null || want+=(ffmpeg)
 command -v hashcat >/dev/null || want+=(hashcat)
 [ ${#want[@]} = 0 ] && exit 0

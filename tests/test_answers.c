@@ -206,7 +206,7 @@ static void test_status_in_pages(void)
     char msg[128] = "VRAM/1 STATUS";
     for (;;) {
         CHECK(fake_say(root, msg) == 0);
-        CHECK(root->sent <= STATUS_PAGE + LEDGER_MAX_DEVICES + 1);
+        CHECK(root->sent <= 1 + LEDGER_MAX_DEVICES + STATUS_PAGE + 1); /* NODE, DEV, PROC, END */
         pages++;
         for (int k = 0; k < root->sent && k < FAKE_KEEP; k++) {
             seen += strncmp(root->out[k], "VRAM/1 PROC ", 12) == 0;
@@ -219,7 +219,8 @@ static void test_status_in_pages(void)
         snprintf(msg, sizeof msg, "VRAM/1 STATUS after=%s", next + 5);
         CHECK(pages < 100);
     }
-    CHECK(seen == N && devs == 1 && pages == (N + STATUS_PAGE - 1) / STATUS_PAGE);
+    /* The N processes and their user's total. */
+    CHECK(seen == N + 1 && devs == 1 && pages == (N + 1 + STATUS_PAGE - 1) / STATUS_PAGE);
     /* A cursor that is not a number is refused like any bad field. */
     CHECK(fake_say(root, "VRAM/1 STATUS after=x") == 0 && fake_answer(root, "VRAM/1 ERR"));
     fake_daemon_end();

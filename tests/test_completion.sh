@@ -51,7 +51,8 @@ check "vram run --limit <TAB>: nothing to guess" is "vram run --limit "
 check "vram run --format <TAB>: the recording's forms" is "vram run --format " vrec csv json
 check "vram plot --format <TAB>: the plot's forms" is "vram plot x.vrec --format " html svg
 check "vram devices --<TAB>" is "vram devices --" --brief --json --help
-check "vram top --<TAB>" is "vram top --" --once --interval --socket --help
+check "vram top --<TAB>" is "vram top --" --once --interval --sort --socket --help
+check "vram top --sort <TAB>: the orders" is "vram top --sort " memory user pid time gpu
 check "vram status --<TAB>" is "vram status --" --json --prometheus --socket --help
 check "vram run ... -- <TAB>: the program to run" has "vram run --limit 4GiB -- bas" bash
 check "vram run ... -- prog -<TAB>: the program's own completion, not vram's" \

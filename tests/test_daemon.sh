@@ -94,7 +94,8 @@ check "grant back after SIGKILL" wait_for 2 is granted 0
 # --- reconcile: NVML's view; use outside any grant; over budget ----------
 "$grab" U 600 >/dev/null 2>&1 &   # no interposer: the daemon only sees it through NVML
 unmanaged=$!
-check "usage outside any grant is seen" wait_for 5 sh -c "[ \"\$('$vram' status --json | grep -o '\"unseen\":[0-9]*' | cut -d: -f2)\" -gt 0 ]"
+some_unseen() { [ "$(field unseen)" -gt 0 ] 2>/dev/null; }
+check "usage outside any grant is seen" wait_for 5 some_unseen
 timeout 10 "$peer" "$S" hold "$uuid" $((9 * G)) >"$tmp/hold3" 2>&1
 check "and counts against admission" contains "$tmp/hold3" "used outside any grant"
 kill -9 $unmanaged; wait $unmanaged 2>/dev/null
@@ -106,10 +107,10 @@ check "and flagged in the ledger" wait_for 5 sh -c "'$vram' status --json | grep
 kill -9 $over; wait $over 2>/dev/null
 
 # --- metrics file -------------------------------------------------------
-check "metrics file written" wait_for 5 contains "$tmp/metrics.prom" "^vram_device_total_bytes{device=\"0\",uuid=\"$uuid\"} $((12 * G))"
+check "metrics file written" wait_for 5 contains "$tmp/metrics.prom" "^vram_gpu_memory_total_bytes{gpu=\"0\",UUID=\"$uuid\",.*} $((12 * G))"
 check "metrics file readable by node_exporter" sh -c "[ \"\$(stat -c %a '$tmp/metrics.prom')\" = 644 ]"
 "$vram" status --prometheus >"$tmp/prom"
-check "status --prometheus" contains "$tmp/prom" "# TYPE vram_device_granted_bytes gauge"
+check "status --prometheus" contains "$tmp/prom" "# TYPE vram_gpu_memory_granted_bytes gauge"
 "$vram" top --once >"$tmp/top"
 check "top fits 80 columns" sh -c "[ \$(awk '{ if (length > m) m = length } END { print m }' '$tmp/top') -le 80 ]"
 check "top shows the device" contains "$tmp/top" "$uuid"
@@ -214,7 +215,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/d
   check "user a granted" wait_for 5 contains "$tmp/ua" GRANT
   "${as_b[@]}" "$kit/vram" status --json >"$tmp/ub-view"
   check "user b sees a's total" grep -q "\"uid\":$ua,\"user\":\"$user_a\"" "$tmp/ub-view"
-  check "but not a's process" sh -c "! grep -q '\"pid\":$pa' '$tmp/ub-view' && grep -q '\"pid\":0,\"uid\":$ua' '$tmp/ub-view'"
+  check "but not a's process" sh -c "! grep -q '\"pid\":$pa' '$tmp/ub-view' && grep -q '{\"device\":0,\"uid\":$ua,\"user\":\"$user_a\",\"processes\":1,' '$tmp/ub-view'"
   "$vram" status --json >"$tmp/root-view"
   check "root sees a's process" grep -q "\"uid\":$ua,\"user\":\"$user_a\",\"role\":\"process\",\"command\":\"peer\"" "$tmp/root-view"
   "${as_b[@]}" "$kit/peer" "$S" send "VRAM/1 RELEASE dev=$uuid" >"$tmp/ub-release"

@@ -218,19 +218,46 @@ static void test_protocol(void)
     snapshot_init(&s);
     snapshot_init(&t);
     s.ndev = 1;
-    s.dev[0] = (struct snap_device){0, "GPU-abc", 12 * GiB, 1 * GiB, 4 * GiB, 3 * GiB, 5};
+    s.dev[0] = (struct snap_device){.index = 0, .uuid = "GPU-abc", .name = "NVIDIA H100 80GB HBM3",
+                                    .pci_bus_id = "00000000:01:00.0", .minor = 0,
+                                    .total = 12 * GiB, .reserved = 1 * GiB, .granted = 4 * GiB,
+                                    .used = 3 * GiB, .unseen = 5, .waiting = 2, .refused = 3,
+                                    .reclaimed = 4, .reclaimed_bytes = 5 * GiB, .waits = 6,
+                                    .waited_ms = 7500};
+    s.node = (struct snap_node){.host = "gpu01", .driver = "580.65.06", .nvml = "13.580.65.06",
+                                .cuda = "13.0"};
     struct snap_entry *e = snapshot_add(&s);
     *e = (struct snap_entry){.dev = 0, .id = 7, .pid = 123, .uid = 1001, .role = 'p',
                              .user = "alice", .cmd = "python", .job = "-", .grant = 4 * GiB,
-                             .used = 3 * GiB, .peak = 3 * GiB, .waiting = false, .over = true};
+                             .used = 3 * GiB, .peak = 3 * GiB, .waiting = false, .over = true,
+                             .start = 123456, .queue = 2};
+    struct snap_entry *ue = snapshot_add(&s);
+    *ue = (struct snap_entry){.dev = 0, .uid = 1001, .role = 'u', .user = "alice", .cmd = "-",
+                              .job = "-", .grant = 4 * GiB, .used = 5 * GiB, .peak = 7 * GiB,
+                              .unseen = 2 * GiB, .procs = 3};
+    CHECK(snapshot_encode_node(&s.node, &w) > 0);
+    CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
+    CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
     CHECK(snapshot_encode_device(&s.dev[0], &w) > 0);
     CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
     CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
     CHECK(snapshot_encode_entry(e, &w) > 0);
     CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
     CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
+    CHECK(snapshot_encode_entry(ue, &w) > 0);
+    CHECK(proto_parse(w.buf, w.len, &m, err, sizeof err) == 0);
+    CHECK(snapshot_decode(&t, &m, err, sizeof err) == 0);
     CHECK(t.ndev == 1 && t.dev[0].total == 12 * GiB && strcmp(t.dev[0].uuid, "GPU-abc") == 0);
-    CHECK(t.n == 1 && t.e[0].pid == 123 && t.e[0].over && strcmp(t.e[0].user, "alice") == 0);
+    CHECK(strcmp(t.dev[0].name, "NVIDIA H100 80GB HBM3") == 0 && t.dev[0].minor == 0 &&
+          strcmp(t.dev[0].pci_bus_id, "00000000:01:00.0") == 0);
+    CHECK(t.dev[0].waiting == 2 && t.dev[0].refused == 3 && t.dev[0].reclaimed == 4 &&
+          t.dev[0].reclaimed_bytes == 5 * GiB && t.dev[0].waits == 6 && t.dev[0].waited_ms == 7500);
+    CHECK(strcmp(t.node.host, "gpu01") == 0 && strcmp(t.node.driver, "580.65.06") == 0 &&
+          strcmp(t.node.nvml, "13.580.65.06") == 0 && strcmp(t.node.cuda, "13.0") == 0);
+    CHECK(t.n == 2 && t.e[0].pid == 123 && t.e[0].over && strcmp(t.e[0].user, "alice") == 0);
+    CHECK(t.e[0].start == 123456 && t.e[0].queue == 2 && t.e[0].role == 'p');
+    CHECK(t.e[1].role == 'u' && t.e[1].peak == 7 * GiB && t.e[1].unseen == 2 * GiB &&
+          t.e[1].procs == 3);
     snapshot_free(&s);
     snapshot_free(&t);
 }
@@ -327,11 +354,17 @@ static void test_admission(void)
 
     /* Release returns a grant; usage NVML sees outside grants counts. */
     ledger_release(&l, c, 0);
-    struct ledger_nvml_process nv[] = {{999, 5, 3 * GiB}, {21, 1021, 2 * GiB + 512 * MiB},
-                                       {31, 77, 1 * GiB}}; /* a new process with carol's old pid */
+    struct ledger_nvml_process nv[] = {
+        {.pid = 999, .uid = 2001, .start = 5, .used = 3 * GiB, .cmd = "rogue"},
+        {.pid = 21, .uid = 1002, .start = 1021, .used = 2 * GiB + 512 * MiB},
+        {.pid = 31, .uid = 2002, .start = 77, .used = 1 * GiB}}; /* carol's old pid, a new process */
     struct ledger_client *over[4];
     CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 1 && over[0] == b);
     CHECK(l.dev[0].unseen == 4 * GiB && b->use[0].over);
+    /* Usage outside grants is the processes' and their users' (issue 15). */
+    CHECK(l.dev[0].nunseen == 2 && l.dev[0].unseen_by[0].pid == 999 &&
+          l.dev[0].unseen_by[1].pid == 31);
+    CHECK(ledger_user_of(&l, 2001)->in_use[0] == 3 * GiB);
     CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 0); /* reported once */
     consistent(&l);
     ledger_destroy(&l);
@@ -367,7 +400,7 @@ static void test_jobs_and_privacy(void)
     struct snapshot s;
     snapshot_init(&s);
     ledger_snapshot(&l, 0, &s);
-    CHECK(s.n == 4 && s.dev[0].granted == 16 * GiB);
+    CHECK(s.n == 6 && s.dev[0].granted == 16 * GiB); /* 4 clients, 2 users */
     ledger_snapshot(&l, 1002, &s);
     int totals = 0;
     for (int i = 0; i < s.n; i++) {
@@ -375,12 +408,15 @@ static void test_jobs_and_privacy(void)
             CHECK(s.e[i].role == 'u' && s.e[i].pid == 0 && s.e[i].id == 0);
             CHECK(strcmp(s.e[i].cmd, "-") == 0 && strcmp(s.e[i].job, "-") == 0);
             CHECK(s.e[i].grant == 8 * GiB); /* the job's grant, its processes' within it */
+            CHECK(s.e[i].procs == 2);
             totals++;
+        } else if (s.e[i].role == 'u') {
+            CHECK(s.e[i].uid == 1002 && s.e[i].grant == 8 * GiB);
         } else {
             CHECK(s.e[i].pid == 21 && s.e[i].role == 'p');
         }
     }
-    CHECK(totals == 1 && s.n == 2);
+    CHECK(totals == 1 && s.n == 3);
     /* A reader with no processes here (the metrics file's) sees totals only. */
     ledger_snapshot(&l, LEDGER_VIEW_ANYONE, &s);
     CHECK(s.n == 2 && s.e[0].role == 'u' && s.e[1].role == 'u');
@@ -511,7 +547,7 @@ static void test_register_counts_usage_once(void)
     CHECK(ask(&l, a, 5 * GiB, false) == VERDICT_GRANT);
     /* carol's process holds 4 GiB and a context (NVML: 4.25 GiB, no grant);
      * another of hers, not connected yet, 2 GiB. */
-    struct ledger_nvml_process seen[] = {{12, 1012, 4 * GiB + GiB / 4}, {13, 1013, 2 * GiB}};
+    struct ledger_nvml_process seen[] = {{.pid = 12, .start = 1012, .used = 4 * GiB + GiB / 4, .uid = (uid_t)-1}, {.pid = 13, .start = 1013, .used = 2 * GiB, .uid = (uid_t)-1}};
     struct ledger_client *over[4];
     ledger_reconcile(&l, 0, seen, 2, over, 4);
     CHECK(ask(&l, c, 4 * GiB, false) == VERDICT_DENY); /* as a new request: 5 + 6.25 + 4 > 12 */
@@ -564,7 +600,7 @@ static void test_command_is_one_job(void)
     struct snapshot s;
     snapshot_init(&s);
     ledger_snapshot(&l, 0, &s);
-    CHECK(s.dev[0].granted == 8 * GiB && s.dev[0].used == 5 * GiB && s.n == 3);
+    CHECK(s.dev[0].granted == 8 * GiB && s.dev[0].used == 5 * GiB && s.n == 4); /* the job, its two processes, alice's total */
     CHECK(s.e[0].role == 'j' && s.e[0].grant == 8 * GiB && s.e[0].used == 5 * GiB);
     CHECK(s.e[1].role == 'p' && s.e[1].pid == 501 && s.e[1].grant == 0 &&
           s.e[1].used == 3 * GiB && strcmp(s.e[1].job, "train-x") == 0);
@@ -572,8 +608,8 @@ static void test_command_is_one_job(void)
 
     /* NVML: the members' usage is the job's (not unseen), and over its
      * grant it is the job that is over, once. */
-    struct ledger_nvml_process nv[] = {{501, 1501, 5 * GiB}, {502, 1502, 4 * GiB},
-                                       {777, 5, 1 * GiB}};
+    struct ledger_nvml_process nv[] = {{.pid = 501, .start = 1501, .used = 5 * GiB, .uid = (uid_t)-1}, {.pid = 502, .start = 1502, .used = 4 * GiB, .uid = (uid_t)-1},
+                                       {.pid = 777, .start = 5, .used = 1 * GiB, .uid = (uid_t)-1}};
     struct ledger_client *over[4];
     CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 1 && over[0] == cmd);
     CHECK(l.dev[0].unseen == 1 * GiB && l.dev[0].excess == 1 * GiB);
@@ -582,8 +618,8 @@ static void test_command_is_one_job(void)
     consistent(&l);
     /* Processes its holder has not reported yet, children of a member or
      * of the holder: the job's too, not unseen. */
-    struct ledger_nvml_process young[] = {{501, 1501, 5 * GiB, 0}, {601, 1601, 1 * GiB, 501},
-                                          {602, 1602, 1 * GiB, 500}, {777, 5, 1 * GiB, 1}};
+    struct ledger_nvml_process young[] = {{.pid = 501, .start = 1501, .used = 5 * GiB, .ppid = 0, .uid = (uid_t)-1}, {.pid = 601, .start = 1601, .used = 1 * GiB, .ppid = 501, .uid = (uid_t)-1},
+                                          {.pid = 602, .start = 1602, .used = 1 * GiB, .ppid = 500, .uid = (uid_t)-1}, {.pid = 777, .start = 5, .used = 1 * GiB, .ppid = 1, .uid = (uid_t)-1}};
     ledger_reconcile(&l, 0, young, 4, over, 4);
     CHECK(l.dev[0].unseen == 1 * GiB && cmd->use[0].nvml == 7 * GiB);
     consistent(&l);
@@ -592,7 +628,8 @@ static void test_command_is_one_job(void)
     /* Another user sees the command as one total, the job's. */
     ledger_snapshot(&l, 1002, &s);
     CHECK(s.n == 1 && s.e[0].role == 'u' && s.e[0].grant == 8 * GiB);
-    CHECK(s.e[0].used == 5 * GiB && s.e[0].nvml == 9 * GiB);
+    /* In use: NVML's figure where larger, each process once. */
+    CHECK(s.e[0].used == 9 * GiB && s.e[0].nvml == 9 * GiB);
 
     /* A pid used again by another process: the old member has left. */
     int id1 = m1->id;
@@ -605,13 +642,108 @@ static void test_command_is_one_job(void)
     ledger_leave(&l, cmd);
     CHECK(l.nclients == 0);
     ledger_snapshot(&l, 0, &s);
-    CHECK(s.dev[0].granted == 0 && s.dev[0].used == 1 * GiB && s.n == 0); /* the unseen one */
+    /* Left: the process outside grants, and alice's total (her peak stays). */
+    CHECK(s.dev[0].granted == 0 && s.dev[0].used == 1 * GiB && s.n == 2);
+    CHECK(s.e[0].role == 'n' && s.e[0].pid == 777 && s.e[1].role == 'u' && s.e[1].used == 0 &&
+          s.e[1].peak == 9 * GiB);
     snapshot_free(&s);
     consistent(&l);
 
     /* A job root registered is what the reservation is for. */
     struct ledger_client *j = job_client(&l, 1001, "train-7");
     CHECK(ask(&l, j, 13 * GiB, false) == VERDICT_GRANT); /* more than the 11 others may have */
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+/* Issue 15: a user's peak is the most their processes used at once, and
+ * one of them ending lowers the use, never the peak; usage outside grants is
+ * its process's (seen by root and its owner) and its user's (seen by all);
+ * refusals, reclaims and waits are counted. */
+static void test_users_unseen_and_counters(void)
+{
+    struct ledger l;
+    policy_of("default-budget 1GiB\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *a = proc(&l, 11, 1001, "alice"), *b = proc(&l, 12, 1001, "alice");
+    CHECK(ask(&l, a, 4 * GiB, false) == VERDICT_GRANT && ask(&l, b, 4 * GiB, false) == VERDICT_GRANT);
+    ledger_report(&l, a, 0, 2 * GiB, 2 * GiB);
+    ledger_report(&l, b, 0, 3 * GiB + 512 * MiB, 3 * GiB + 512 * MiB);
+    struct ledger_user *alice = ledger_user_of(&l, 1001);
+    CHECK(alice->in_use[0] == 5 * GiB + 512 * MiB && alice->peak[0] == 5 * GiB + 512 * MiB);
+    ledger_leave(&l, b); /* its connection closes: the grant is reclaimed */
+    CHECK(alice->in_use[0] == 2 * GiB && alice->peak[0] == 5 * GiB + 512 * MiB);
+    CHECK(l.dev[0].counters.reclaimed == 1 && l.dev[0].counters.reclaimed_bytes == 4 * GiB);
+    ledger_report(&l, a, 0, 1 * GiB, 2 * GiB);
+    CHECK(alice->peak[0] == 5 * GiB + 512 * MiB);
+
+    /* A process of bob's and one of carol's use the GPU without a grant. */
+    struct ledger_nvml_process nv[] = {
+        {.pid = 21, .uid = 1002, .start = 5, .used = 3 * GiB, .cmd = "python"},
+        {.pid = 31, .uid = 1003, .start = 6, .used = 1 * GiB, .cmd = "a.out"},
+        {.pid = 11, .uid = 1001, .start = 1011, .used = 1 * GiB}}; /* alice's a */
+    struct ledger_client *over[4];
+    ledger_reconcile(&l, 0, nv, 3, over, 4);
+    CHECK(l.dev[0].unseen == 4 * GiB && ledger_user_of(&l, 1002)->in_use[0] == 3 * GiB);
+    snprintf(ledger_user_of(&l, 1002)->name, 64, "bob");
+    consistent(&l);
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&l, 0, &s); /* root: a, both outside grants, three users */
+    int n = 0, u = 0;
+    for (int i = 0; i < s.n; i++) {
+        const struct snap_entry *e = &s.e[i];
+        if (e->role == 'n') {
+            n++;
+            CHECK((e->pid == 21 && strcmp(e->user, "bob") == 0 && strcmp(e->cmd, "python") == 0 &&
+                   e->nvml == 3 * GiB) ||
+                  (e->pid == 31 && e->uid == 1003 && e->nvml == 1 * GiB));
+        }
+        if (e->role == 'u') {
+            u++;
+            if (e->uid == 1001)
+                CHECK(e->peak == 5 * GiB + 512 * MiB && e->procs == 1 && e->grant == 4 * GiB);
+            if (e->uid == 1002)
+                CHECK(e->unseen == 3 * GiB && e->used == 3 * GiB && e->procs == 1 &&
+                      strcmp(e->user, "bob") == 0);
+        }
+    }
+    CHECK(s.n == 6 && n == 2 && u == 3);
+    ledger_snapshot(&l, 1002, &s); /* bob: his process outside grants, everyone's totals */
+    n = 0;
+    for (int i = 0; i < s.n; i++)
+        if (s.e[i].role == 'n') {
+            n++;
+            CHECK(s.e[i].pid == 21);
+        }
+    CHECK(n == 1 && s.n == 4);
+    ledger_snapshot(&l, LEDGER_VIEW_ANYONE, &s);
+    CHECK(s.n == 3); /* the users only */
+    /* Paged, every entry comes once. */
+    uint64_t after = 0, next;
+    int seen = 0, pages = 0;
+    do {
+        ledger_snapshot_page(&l, 0, after, 1, &s, &next);
+        seen += s.n;
+        after = next;
+        pages++;
+    } while (next && pages < 20);
+    CHECK(seen == 6 && pages == 6);
+
+    /* Refusals and waits, counted; a wait timed by the admission clock. */
+    ledger_admit_waiting(&l, 10000, note, &(struct answers){0});
+    struct ledger_client *c = proc(&l, 41, 1004, "dave");
+    CHECK(ask(&l, c, 20 * GiB, false) == VERDICT_DENY && l.dev[0].counters.refused == 1);
+    CHECK(ledger_request(&l, c, 0, 5 * GiB, true, 20000, &granted, why, sizeof why) == VERDICT_WAIT);
+    ledger_admit_waiting(&l, 10500, note, &(struct answers){0});
+    CHECK(c->use[0].waiting);
+    ledger_leave(&l, a);
+    struct answers ans = {0};
+    ledger_admit_waiting(&l, 11500, note, &ans);
+    CHECK(ans.n == 1 && ans.granted[0] && l.dev[0].counters.waits == 1 &&
+          l.dev[0].counters.waited_ms == 1500);
+    snapshot_free(&s);
     consistent(&l);
     ledger_destroy(&l);
 }
@@ -629,6 +761,7 @@ int main(void)
     test_first_come_first_served();
     test_register_counts_usage_once();
     test_command_is_one_job();
+    test_users_unseen_and_counters();
     printf("test_ledger: ok\n");
     return 0;
 }

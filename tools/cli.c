@@ -74,27 +74,31 @@ int cli_parse(const char *cmd, const struct cli_option *table, int argc, char **
     return i;
 }
 
-int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *s)
+int cli_take_ledger(const char *socket_path, struct snapshot *s, char *err, size_t errlen)
 {
-    char path[256], err[512];
+    char path[256];
     if (socket_path) {
         snprintf(path, sizeof path, "%s", socket_path);
     } else {
-        int r = ledger_find_socket(path, sizeof path, err, sizeof err);
+        int r = ledger_find_socket(path, sizeof path, err, errlen);
         if (r > 0) {
             char user[256];
             ledger_default_socket(user, sizeof user);
             bool one = strcmp(user, LEDGER_SYSTEM_SOCKET) == 0;
-            snprintf(err, sizeof err, "no vramd is running (no socket at %s%s%s); start one "
+            snprintf(err, errlen, "no vramd is running (no socket at %s%s%s); start one "
                      "with vramd, or name its socket with --socket or VRAM_DAEMON",
                      LEDGER_SYSTEM_SOCKET, one ? "" : " or ", one ? "" : user);
         }
-        if (r != 0) {
-            fprintf(stderr, "vram %s: %s\n", cmd, err);
-            return 1;
-        }
+        if (r != 0)
+            return -1;
     }
-    if (snapshot_fetch(path, s, err, sizeof err) != 0) {
+    return snapshot_fetch(path, s, err, errlen);
+}
+
+int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *s)
+{
+    char err[512];
+    if (cli_take_ledger(socket_path, s, err, sizeof err) != 0) {
         fprintf(stderr, "vram %s: %s\n", cmd, err);
         return 1;
     }

@@ -55,6 +55,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * socket found as every client finds it. 0, or 1 after a message on
  * stderr. */
 int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *s);
+/* The same without a word on stderr: 0, or -1 with the reason in err. */
+int cli_take_ledger(const char *socket_path, struct snapshot *s, char *err, size_t errlen);
 
 /* The subcommands. argv[0] is "vram", argv[1] the subcommand's name. */
 int cmd_run(int argc, char **argv);

@@ -7,6 +7,7 @@
 #include "../src/ledger/client.h"
 #include "../src/util/parse.h"
 #include "cli.h"
+#include "../src/cuda/nvml_query.h"
 #include "processes.h"
 #include "visible.h"
 
@@ -22,7 +23,7 @@ struct listing {
     bool nvml;
     char nvml_error[512];
     bool memory_known[OPT_MAX_DEVICES];
-    struct gpu_memory memory[OPT_MAX_DEVICES];
+    struct nvml_memory memory[OPT_MAX_DEVICES];
     int nproc[OPT_MAX_DEVICES]; /* -1: unknown */
     struct nvml_process *proc[OPT_MAX_DEVICES];
     bool ledger; /* vramd answered */
@@ -62,9 +63,11 @@ static void take(struct listing *l, const char *socket_path)
         if (!l->nvml)
             continue;
         char err[512];
-        l->memory_known[g] =
-            processes_memory(l->gpus.gpu[g].uuid, &l->memory[g], err, sizeof err) == 0;
-        l->nproc[g] = processes_on(l->gpus.gpu[g].uuid, &l->proc[g], err, sizeof err);
+        nvmlDevice_t d;
+        if (nvml_by_uuid(l->gpus.gpu[g].uuid, &d, err, sizeof err) == 0) {
+            l->memory_known[g] = nvml_memory(d, &l->memory[g], err, sizeof err) == 0;
+            l->nproc[g] = nvml_processes_on(d, &l->proc[g], err, sizeof err);
+        }
         if ((!l->memory_known[g] || l->nproc[g] < 0) && !l->nvml_error[0])
             snprintf(l->nvml_error, sizeof l->nvml_error, "%s", err);
     }
@@ -265,7 +268,7 @@ int cmd_devices(int argc, char **argv)
         fprintf(stderr, "vram devices: %s\n", err);
         return 1;
     }
-    l.nvml = processes_open(l.nvml_error, sizeof l.nvml_error) == 0;
+    l.nvml = nvml_open(NULL, "vram devices", l.nvml_error, sizeof l.nvml_error) == 0;
     /* Budgets are asked of vramd only for the full listing, and only if
      * one runs: a listing never waits for a daemon that is not there. */
     char sock[256], derr[512];
@@ -282,6 +285,6 @@ int cmd_devices(int argc, char **argv)
     if (l.ledger)
         snapshot_free(&l.snap);
     if (l.nvml)
-        processes_close();
+        nvml_close();
     return 0;
 }

@@ -1,9 +1,6 @@
-/* processes: who holds memory on a GPU, as NVML says (the real NVML on a
- * GPU node, the simulated one here), and who they are, as /proc says.
- *
- * For `vram devices`, which shows it as nvidia-smi's process table does.
- * NVML is dlopen()ed, never linked; it creates no CUDA context, so the
- * listing does not show itself.
+/* processes: who a process holding GPU memory is, as /proc says: for
+ * `vram devices` and `vram top`, which show it as nvidia-smi's process
+ * table and nvitop do. What NVML says of the GPUs is src/cuda/nvml_query.h.
  */
 #ifndef VRAM_PROCESSES_H
 #define VRAM_PROCESSES_H
@@ -12,24 +9,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
-
-struct gpu_memory {
-    uint64_t total, used, free;
-};
-
-
-/* Loads and starts NVML (libnvidia-ml.so.1). 0, or -1 with the reason. */
-int processes_open(char *err, size_t n);
-void processes_close(void);
-
-/* The memory of the GPU with this UUID. 0, or -1 with the reason. */
-int processes_memory(const char *uuid, struct gpu_memory *m, char *err, size_t n);
-
-/* The compute processes holding memory on the GPU with this UUID, in a
- * malloc()ed array (the caller frees it): their count, or -1 with the
- * reason. */
-int processes_on(const char *uuid, struct nvml_process **out, char *err, size_t n);
 
 /* Who a process is: its real uid and user name, and its command line
  * (arguments joined by spaces). Unknown parts (a process gone, or hidden
@@ -40,5 +19,12 @@ struct process_identity {
     char command[256];
 };
 void process_identify(unsigned pid, struct process_identity *id);
+
+/* The process's start time (clock ticks after boot, as /proc/PID/stat
+ * says and vramd keeps it), or 0 if it is gone. */
+unsigned long long process_start(unsigned pid);
+/* Its command line, arguments joined by spaces, into out; false if it
+ * cannot be read or is empty (a kernel thread, a zombie). */
+bool process_command_line(unsigned pid, char *out, size_t n);
 
 #endif

@@ -1,9 +1,14 @@
 /* vram status: vramd's ledger once, for people (the top screen), scripts
  * (--json) or metrics (--prometheus). */
 #include "../src/ledger/client.h"
+#include "../src/ledger/screen.h"
 #include "cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
 
 static void status_usage(FILE *out)
 {
@@ -48,8 +53,17 @@ int cmd_status(int argc, char **argv)
         snapshot_json(&s, stdout);
     else if (prom)
         snapshot_prometheus(&s, stdout);
-    else
-        snapshot_top(&s, stdout, 80);
+    else {
+        struct top_view v = {.width = 80};
+        const char *columns = getenv("COLUMNS");
+        struct winsize ws;
+        if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col)
+            v.width = ws.ws_col;
+        else if (columns && atoi(columns) > 0)
+            v.width = atoi(columns);
+        v.now = time(NULL);
+        snapshot_top(&s, &v, stdout);
+    }
     snapshot_free(&s);
     return 0;
 }

@@ -3,8 +3,8 @@
 
 #include "../src/cuda/context_cost.h"
 #include "../src/cuda/driver.h"
+#include "../src/cuda/nvml_query.h"
 #include "../src/util/parse.h"
-#include "processes.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -140,8 +140,11 @@ int visible_gpus(const char *devices, struct visible *out, char *err, size_t n)
 static int64_t nvml_own(const char *uuid)
 {
     struct nvml_process *p;
+    nvmlDevice_t d;
     char err[256];
-    int n = processes_on(uuid, &p, err, sizeof err);
+    int n = nvml_by_uuid(uuid, &d, err, sizeof err) == 0
+                ? nvml_processes_on(d, &p, err, sizeof err)
+                : -1;
     int64_t held = -1;
     for (int i = 0; i < n; i++)
         if (p[i].pid == (unsigned)getpid() && p[i].used_known)
@@ -162,7 +165,7 @@ void visible_measure_contexts(struct visible *v)
         (PFN_cuCtxCreate_v2)dlsym(cu.lib, "cuCtxCreate_v2"),
         (PFN_cuCtxDestroy_v2)dlsym(cu.lib, "cuCtxDestroy_v2"),
     };
-    bool nvml = processes_open(why, sizeof why) == 0;
+    bool nvml = nvml_open(NULL, "vram run", why, sizeof why) == 0;
     for (int i = 0; i < v->n; i++) {
         CUdevice d;
         CUcontext ctx;
@@ -178,7 +181,7 @@ void visible_measure_contexts(struct visible *v)
         cu.cuDevicePrimaryCtxRelease(d);
     }
     if (nvml)
-        processes_close();
+        nvml_close();
     driver_unload(&cu);
 }
 

@@ -14,8 +14,8 @@ _Static_assert(offsetof(nvmlProcessInfo_t, pid) == offsetof(nvmlProcessInfo_v1_t
                        offsetof(nvmlProcessInfo_v1_t, usedGpuMemory),
                "NVML's process entries share their start");
 
-nvmlReturn_t nvml_processes(const struct nvml_process_calls *c, nvmlDevice_t d, unsigned *count,
-                            struct nvml_process *out)
+nvmlReturn_t nvml_process_list(const struct nvml_process_calls *c, nvmlDevice_t d, unsigned *count,
+                               struct nvml_process *out)
 {
     if (!c->v3 && !c->v1)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
@@ -28,39 +28,52 @@ nvmlReturn_t nvml_processes(const struct nvml_process_calls *c, nvmlDevice_t d, 
     for (unsigned i = 0; rc == NVML_SUCCESS && i < *count; i++) {
         nvmlProcessInfo_v1_t p;
         memcpy(&p, buf + i * stride, sizeof p);
-        out[i] = (struct nvml_process){p.pid, p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE,
-                                       p.usedGpuMemory};
+        bool known = p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE;
+        out[i] = (struct nvml_process){p.pid, known, known ? p.usedGpuMemory : 0};
     }
     free(buf);
     return rc;
 }
 
-int nvml_process_usage(const struct nvml_process_calls *c, nvmlDevice_t d, unsigned pid,
-                       uint64_t *bytes)
+int nvml_process_read(const struct nvml_process_calls *c, nvmlDevice_t d,
+                      struct nvml_process **out, nvmlReturn_t *rc)
 {
-    /* The list can grow between asking its size and reading it: a few
-     * tries, each with room for what the last one said plus some. */
+    *out = NULL;
     unsigned cap = 64;
     for (int attempt = 0; attempt < 4; attempt++) {
         struct nvml_process *p = calloc(cap, sizeof *p);
-        if (!p)
+        if (!p) {
+            *rc = NVML_ERROR_UNKNOWN; /* out of memory */
             return -1;
+        }
         unsigned count = cap;
-        nvmlReturn_t rc = nvml_processes(c, d, &count, p);
-        if (rc == NVML_SUCCESS) {
-            int found = 0;
-            for (unsigned i = 0; i < count && !found; i++)
-                if (p[i].pid == pid && p[i].used_known) {
-                    *bytes = p[i].used;
-                    found = 1;
-                }
-            free(p);
-            return found;
+        *rc = nvml_process_list(c, d, &count, p);
+        if (*rc == NVML_SUCCESS && count <= cap) {
+            *out = p;
+            return (int)count;
         }
         free(p);
-        if (rc != NVML_ERROR_INSUFFICIENT_SIZE)
+        if (*rc != NVML_ERROR_INSUFFICIENT_SIZE)
             return -1;
         cap = count + 16;
     }
     return -1;
+}
+
+int nvml_process_usage(const struct nvml_process_calls *c, nvmlDevice_t d, unsigned pid,
+                       uint64_t *bytes)
+{
+    struct nvml_process *p;
+    nvmlReturn_t rc;
+    int n = nvml_process_read(c, d, &p, &rc);
+    if (n < 0)
+        return -1;
+    int found = 0;
+    for (int i = 0; i < n && !found; i++)
+        if (p[i].pid == pid && p[i].used_known) {
+            *bytes = p[i].used;
+            found = 1;
+        }
+    free(p);
+    return found;
 }

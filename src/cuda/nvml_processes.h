@@ -23,9 +23,18 @@ struct nvml_process {
 };
 
 /* Up to *count entries into out. NVML's convention: with too small a
- * buffer, NVML_ERROR_INSUFFICIENT_SIZE and *count says how many there are. */
-nvmlReturn_t nvml_processes(const struct nvml_process_calls *c, nvmlDevice_t d, unsigned *count,
-                            struct nvml_process *out);
+ * buffer, NVML_ERROR_INSUFFICIENT_SIZE and *count says how many there are.
+ * A process whose usage NVML does not know has used_known false, used 0. */
+nvmlReturn_t nvml_process_list(const struct nvml_process_calls *c, nvmlDevice_t d, unsigned *count,
+                               struct nvml_process *out);
+
+/* The whole list, into a malloc()ed array (the caller frees it): its
+ * count, or -1 with NVML's answer in *rc (NVML_ERROR_INSUFFICIENT_SIZE: it
+ * kept growing while it was read). The list can change between asking its
+ * size and reading it: it is asked a few times, each with room for what
+ * NVML last said plus some. */
+int nvml_process_read(const struct nvml_process_calls *c, nvmlDevice_t d,
+                      struct nvml_process **out, nvmlReturn_t *rc);
 
 /* What the process `pid` holds on the GPU: 1 with *bytes when NVML lists
  * it, 0 when it does not (nothing held, or a process NVML cannot see, as

@@ -385,8 +385,8 @@ static int on_member(struct conn *c, const struct proto_msg *m)
     return 0;
 }
 
-/* The ledger as this client may see it, one page per STATUS: the devices
- * on the first, then at most STATUS_PAGE entries, then END (next=CURSOR
+/* The ledger as this client may see it, one page per STATUS: the node and
+ * the devices on the first, then at most STATUS_PAGE entries, then END (next=CURSOR
  * when there is more). A page fits in a socket's ordinary send buffer, so
  * the daemon never raises one and a reader who does not read pins no more
  * of the kernel's memory than any connection may. */
@@ -401,6 +401,8 @@ static int on_status(struct conn *c, const struct proto_msg *m)
     ledger_snapshot_page(&D.L, c->uid, after, STATUS_PAGE, &s, &next);
     struct proto_writer w;
     int rc = 0;
+    if (!after && snapshot_encode_node(&D.node, &w) >= 0)
+        rc = reply(c, &w);
     for (int d = 0; !after && d < s.ndev && rc == 0; d++)
         if (snapshot_encode_device(&s.dev[d], &w) >= 0)
             rc = reply(c, &w);

@@ -11,7 +11,7 @@
  *   files.c     the state file (grants, for re-registration after a
  *               restart), the metrics file and the fallback file
  *   reconcile.c NVML's readings, on a thread of their own
- *   gpus.c      NVML
+ * (NVML itself is src/cuda/nvml_query.c, which vram devices shares)
  *
  * The ledger (src/ledger) is pure bookkeeping; everything here is the I/O
  * around it.
@@ -60,6 +60,7 @@ struct daemon {
     char socket_path[108], policy_path[512], state_path[512], metrics_path[512];
     char fallback_path[512]; /* beside the socket (client.h: LEDGER_FALLBACK_NAME) */
     uint64_t metrics_ms;
+    struct snap_node node; /* the host, and the versions NVML gave */
 };
 extern struct daemon D;
 

@@ -70,6 +70,7 @@ void fill_metrics(FILE *f)
     struct snapshot s;
     snapshot_init(&s);
     ledger_snapshot(&D.L, LEDGER_VIEW_ANYONE, &s);
+    s.node = D.node;
     snapshot_prometheus(&s, f);
     snapshot_free(&s);
 }

@@ -3,6 +3,7 @@
 #include "daemon.h"
 
 #include "../ledger/protocol.h"
+#include "../util/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,27 +17,7 @@
 
 /* Field 22 of /proc/PID/stat: when the process started, in clock ticks.
  * With the pid it names one process for the machine's uptime. */
-uint64_t start_time(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')'); /* the command may contain spaces and parentheses */
-    if (!p)
-        return 0;
-    int field = 2;
-    for (; *p && field < 22; p++)
-        if (*p == ' ')
-            field++;
-    return strtoull(p, NULL, 10);
-}
+uint64_t start_time(pid_t pid) { return proc_start_time(pid); }
 
 int process_info(pid_t pid, struct process_info *out)
 {

@@ -14,10 +14,11 @@
  */
 #include "reconcile.h"
 
+#include "../cuda/nvml_query.h"
 #include "../util/parse.h"
-#include "gpus.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -27,11 +28,12 @@
 #include <unistd.h>
 
 #define STALL_MS 5000
+#define MAX_PROCESSES 1024 /* per GPU and reading; NVML's list beyond is left out */
 
 struct reading {
     bool ok; /* NVML answered for this device */
     int n;
-    struct ledger_nvml_process procs[GPUS_MAX_PROCESSES];
+    struct ledger_nvml_process procs[MAX_PROCESSES];
 };
 
 static struct {
@@ -47,11 +49,36 @@ static struct {
     struct reading *taken;    /* [ngpus], the loop's copy */
 } R = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .event_fd = -1};
 
+/* Who a process is, from /proc: its real uid and name (comm). The process
+ * may be gone: then uid (uid_t)-1 and "". Plain reads: safe on this thread. */
+static void identify(struct ledger_nvml_process *p)
+{
+    char path[64], buf[512];
+    p->uid = (uid_t)-1;
+    p->cmd[0] = 0;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)p->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        buf[n > 0 ? n : 0] = 0;
+        const char *u = strstr(buf, "\nUid:");
+        if (u)
+            p->uid = (uid_t)strtoul(u + 5, NULL, 10);
+    }
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)p->pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, p->cmd, sizeof p->cmd - 1);
+        close(fd);
+        p->cmd[n > 0 ? n : 0] = 0;
+        p->cmd[strcspn(p->cmd, "\n")] = 0;
+    }
+}
+
 static void *reader(void *arg)
 {
     (void)arg;
-    static unsigned pids[GPUS_MAX_PROCESSES];
-    static uint64_t used[GPUS_MAX_PROCESSES];
     struct reading *mine = calloc((size_t)R.ngpus, sizeof *mine);
     if (!mine)
         return NULL;
@@ -77,15 +104,25 @@ static void *reader(void *arg)
         pthread_mutex_unlock(&R.mu);
 
         for (int d = 0; d < R.ngpus; d++) {
-            int n = gpus_processes(d, pids, used, GPUS_MAX_PROCESSES);
+            char err[256];
+            nvmlDevice_t h;
+            struct nvml_process *p = NULL;
+            int n = nvml_by_index((unsigned)d, &h, err, sizeof err) == 0
+                        ? nvml_processes_on(h, &p, err, sizeof err)
+                        : -1;
             mine[d].ok = n >= 0;
-            mine[d].n = n > 0 ? n : 0;
+            mine[d].n = n > MAX_PROCESSES ? MAX_PROCESSES : n > 0 ? n : 0;
             for (int k = 0; k < mine[d].n; k++) {
                 struct process_info pi = {0};
-                process_info((pid_t)pids[k], &pi);
-                mine[d].procs[k] =
-                    (struct ledger_nvml_process){(pid_t)pids[k], pi.start, used[k], pi.ppid};
+                process_info((pid_t)p[k].pid, &pi); /* gone: start 0, parent unknown */
+                struct ledger_nvml_process *q = &mine[d].procs[k];
+                *q = (struct ledger_nvml_process){.pid = (pid_t)p[k].pid,
+                                                  .start = pi.start,
+                                                  .used = p[k].used,
+                                                  .ppid = pi.ppid};
+                identify(q);
             }
+            free(p);
         }
 
         pthread_mutex_lock(&R.mu);
@@ -155,6 +192,13 @@ void reconcile_take(void)
         bool was = D.L.dev[i].overcommitted;
         int no = ledger_reconcile(&D.L, i, R.taken[i].procs, R.taken[i].n, over, 16);
         const struct ledger_device *dv = &D.L.dev[i];
+        /* Usage outside grants is shown by user: name the users it is of. */
+        for (int k = 0; k < dv->nunseen; k++) {
+            struct ledger_user *w =
+                dv->unseen_by[k].uid != (uid_t)-1 ? ledger_user_of(&D.L, dv->unseen_by[k].uid) : NULL;
+            if (w && !w->name[0])
+                user_name(w->uid, w->name, sizeof w->name);
+        }
         if (dv->overcommitted && !was)
             dlog(L_WARN, "%s is overcommitted: %s granted and %s in use outside grants, of %s; "
                  "some budgets cannot be had in full", dv->uuid, format_size(dv->granted).text,

@@ -5,7 +5,7 @@
 
 #include "daemon.h"
 
-/* Starts the thread for the ngpus GPUs NVML lists (gpus.c, opened), reading
+/* Starts the thread for the ngpus GPUs NVML lists (nvml_query.c, open), reading
  * every period_ms (0: not until reconcile_period says). Returns a
  * descriptor the loop polls: readable when a reading waits; -1 if it
  * cannot start. */

@@ -8,11 +8,11 @@
  * too slow to take its answers is disconnected. The parts are listed in
  * daemon.h.
  */
+#include "../cuda/nvml_query.h"
 #include "../ledger/client.h"
 #include "../ledger/policy.h"
 #include "../util/parse.h"
 #include "conns.h"
-#include "gpus.h"
 #include "reconcile.h"
 
 #include <errno.h>
@@ -96,27 +96,53 @@ static void reload(void)
     free(p);
 }
 
-/* The node's GPUs, from NVML, into the ledger. -1 with err if NVML cannot
- * be used; then devices are learnt from clients. */
+/* Printable ASCII only: a GPU's name is shown on terminals. */
+static void printable(char *out, size_t n, const char *in)
+{
+    size_t k = 0;
+    for (; in[k] && k + 1 < n; k++)
+        out[k] = in[k] >= 32 && in[k] < 127 ? in[k] : '?';
+    out[k] = 0;
+}
+
+/* The node's GPUs, from NVML, into the ledger, with what describes them
+ * (name, PCI bus, /dev/nvidiaN) and the driver's versions. -1 with err if
+ * NVML cannot be used; then devices are learnt from clients. */
 static int open_gpus(const char *library, char *err, size_t errlen)
 {
-    int n;
-    if (gpus_open(library, &n, err, errlen) != 0)
+    if (nvml_open(library, "vramd", err, errlen) != 0)
+        return -1;
+    int n = nvml_count(err, errlen);
+    if (n < 0)
         return -1;
     if (n > LEDGER_MAX_DEVICES) {
         dlog(L_WARN, "NVML lists %d GPUs; this daemon keeps the first %d", n, LEDGER_MAX_DEVICES);
         n = LEDGER_MAX_DEVICES;
     }
     for (int i = 0; i < n; i++) {
-        char uuid[96];
-        uint64_t total;
-        if (gpus_device(i, uuid, sizeof uuid, &total) != 0 || strlen(uuid) >= 48 ||
-            ledger_device(&D.L, uuid, total) != i) {
-            snprintf(err, errlen, "NVML device %d cannot be read", i);
+        nvmlDevice_t h;
+        struct nvml_about a;
+        struct nvml_memory m;
+        if (nvml_by_index((unsigned)i, &h, err, errlen) != 0 ||
+            nvml_about(h, &a, err, errlen) != 0 || nvml_memory(h, &m, err, errlen) != 0) {
             D.L.ndev = 0;
             return -1;
         }
+        if (strlen(a.uuid) >= 48 || ledger_device(&D.L, a.uuid, m.total) != i) {
+            snprintf(err, errlen, "NVML device %d cannot be read (UUID %s)", i, a.uuid);
+            D.L.ndev = 0;
+            return -1;
+        }
+        struct ledger_device *dv = &D.L.dev[i];
+        printable(dv->name, sizeof dv->name, a.name);
+        printable(dv->pci_bus_id, sizeof dv->pci_bus_id, a.pci_bus_id);
+        dv->minor = a.minor;
     }
+    struct nvml_versions v;
+    nvml_versions(&v);
+    printable(D.node.driver, sizeof D.node.driver, v.driver);
+    printable(D.node.nvml, sizeof D.node.nvml, v.nvml);
+    printable(D.node.cuda, sizeof D.node.cuda, v.cuda);
     D.ngpus = n;
     return 0;
 }
@@ -337,6 +363,9 @@ int main(int argc, char **argv)
         return 1;
     }
     ledger_init(&D.L, policy);
+    char host[256] = "";
+    if (gethostname(host, sizeof host) == 0)
+        printable(D.node.host, sizeof D.node.host, host);
     char nvml_err[600] = "";
     if (nvml && open_gpus_within(nvml, nvml_err, sizeof nvml_err) != 0 && !check)
         dlog(L_WARN, "%s; devices will be learnt from clients, and real usage is not reconciled",

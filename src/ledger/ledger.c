@@ -74,6 +74,18 @@ static void add(uint64_t *sum, uint64_t v, int sign)
         *sum -= v;
 }
 
+/* A user's usage on a device changes by v; its peak follows it up. Every
+ * change is made as a taking away before an adding, so the sum never passes
+ * through a value above what it settles at, and the peak is one that was. */
+static void user_use(struct ledger_user *w, int d, uint64_t v, int sign)
+{
+    if (!w)
+        return;
+    add(&w->in_use[d], v, sign);
+    if (w->in_use[d] > w->peak[d])
+        w->peak[d] = w->in_use[d];
+}
+
 /* Adds (sign +1) or takes away (-1) what a client's standing on a device
  * puts in the kept sums: around every change of a grant, the job it draws
  * from, or NVML's figure. */
@@ -84,6 +96,7 @@ void ledger_account(struct ledger *l, struct ledger_client *c, int d, int sign)
     add(&l->dev[d].granted, own, sign);
     add(&l->dev[d].excess, ledger_excess(c, d), sign);
     add(&l->dev[d].used, ledger_in_use(c, d), sign);
+    user_use(c->who, d, ledger_in_use(c, d), sign);
     if (u->job)
         add(&u->job->use[d].drawn, u->grant, sign);
     if (own)
@@ -119,9 +132,52 @@ void ledger_destroy(struct ledger *l)
     }
     free(l->clients);
     free(l->jobs);
+    for (int i = 0; i < l->nusers; i++)
+        free(l->users[i]);
+    free(l->users);
     for (int d = 0; d < LEDGER_MAX_DEVICES; d++)
         free(l->dev[d].unseen_by);
     memset(l, 0, sizeof *l);
+}
+
+/* The index of uid's record, or where it would go (as ~index). */
+static int user_index(const struct ledger *l, uid_t uid)
+{
+    int lo = 0, hi = l->nusers;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (l->users[mid]->uid == uid)
+            return mid;
+        if (l->users[mid]->uid < uid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return ~lo;
+}
+
+struct ledger_user *ledger_user_of(struct ledger *l, uid_t uid)
+{
+    int i = user_index(l, uid);
+    if (i >= 0)
+        return l->users[i];
+    i = ~i;
+    if (l->nusers == l->users_cap) {
+        int cap = l->users_cap ? l->users_cap * 2 : 16;
+        struct ledger_user **u = realloc(l->users, (size_t)cap * sizeof *u);
+        if (!u)
+            return NULL;
+        l->users = u;
+        l->users_cap = cap;
+    }
+    struct ledger_user *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->uid = uid;
+    memmove(&l->users[i + 1], &l->users[i], (size_t)(l->nusers - i) * sizeof *l->users);
+    l->users[i] = w;
+    l->nusers++;
+    return w;
 }
 
 void ledger_set_policy(struct ledger *l, const struct policy *p)
@@ -157,6 +213,7 @@ int ledger_device(struct ledger *l, const char *uuid, uint64_t total)
         d = l->ndev++;
         free(l->dev[d].unseen_by);
         memset(&l->dev[d], 0, sizeof l->dev[d]);
+        l->dev[d].minor = -1;
         snprintf(l->dev[d].uuid, sizeof l->dev[d].uuid, "%s", uuid);
     }
     if (total)
@@ -175,9 +232,11 @@ struct ledger_client *ledger_join(struct ledger *l, enum client_role role, pid_t
         l->clients = c;
         l->cap = cap;
     }
-    struct ledger_client *c = calloc(1, sizeof *c);
+    struct ledger_user *who = ledger_user_of(l, uid);
+    struct ledger_client *c = who ? calloc(1, sizeof *c) : NULL;
     if (!c)
         return NULL;
+    c->who = who;
     if (role == ROLE_JOB) {
         struct ledger_client **j = realloc(l->jobs, (size_t)(l->njobs + 1) * sizeof *j);
         if (!j) {
@@ -272,6 +331,11 @@ void ledger_leave(struct ledger *l, struct ledger_client *c)
     if (c->member_of)
         c->member_of->nmembers--;
     for (int d = 0; d < l->ndev; d++) {
+        /* The connection is the grant: what it still held comes back. */
+        if (c->use[d].grant && c->role != ROLE_MONITOR) {
+            l->dev[d].counters.reclaimed++;
+            l->dev[d].counters.reclaimed_bytes += c->use[d].grant;
+        }
         ledger_release(l, c, d);
         ledger_account(l, c, d, -1); /* what NVML saw of it */
     }
@@ -331,13 +395,19 @@ void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t 
 {
     /* Of the kept sums only the device's in-use figure depends on it: the
      * hot message of the protocol touches no rule. */
-    l->dev[dev].used -= ledger_in_use(c, dev);
+    uint64_t before = ledger_in_use(c, dev);
+    l->dev[dev].used -= before;
+    user_use(c->who, dev, before, -1);
     c->use[dev].used = used;
     l->dev[dev].used += ledger_in_use(c, dev);
+    user_use(c->who, dev, ledger_in_use(c, dev), +1);
     if (peak > c->use[dev].peak)
         c->use[dev].peak = peak;
     if (used > c->use[dev].peak)
         c->use[dev].peak = used;
+    /* The user held at least what one of their processes did. */
+    if (c->who && c->role == ROLE_PROCESS && c->use[dev].peak > c->who->peak[dev])
+        c->who->peak[dev] = c->use[dev].peak;
 }
 
 /* ------------------------------------------------------------- NVML */
@@ -371,6 +441,7 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
 {
     int nover = 0, nproc = 0;
     uint64_t unseen = 0;
+    struct ledger_device *d = &l->dev[dev];
     /* The processes with a grant here, by pid: one sort, then a lookup each. */
     struct ledger_client **sorted = malloc((size_t)(l->nclients + 1) * sizeof *sorted);
     struct ledger_nvml_process *by = malloc((size_t)(n + 1) * sizeof *by);
@@ -378,6 +449,13 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
         free(sorted);
         free(by);
         return 0;
+    }
+    /* The last look's usage outside grants leaves its users first, so that
+     * a process that has since been granted is never counted twice. */
+    for (int k = 0; k < d->nunseen; k++) {
+        int i = d->unseen_by[k].uid != (uid_t)-1 ? user_index(l, d->unseen_by[k].uid) : -1;
+        if (i >= 0)
+            user_use(l->users[i], dev, d->unseen_by[k].used, -1);
     }
     int nby = 0;
     for (int i = 0; i < l->nclients; i++) {
@@ -441,10 +519,16 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
         u->over = over_now;
     }
     free(sorted);
-    struct ledger_device *d = &l->dev[dev];
     free(d->unseen_by);
     d->unseen_by = by;
     d->nunseen = nby;
+    for (int k = 0; k < nby; k++) {
+        struct ledger_user *w = by[k].uid != (uid_t)-1 ? ledger_user_of(l, by[k].uid) : NULL;
+        if (w)
+            user_use(w, dev, by[k].used, +1);
+        else
+            by[k].uid = (uid_t)-1; /* counted for no one (out of memory) */
+    }
     d->used = d->used - d->unseen + unseen;
     d->unseen = unseen;
     d->overcommitted = d->granted > d->total || d->excess + d->unseen > d->total - d->granted;
@@ -506,6 +590,23 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
                 snprintf(err, errlen, "job %d: drawn %llu, counted %llu, granted %llu on %d", c->id,
                          (unsigned long long)drawn, (unsigned long long)u->drawn,
                          (unsigned long long)u->grant, d);
+                return -1;
+            }
+        }
+        for (int k = 0; k < l->nusers; k++) {
+            const struct ledger_user *w = l->users[k];
+            uint64_t in_use = 0;
+            for (int i = 0; i < l->nclients; i++)
+                if (l->clients[i]->who == w)
+                    in_use += ledger_in_use(l->clients[i], d);
+            for (int i = 0; i < dv->nunseen; i++)
+                if (dv->unseen_by[i].uid == w->uid)
+                    in_use += dv->unseen_by[i].used;
+            if (in_use != w->in_use[d] || w->peak[d] < in_use ||
+                (k && l->users[k - 1]->uid >= w->uid)) {
+                snprintf(err, errlen, "user %u on device %d: in use %llu, kept %llu, peak %llu",
+                         (unsigned)w->uid, d, (unsigned long long)in_use,
+                         (unsigned long long)w->in_use[d], (unsigned long long)w->peak[d]);
                 return -1;
             }
         }

@@ -57,11 +57,35 @@ enum client_role { ROLE_PROCESS, ROLE_JOB, ROLE_MONITOR };
 
 struct ledger_client;
 
-/* A process NVML sees using a device. */
+/* A user of the node, from the first time the daemon sees one of their
+ * processes until it stops: what their processes have in use on each
+ * device together (each client's in-use figure, and NVML's usage of their
+ * processes that hold no grant), and the most that ever was at once. */
+struct ledger_user {
+    uid_t uid;
+    char name[64]; /* "" until known: the daemon names it (ledger_user_of) */
+    uint64_t in_use[LEDGER_MAX_DEVICES];
+    uint64_t peak[LEDGER_MAX_DEVICES]; /* never goes down */
+};
+
+/* A process NVML sees using a device, as the daemon read it: its uid
+ * ((uid_t)-1 if /proc would not say), parent (0: not known) and name
+ * (/proc/PID/comm). */
 struct ledger_nvml_process {
     pid_t pid;
+    uid_t uid;
     uint64_t start, used;
-    pid_t ppid; /* its parent (0: not known) */
+    pid_t ppid;
+    char cmd[16];
+};
+
+/* What happened on a device since the daemon started. */
+struct ledger_counters {
+    uint64_t refused;         /* requests answered DENY, at once or after waiting */
+    uint64_t reclaimed;       /* grants taken back from clients that went */
+    uint64_t reclaimed_bytes; /* and their sizes */
+    uint64_t waits;           /* requests that waited, once their wait ended */
+    uint64_t waited_ms;       /* the time they waited, together */
 };
 
 struct ledger_use {
@@ -69,6 +93,7 @@ struct ledger_use {
     uint64_t want;        /* a request waiting to be admitted */
     uint64_t wait_seq;    /* its place in the queue */
     uint64_t deadline_ms; /* when it stops waiting */
+    uint64_t wait_since_ms; /* the ledger's clock when it began to wait */
     bool waiting, over;
     /* The job this grant draws from (set when granted), or NULL: the grant
      * counts for the client itself. */
@@ -89,6 +114,7 @@ struct ledger_client {
     gid_t *groups; /* supplementary, as the kernel gave them at connect */
     uint64_t start; /* the process's start time, against PID reuse */
     char user[64], cmd[64], job[64];
+    struct ledger_user *who; /* its uid's */
     void *owner; /* the daemon's connection (NULL for a member); the ledger never touches it */
     /* A job root registered (the Slurm plugin's), not one a user registered
      * for a command of their own: only such a job is what "for job" is for. */
@@ -104,6 +130,9 @@ struct ledger_client {
 
 struct ledger_device {
     char uuid[48];
+    /* What NVML says of it (the daemon fills them in; "" and -1 unknown). */
+    char name[64], pci_bus_id[32];
+    int minor;
     uint64_t total;
     uint64_t unseen;  /* NVML usage of processes that are not clients */
     uint64_t granted; /* the grants on it, each counted once */
@@ -122,6 +151,7 @@ struct ledger_device {
     /* NVML's processes using it that hold no grant (NVML's last look). */
     int nunseen;
     struct ledger_nvml_process *unseen_by;
+    struct ledger_counters counters;
 };
 
 struct ledger {
@@ -137,6 +167,11 @@ struct ledger {
     int nheld; /* clients held for their owners after a restart */
     int next_id;
     uint64_t next_seq;
+    int nusers, users_cap;
+    struct ledger_user **users; /* by uid */
+    /* The latest time the daemon gave (ledger_admit_waiting,
+     * ledger_expire_held): what waits are timed by. */
+    uint64_t now_ms;
 };
 
 void ledger_init(struct ledger *l, const struct policy *p);
@@ -219,28 +254,33 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
                                     int dev);
 
 /* Takes in NVML's view of one device: the processes using it, each with
- * its start time (0 if it could not be read), usage and parent. A
- * client's real usage is matched by pid and start time; a process not
- * matched whose parent is a job's member or holder is the job's (a
- * process its holder has not reported yet); the rest is unseen usage,
- * kept by process (unseen_by).
+ * its start time (0 if it could not be read), uid, parent, name and
+ * usage. A client's real usage is matched by pid and start time; a process
+ * not matched whose parent is a job's member or holder is the job's (a
+ * process its holder has not reported yet); the rest is unseen usage, kept
+ * by process (unseen_by) and counted for its user.
  * Returns the clients that have just gone over budget by more than the
  * policy's margin, in *over (up to max). */
 int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
                      struct ledger_client **over, int max);
 
-/* What a reader with `viewer_uid` may see: root sees every client; others
- * see their own, and of every other user one total per device (role 'u':
- * no pid, command, job or client id). LEDGER_VIEW_ANYONE sees totals only
- * (what a file anyone can read may say). */
+/* The record of a user (added if new; NULL if out of memory), for the
+ * daemon to name. */
+struct ledger_user *ledger_user_of(struct ledger *l, uid_t uid);
+
+/* What a reader with `viewer_uid` may see: every user's total per device
+ * (role 'u': no pid, command, job or client id), and the clients and the
+ * processes outside grants (role 'n') the reader may see: root every one,
+ * others their own. LEDGER_VIEW_ANYONE sees totals only (what a file
+ * anyone can read may say). */
 #define LEDGER_VIEW_ANYONE ((uid_t)-1)
 void ledger_snapshot(const struct ledger *l, uid_t viewer_uid, struct snapshot *s);
 /* The same in pages: the devices, and at most `max` entries after the
  * cursor `after` (0: from the start). *next is the cursor to ask for the
  * following page, 0 when this one is the last. Entries come in a fixed
- * order (the viewer's own clients by id, then other users' totals by uid),
- * so paging through a ledger that changes meanwhile never gives an entry
- * twice. */
+ * order (the clients the viewer sees by id, the processes outside grants by
+ * pid, then the users' totals by uid), so paging through a ledger that
+ * changes meanwhile never gives an entry twice. */
 void ledger_snapshot_page(const struct ledger *l, uid_t viewer_uid, uint64_t after, int max,
                           struct snapshot *s, uint64_t *next);
 

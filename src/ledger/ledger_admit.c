@@ -25,6 +25,7 @@ void ledger_enqueue(struct ledger *l, struct ledger_client *c, int d)
     dv->qtail = u;
     dv->nwaiting++;
     u->waiting = true;
+    u->wait_since_ms = l->now_ms;
 }
 
 void ledger_dequeue(struct ledger *l, struct ledger_client *c, int d)
@@ -45,6 +46,9 @@ void ledger_dequeue(struct ledger *l, struct ledger_client *c, int d)
     u->waiting = false;
     u->want = 0;
     dv->nwaiting--;
+    dv->counters.waits++;
+    if (l->now_ms > u->wait_since_ms)
+        dv->counters.waited_ms += l->now_ms - u->wait_since_ms;
 }
 
 static bool bit(const uint64_t *set, int i) { return set[i / 64] >> (i % 64) & 1; }
@@ -274,7 +278,10 @@ enum verdict ledger_request(struct ledger *l, struct ledger_client *c, int dev, 
                             bool may_wait, uint64_t deadline_ms, uint64_t *granted, char *why,
                             size_t whylen)
 {
-    return request(l, c, dev, bytes, may_wait, deadline_ms, 0, granted, why, whylen);
+    enum verdict v = request(l, c, dev, bytes, may_wait, deadline_ms, 0, granted, why, whylen);
+    if (v == VERDICT_DENY)
+        l->dev[dev].counters.refused++;
+    return v;
 }
 
 enum verdict ledger_register(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes,
@@ -349,6 +356,8 @@ static enum verdict request(struct ledger *l, struct ledger_client *c, int dev, 
 void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn answer, void *arg)
 {
     char why[512];
+    if (now_ms > l->now_ms)
+        l->now_ms = now_ms;
     for (int dev = 0; dev < l->ndev; dev++) {
         struct ledger_device *d = &l->dev[dev];
         /* One pass, oldest first: granting only takes memory, so a request
@@ -371,6 +380,7 @@ void ledger_admit_waiting(struct ledger *l, uint64_t now_ms, ledger_answer_fn an
             } else if (now_ms >= u->deadline_ms || f.never) {
                 explain(l, c, dev, u->want, &f, why, sizeof why);
                 ledger_dequeue(l, c, dev);
+                d->counters.refused++;
                 answer(c, dev, false, 0, why, arg);
             } else {
                 block(l, dev, &f);

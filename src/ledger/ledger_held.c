@@ -85,6 +85,8 @@ bool ledger_adopt(struct ledger *l, struct ledger_client *c, int dev, uint64_t b
 void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
                         void (*gone)(const struct ledger_client *c, void *arg), void *arg)
 {
+    if (now_ms > l->now_ms)
+        l->now_ms = now_ms;
     for (int i = 0; l->nheld && i < l->nclients;) {
         struct ledger_client *c = l->clients[i];
         if (c->held_until_ms && (now_ms >= c->held_until_ms || (alive && !alive(c->pid, c->start)))) {

@@ -8,7 +8,7 @@
 
 static const char *const verbs[VERB_COUNT] = {
     "HELLO", "REQUEST", "REPORT", "RELEASE", "JOB", "STATUS", "MEMBER",
-    "OK", "GRANT", "WAIT", "DENY", "ERR", "DEV", "PROC", "END",
+    "OK", "GRANT", "WAIT", "DENY", "ERR", "NODE", "DEV", "PROC", "END",
 };
 
 const char *proto_verb_name(enum proto_verb v)

@@ -34,8 +34,9 @@
  *                       one page: the first (no after=) with the devices
  * Daemon to client:
  *   OK [client=ID]   GRANT dev= bytes=   WAIT dev= until=MS text=   DENY dev= text=
- *   ERR text=        and for STATUS: DEV ..., PROC ..., END [next=CURSOR]
- *                    (next=: ask again with after=CURSOR for the next page)
+ *   ERR text=        and for STATUS: NODE ..., DEV ..., PROC ..., END [next=CURSOR]
+ *                    (NODE and DEV on the first page only; next=: ask again
+ *                    with after=CURSOR for the next page)
  */
 #ifndef VRAM_PROTOCOL_H
 #define VRAM_PROTOCOL_H
@@ -51,7 +52,7 @@
 
 enum proto_verb {
     VERB_HELLO, VERB_REQUEST, VERB_REPORT, VERB_RELEASE, VERB_JOB, VERB_STATUS, VERB_MEMBER,
-    VERB_OK, VERB_GRANT, VERB_WAIT, VERB_DENY, VERB_ERR, VERB_DEV, VERB_PROC, VERB_END,
+    VERB_OK, VERB_GRANT, VERB_WAIT, VERB_DENY, VERB_ERR, VERB_NODE, VERB_DEV, VERB_PROC, VERB_END,
     VERB_COUNT
 };
 

@@ -1,10 +1,14 @@
 /* snapshot: one picture of the ledger and every form it is shown in.
  *
- * The daemon takes it (ledger_snapshot), sends it as DEV/PROC messages,
- * and writes it as Prometheus text for --metrics-file; the CLI rebuilds it
- * from those messages and prints it as `vram top`, `vram status --json` or
- * `--prometheus`. One structure and one renderer per form, so the views
- * cannot disagree.
+ * The daemon takes it (ledger_snapshot), sends it as NODE/DEV/PROC
+ * messages, and writes it as Prometheus text for --metrics-file; the CLI
+ * rebuilds it from those messages and prints it as `vram top` (screen.h),
+ * `vram status --json` or `--prometheus`. One structure and one renderer
+ * per form, so the views cannot disagree:
+ *   snapshot.c       the picture, its messages, fetching it from vramd
+ *   snapshot_json.c  the JSON object of vram status --json
+ *   metrics.c        the Prometheus text of --prometheus and --metrics-file
+ *   screen.c         the vram top screen
  */
 #ifndef VRAM_SNAPSHOT_H
 #define VRAM_SNAPSHOT_H
@@ -17,28 +21,52 @@
 
 #define SNAP_MAX_DEVICES 16
 
-struct snap_device {
-    int index;
-    char uuid[48];
-    uint64_t total, reserved, granted, used, unseen;
-    bool overcommitted; /* grants and usage outside them exceed the device */
+/* The node the daemon runs on; "" where unknown (no NVML). */
+struct snap_node {
+    char host[64];
+    char driver[80], nvml[80], cuda[16]; /* versions */
 };
 
-/* One client's standing on one device; or, for a reader other than root,
- * another user's total on one device (role 'u': id and pid 0, cmd and job
- * "-"): a user sees their own processes and only totals of others. */
+struct snap_device {
+    int index;
+    char uuid[48], name[64], pci_bus_id[32]; /* name, bus id: "" unknown */
+    int minor;                               /* N of /dev/nvidiaN; -1 unknown */
+    uint64_t total, reserved, granted, used, unseen;
+    bool overcommitted; /* grants and usage outside them exceed the device */
+    int waiting;        /* requests waiting for it now */
+    /* Since the daemon started: requests refused (at once or after
+     * waiting), grants taken back from clients that went (and their
+     * bytes), waits that ended and the time they took together. */
+    uint64_t refused, reclaimed, reclaimed_bytes, waits, waited_ms;
+};
+
+/* One entry on one device:
+ *   'p' a client process, 'j' a job's grant (Slurm): their standing;
+ *   'n' a process NVML sees using the device without a grant (its usage in
+ *       used and nvml);
+ *   'u' a user's total: every process of theirs together (grant counted
+ *       once, used with usage outside grants, unseen that usage alone,
+ *       procs how many processes), with the most they ever held at once in
+ *       peak; no pid, command, job or client id.
+ * A reader other than root gets 'p', 'j' and 'n' entries only for their own
+ * processes, and every user's 'u'. */
 struct snap_entry {
     int dev;
     int id;
     int pid;
-    uint32_t uid;
-    char role; /* 'p' process, 'j' job, 'u' a user's total */
+    uint32_t uid; /* UINT32_MAX: unknown */
+    char role;
     char user[64], cmd[64], job[64];
     uint64_t grant, used, peak, nvml, want;
+    uint64_t unseen; /* 'u' */
+    uint64_t start;  /* 'p', 'n': the process's start, clock ticks after boot; 0 unknown */
+    int procs;       /* 'u' */
+    int queue;       /* waiting: its place in the device's queue, 1 the next */
     bool waiting, over;
 };
 
 struct snapshot {
+    struct snap_node node;
     int ndev;
     struct snap_device dev[SNAP_MAX_DEVICES];
     int n, cap;
@@ -49,11 +77,17 @@ void snapshot_init(struct snapshot *s);
 void snapshot_free(struct snapshot *s);
 /* Appends an entry (NULL if out of memory). */
 struct snap_entry *snapshot_add(struct snapshot *s);
+/* The role's name in messages and JSON ("process", "job", "unseen", "user"). */
+const char *snapshot_role_name(char role);
+/* The entry's device, or NULL. */
+const struct snap_device *snapshot_device(const struct snapshot *s, int index);
 
-/* As protocol messages: one DEV per device, one PROC per entry. */
+/* As protocol messages: one NODE, one DEV per device, one PROC per entry. */
+int snapshot_encode_node(const struct snap_node *n, struct proto_writer *w);
 int snapshot_encode_device(const struct snap_device *d, struct proto_writer *w);
 int snapshot_encode_entry(const struct snap_entry *e, struct proto_writer *w);
-/* Takes one DEV or PROC message into the snapshot; -1 with err if malformed. */
+/* Takes one NODE, DEV or PROC message into the snapshot; -1 with err if
+ * malformed. */
 int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, size_t errlen);
 
 /* Asks the daemon at `socket_path` for the ledger (STATUS, page after
@@ -61,9 +95,14 @@ int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, si
  * or -1 with err. */
 int snapshot_fetch(const char *socket_path, struct snapshot *s, char *err, size_t errlen);
 
+/* vram status --json: one object, documented in snapshot_json.c. */
 void snapshot_json(const struct snapshot *s, FILE *out);
+
+/* Prometheus's text format (metrics.c). At most METRICS_MAX_PROCESSES
+ * per-process series: the processes that use the most, the rest left out
+ * and counted in vram_process_series_omitted (users' totals count them
+ * all). */
+#define METRICS_MAX_PROCESSES 256
 void snapshot_prometheus(const struct snapshot *s, FILE *out);
-/* The `vram top` screen, `width` columns wide (80 at least). */
-void snapshot_top(const struct snapshot *s, FILE *out, int width);
 
 #endif

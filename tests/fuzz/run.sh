@@ -33,7 +33,7 @@ ledger="$src/src/ledger/protocol.c $src/src/ledger/snapshot.c $src/src/ledger/cl
 daemon="$src/src/daemon/daemon.c $src/src/daemon/identity.c $src/src/daemon/answers.c
         $src/src/daemon/files.c $src/src/ledger/ledger.c $src/src/ledger/ledger_admit.c
         $src/src/ledger/ledger_held.c $src/src/ledger/ledger_view.c $src/src/ledger/policy.c
-        $src/tests/fake_conns.c"
+        $src/src/ledger/metrics.c $src/src/util/proc.c $src/tests/fake_conns.c"
 for target in ${FUZZ_TARGETS:-protocol policy daemon}; do
   case $target in
     protocol) extra=$ledger ;;

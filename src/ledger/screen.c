@@ -1,0 +1,533 @@
+/* screen: the vram top screen (screen.h). */
+#include "screen.h"
+
+#include "../util/parse.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char top_sort_key[SORT_COUNT] = {'m', 'u', 'p', 't', 'g'};
+const char *const top_sort_name[SORT_COUNT] = {"memory", "user", "pid", "time", "gpu"};
+
+struct ctx {
+    const struct snapshot *s;
+    const struct top_view *v;
+};
+
+/* ------------------------------------------------------------- tables */
+
+#define MAX_COLUMNS 16
+#define CELL 512
+
+struct column {
+    const char *title;
+    int width;    /* a fixed width; 0: flexible */
+    int min, max; /* a flexible column's least and most (max 0: it takes the rest) */
+    int drop;     /* 0: always shown; else left out when the width is short, highest first */
+    bool right;
+    void (*cell)(const struct ctx *c, const void *row, char *buf, size_t n);
+};
+
+struct table {
+    const struct column *col;
+    int ncol;
+    bool on[MAX_COLUMNS];
+    int w[MAX_COLUMNS];
+};
+
+static int text_width(const char *s) { return (int)strlen(s); }
+
+/* Which columns fit in `width`, and how wide each is. `on` comes in with
+ * the columns the data asks for. */
+static void plan(struct table *t, const struct ctx *c, const void *const *rows, int nrows, int width)
+{
+    for (;;) {
+        int need = -1, worst = -1;
+        for (int i = 0; i < t->ncol; i++) {
+            if (!t->on[i])
+                continue;
+            need += 1 + (t->col[i].width ? t->col[i].width : t->col[i].min);
+            if (t->col[i].drop && (worst < 0 || t->col[i].drop > t->col[worst].drop))
+                worst = i;
+        }
+        if (need <= width || worst < 0) {
+            int extra = width - need, last_flex = -1;
+            for (int i = 0; i < t->ncol; i++) {
+                t->w[i] = t->col[i].width ? t->col[i].width : t->col[i].min;
+                if (t->on[i] && !t->col[i].width)
+                    last_flex = i;
+            }
+            /* Flexible columns get what their widest cell needs, in order;
+             * the last one whatever is left. */
+            for (int i = 0; i < t->ncol && extra > 0; i++) {
+                if (!t->on[i] || t->col[i].width)
+                    continue;
+                int natural = text_width(t->col[i].title);
+                char buf[CELL];
+                for (int r = 0; r < nrows; r++) {
+                    t->col[i].cell(c, rows[r], buf, sizeof buf);
+                    if (text_width(buf) > natural)
+                        natural = text_width(buf);
+                }
+                if (t->col[i].max && natural > t->col[i].max)
+                    natural = t->col[i].max;
+                int give = natural > t->w[i] ? natural - t->w[i] : 0;
+                if (i == last_flex && !t->col[i].max)
+                    give = extra;
+                if (give > extra)
+                    give = extra;
+                t->w[i] += give;
+                extra -= give;
+            }
+            return;
+        }
+        t->on[worst] = false;
+    }
+}
+
+/* One line of a table: the cells, or the titles when row is NULL. */
+static void line(const struct table *t, const struct ctx *c, const void *row, FILE *out)
+{
+    char text[CELL * 2], buf[CELL];
+    size_t len = 0;
+    bool first = true;
+    for (int i = 0; i < t->ncol; i++) {
+        if (!t->on[i])
+            continue;
+        if (row)
+            t->col[i].cell(c, row, buf, sizeof buf);
+        else
+            snprintf(buf, sizeof buf, "%s", t->col[i].title);
+        int w = t->w[i], n = text_width(buf);
+        if (n > w)
+            n = w, buf[w] = 0;
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s%*s%s%*s", first ? "" : " ",
+                                t->col[i].right ? w - n : 0, "", buf,
+                                t->col[i].right ? 0 : w - n, "");
+        if (len >= sizeof text)
+            len = sizeof text - 1;
+        first = false;
+    }
+    while (len > 0 && text[len - 1] == ' ')
+        len--;
+    text[len] = 0;
+    fprintf(out, "%.*s\n", c->v->width, text);
+}
+
+static void size_cell(uint64_t b, char *buf, size_t n) { snprintf(buf, n, "%s", format_size(b).text); }
+
+/* ------------------------------------------------------------- header */
+
+static void header(const struct ctx *c, FILE *out)
+{
+    const struct snap_node *node = &c->s->node;
+    char when[32] = "", text[512];
+    struct tm tm;
+    if (localtime_r(&c->v->now, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    int len = snprintf(text, sizeof text, "vram top  %s  %s", node->host[0] ? node->host : "-",
+                       when);
+    if (node->driver[0])
+        len += snprintf(text + len, sizeof text - (size_t)len, "  driver %s", node->driver);
+    if (node->cuda[0])
+        len += snprintf(text + len, sizeof text - (size_t)len, "  CUDA %s", node->cuda);
+    if (node->nvml[0])
+        snprintf(text + len, sizeof text - (size_t)len, "  NVML %s", node->nvml);
+    if (!node->driver[0])
+        snprintf(text + len, sizeof text - (size_t)len, "  (vramd has no NVML)");
+    fprintf(out, "%.*s\n", c->v->width, text);
+    if (c->v->problem)
+        fprintf(out, "%.*s\n", c->v->width, c->v->problem);
+}
+
+/* ------------------------------------------------------------ devices */
+
+static void d_index(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    snprintf(b, n, "%d", ((const struct snap_device *)r)->index);
+}
+static void d_name(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    const struct snap_device *d = r;
+    snprintf(b, n, "%s", d->name[0] ? d->name : d->uuid);
+}
+#define DEVICE_SIZE(f)                                                                             \
+    static void d_##f(const struct ctx *c, const void *r, char *b, size_t n)                      \
+    {                                                                                              \
+        (void)c;                                                                                   \
+        size_cell(((const struct snap_device *)r)->f, b, n);                                       \
+    }
+DEVICE_SIZE(total)
+DEVICE_SIZE(reserved)
+DEVICE_SIZE(granted)
+DEVICE_SIZE(used)
+DEVICE_SIZE(unseen)
+#undef DEVICE_SIZE
+static void d_free(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    const struct snap_device *d = r;
+    size_cell(d->total > d->used ? d->total - d->used : 0, b, n);
+}
+static void d_waiting(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    snprintf(b, n, "%d", ((const struct snap_device *)r)->waiting);
+}
+
+static const struct column device_columns[] = {
+    {"GPU", 3, 0, 0, 0, true, d_index},
+    {"NAME", 0, 8, 40, 0, false, d_name},
+    {"TOTAL", 11, 0, 0, 0, true, d_total},
+    {"RESERVED", 11, 0, 0, 3, true, d_reserved},
+    {"GRANTED", 11, 0, 0, 0, true, d_granted},
+    {"USED", 11, 0, 0, 0, true, d_used},
+    {"UNSEEN", 11, 0, 0, 2, true, d_unseen},
+    {"FREE", 11, 0, 0, 4, true, d_free},
+    {"WAIT", 4, 0, 0, 5, true, d_waiting},
+};
+
+/* The device's bar and UUID: '#' used, '=' granted or reserved beyond it,
+ * '.' the rest; OVERCOMMITTED when grants and usage outside them exceed it. */
+static void device_bar(const struct ctx *c, const struct snap_device *d, FILE *out)
+{
+    int width = c->v->width;
+    char tail[96];
+    int tl = snprintf(tail, sizeof tail, " %s%s", d->uuid, d->overcommitted ? " OVERCOMMITTED" : "");
+    int barw = width - 4 - 2 - tl;
+    if (barw < 10) { /* narrow: the UUID goes before the bar does */
+        tl = snprintf(tail, sizeof tail, "%s", d->overcommitted ? " OVERCOMMITTED" : "");
+        barw = width - 4 - 2 - tl;
+    }
+    char bar[1024];
+    if (barw > (int)sizeof bar - 1)
+        barw = (int)sizeof bar - 1;
+    for (int k = 0; k < barw; k++) {
+        double at = d->total ? (double)(k + 1) / barw * (double)d->total : 0;
+        bar[k] = at <= (double)d->used                        ? '#'
+                 : at <= (double)(d->granted + d->reserved)   ? '='
+                                                              : '.';
+    }
+    bar[barw > 0 ? barw : 0] = 0;
+    fprintf(out, "    [%s]%s\n", bar, tail);
+}
+
+static int devices(const struct ctx *c, FILE *out)
+{
+    const struct snapshot *s = c->s;
+    struct table t = {device_columns, (int)(sizeof device_columns / sizeof *device_columns), {0}, {0}};
+    const void *rows[SNAP_MAX_DEVICES];
+    for (int d = 0; d < s->ndev; d++)
+        rows[d] = &s->dev[d];
+    for (int i = 0; i < t.ncol; i++)
+        t.on[i] = true;
+    plan(&t, c, rows, s->ndev, c->v->width);
+    line(&t, c, NULL, out);
+    for (int d = 0; d < s->ndev; d++) {
+        line(&t, c, rows[d], out);
+        device_bar(c, &s->dev[d], out);
+    }
+    if (s->ndev == 0)
+        fprintf(out, "(vramd knows no GPU yet)\n");
+    return 1 + (s->ndev ? 2 * s->ndev : 1);
+}
+
+/* -------------------------------------------------------------- users */
+
+static const struct snap_entry *E(const void *r) { return r; }
+
+static void u_user(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    snprintf(b, n, "%s", E(r)->user);
+}
+static void e_dev(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    snprintf(b, n, "%d", E(r)->dev);
+}
+static void u_procs(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    snprintf(b, n, "%d", E(r)->procs);
+}
+static void e_grant(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    if (E(r)->role == 'n')
+        snprintf(b, n, "-");
+    else
+        size_cell(E(r)->waiting && E(r)->role != 'u' ? E(r)->want : E(r)->grant, b, n);
+}
+static void e_used(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    size_cell(E(r)->used, b, n);
+}
+static void e_peak(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    size_cell(E(r)->peak, b, n);
+}
+static void u_unseen(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    size_cell(E(r)->unseen, b, n);
+}
+static void u_waiting(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    size_cell(E(r)->want, b, n);
+}
+
+static const struct column user_columns[] = {
+    {"USER", 0, 6, 24, 0, false, u_user},
+    {"GPU", 3, 0, 0, 0, true, e_dev},
+    {"PROCS", 5, 0, 0, 3, true, u_procs},
+    {"BUDGET", 11, 0, 0, 0, true, e_grant},
+    {"USED", 11, 0, 0, 0, true, e_used},
+    {"PEAK", 11, 0, 0, 0, true, e_peak},
+    {"UNSEEN", 11, 0, 0, 1, true, u_unseen},
+    {"WAITING", 11, 0, 0, 2, true, u_waiting},
+};
+
+static int by_user(const void *a, const void *b)
+{
+    const struct snap_entry *x = *(const struct snap_entry *const *)a,
+                            *y = *(const struct snap_entry *const *)b;
+    int k = strcmp(x->user, y->user);
+    return k ? k : (x->dev > y->dev) - (x->dev < y->dev);
+}
+
+/* ---------------------------------------------------------- processes */
+
+static void p_pid(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    if (E(r)->role == 'j')
+        snprintf(b, n, "job");
+    else if (E(r)->pid)
+        snprintf(b, n, "%d", E(r)->pid);
+    else
+        snprintf(b, n, "-");
+}
+static void p_job(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    snprintf(b, n, "%s", E(r)->job);
+}
+static void p_nvml(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    size_cell(E(r)->nvml, b, n);
+}
+static void p_state(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    const struct snap_entry *e = E(r);
+    if (e->role == 'n')
+        snprintf(b, n, "unseen");
+    else if (e->waiting)
+        snprintf(b, n, "wait %d", e->queue);
+    else if (e->over)
+        snprintf(b, n, "OVER");
+    else if (e->role == 'j')
+        snprintf(b, n, "job");
+    else
+        snprintf(b, n, "ok");
+}
+/* Seconds the process has run, or -1 unknown. */
+static double age(const struct ctx *c, const struct snap_entry *e)
+{
+    if (!e->start || c->v->uptime <= 0 || c->v->ticks <= 0)
+        return -1;
+    double a = c->v->uptime - (double)e->start / (double)c->v->ticks;
+    return a < 0 ? 0 : a;
+}
+static void p_time(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    double a = age(c, E(r));
+    if (a < 0) {
+        snprintf(b, n, "-");
+        return;
+    }
+    unsigned long t = (unsigned long)a;
+    unsigned long d = t / 86400, h = t / 3600 % 24, m = t / 60 % 60, sec = t % 60;
+    if (d)
+        snprintf(b, n, "%lu-%02lu:%02lu:%02lu", d, h, m, sec);
+    else if (h)
+        snprintf(b, n, "%lu:%02lu:%02lu", h, m, sec);
+    else
+        snprintf(b, n, "%lu:%02lu", m, sec);
+}
+static void p_command(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    const char *line = c->v->command_line ? c->v->command_line(E(r), c->v->arg) : NULL;
+    snprintf(b, n, "%s", line ? line : E(r)->cmd);
+    for (char *p = b; *p; p++)
+        if ((unsigned char)*p < 32 || (unsigned char)*p >= 127)
+            *p = '?';
+}
+
+enum { P_JOB = 3, P_TIME = 9 };
+static const struct column process_columns[] = {
+    {"PID", 7, 0, 0, 0, true, p_pid},
+    {"USER", 0, 6, 16, 0, false, u_user},
+    {"GPU", 3, 0, 0, 0, true, e_dev},
+    {"JOB", 0, 6, 20, 3, false, p_job}, /* P_JOB: only where some entry has a job */
+    {"BUDGET", 11, 0, 0, 0, true, e_grant},
+    {"USED", 11, 0, 0, 0, true, e_used},
+    {"PEAK", 11, 0, 0, 0, true, e_peak},
+    {"NVML", 11, 0, 0, 2, true, p_nvml},
+    {"STATE", 7, 0, 0, 0, false, p_state},
+    {"TIME", 10, 0, 0, 1, true, p_time}, /* P_TIME */
+    {"COMMAND", 0, 10, 0, 0, false, p_command},
+};
+
+static uint64_t memory_of(const struct snap_entry *e)
+{
+    uint64_t m = e->used > e->nvml ? e->used : e->nvml;
+    return m ? m : e->waiting ? e->want : e->grant;
+}
+
+static int sort_how; /* qsort has no argument: the sort of the screen being drawn */
+static const struct ctx *sort_ctx;
+
+static int by_sort(const void *a, const void *b)
+{
+    const struct snap_entry *x = *(const struct snap_entry *const *)a,
+                            *y = *(const struct snap_entry *const *)b;
+    int k = 0;
+    switch (sort_how) {
+    case SORT_MEMORY: k = memory_of(x) > memory_of(y) ? -1 : memory_of(x) < memory_of(y); break;
+    case SORT_USER: k = strcmp(x->user, y->user); break;
+    case SORT_PID: k = (x->pid > y->pid) - (x->pid < y->pid); break;
+    case SORT_TIME: { /* the longest running first; unknown last */
+        double ax = age(sort_ctx, x), ay = age(sort_ctx, y);
+        k = ax > ay ? -1 : ax < ay;
+        break;
+    }
+    case SORT_GPU: k = (x->dev > y->dev) - (x->dev < y->dev); break;
+    }
+    if (!k) /* ties: by memory, then a fixed order, so rows do not jump */
+        k = memory_of(x) > memory_of(y) ? -1 : memory_of(x) < memory_of(y);
+    if (!k)
+        k = x->pid != y->pid ? (x->pid > y->pid) - (x->pid < y->pid)
+                             : x->dev != y->dev ? (x->dev > y->dev) - (x->dev < y->dev)
+                                                : (x->id > y->id) - (x->id < y->id);
+    return k;
+}
+
+/* --------------------------------------------------------------- all */
+
+int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
+{
+    if (v->width < 40)
+        v->width = 40;
+    struct ctx c = {s, v};
+    const struct snap_entry **users = malloc((size_t)(s->n + 1) * sizeof *users);
+    const struct snap_entry **procs = malloc((size_t)(s->n + 1) * sizeof *procs);
+    if (!users || !procs) {
+        free(users);
+        free(procs);
+        fprintf(out, "out of memory\n");
+        return 0;
+    }
+    int nu = 0, np = 0;
+    bool jobs = false;
+    for (int i = 0; i < s->n; i++) {
+        if (s->e[i].role == 'u') {
+            users[nu++] = &s->e[i];
+        } else {
+            procs[np++] = &s->e[i];
+            jobs |= strcmp(s->e[i].job, "-") != 0;
+        }
+    }
+    qsort(users, (size_t)nu, sizeof *users, by_user);
+    sort_how = v->sort;
+    sort_ctx = &c;
+    qsort(procs, (size_t)np, sizeof *procs, by_sort);
+    if (v->reverse)
+        for (int i = 0; i < np / 2; i++) {
+            const struct snap_entry *t = procs[i];
+            procs[i] = procs[np - 1 - i], procs[np - 1 - i] = t;
+        }
+
+    header(&c, out);
+    int used_lines = 1 + (v->problem != NULL);
+    used_lines += devices(&c, out);
+
+    /* What is left below the devices: the users take up to a third (at
+     * least a row), the processes the rest, less the two title rows and
+     * the footer. */
+    int left = v->height ? v->height - used_lines - 2 - (v->live ? 1 : 0) : 0;
+    int show_users = nu, show_procs = np;
+    if (v->height) {
+        if (left < 2)
+            left = 2;
+        int most = left / 3 > 1 ? left / 3 : 1;
+        if (nu > most)
+            show_users = most; /* the last row says how many more */
+        show_procs = left - (show_users ? show_users : 1);
+        if (show_procs < 0)
+            show_procs = 0;
+    }
+    struct table ut = {user_columns, (int)(sizeof user_columns / sizeof *user_columns), {0}, {0}};
+    for (int i = 0; i < ut.ncol; i++)
+        ut.on[i] = true;
+    plan(&ut, &c, (const void *const *)users, nu, v->width);
+    line(&ut, &c, NULL, out);
+    for (int i = 0; i < show_users; i++) {
+        if (i == show_users - 1 && show_users < nu)
+            fprintf(out, "... %d more user rows (vram status shows them all)\n", nu - i);
+        else
+            line(&ut, &c, users[i], out);
+    }
+    if (nu == 0)
+        fprintf(out, "(no user holds or waits for memory)\n");
+
+    struct table pt = {process_columns, (int)(sizeof process_columns / sizeof *process_columns),
+                       {0}, {0}};
+    for (int i = 0; i < pt.ncol; i++)
+        pt.on[i] = i != P_JOB || jobs;
+    plan(&pt, &c, (const void *const *)procs, np, v->width);
+    line(&pt, &c, NULL, out);
+    if (v->scroll > np - show_procs)
+        v->scroll = np - show_procs;
+    if (v->scroll < 0 || !v->height)
+        v->scroll = 0;
+    int last = v->height ? v->scroll + show_procs : np;
+    if (last > np)
+        last = np;
+    for (int i = v->scroll; i < last; i++)
+        line(&pt, &c, procs[i], out);
+    if (np == 0 && (!v->height || show_procs > 0))
+        fprintf(out, "(no process holds, waits for or uses memory that you may see)\n");
+
+    if (v->live) {
+        /* Blank rows down to the footer, so that it stays at the bottom. */
+        int drawn = last - v->scroll + (np == 0 && show_procs > 0);
+        for (int i = drawn; i < show_procs; i++)
+            fputc('\n', out);
+        char keys[512], where[64] = "";
+        int len = snprintf(keys, sizeof keys, "q quit  sort:");
+        for (int k = 0; k < SORT_COUNT; k++)
+            len += snprintf(keys + len, sizeof keys - (size_t)len, " %c%s%s%s", top_sort_key[k],
+                            (int)v->sort == k ? "[" : " ", top_sort_name[k],
+                            (int)v->sort == k ? "]" : "");
+        snprintf(keys + len, sizeof keys - (size_t)len, "  r reverse  arrows PgUp PgDn");
+        if (np)
+            snprintf(where, sizeof where, "%d-%d of %d", np ? v->scroll + 1 : 0, last, np);
+        int room = v->width - text_width(where) - 1;
+        if (room < 0)
+            room = 0;
+        if (text_width(keys) > room)
+            keys[room] = 0;
+        fprintf(out, "%-*s %s\n", room, keys, where);
+    }
+    free(users);
+    free(procs);
+    return np;
+}

@@ -1,0 +1,30 @@
+/* proc: /proc's figures of a process. */
+#include "proc.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+uint64_t proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command may contain spaces and parentheses */
+    if (!p)
+        return 0;
+    int field = 2;
+    for (; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    return strtoull(p, NULL, 10);
+}

@@ -1,0 +1,13 @@
+/* proc: what /proc says of a process, where more than one part asks. */
+#ifndef VRAM_PROC_H
+#define VRAM_PROC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The process's start time in clock ticks after boot (/proc/PID/stat's
+ * field 22): with the pid, what tells a process from a later one that
+ * reuses its pid. 0 if it is gone or cannot be read. */
+uint64_t proc_start_time(pid_t pid);
+
+#endif
