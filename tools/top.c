@@ -57,7 +57,7 @@ int cmd_top(int argc, char **argv)
     bool tty = isatty(STDOUT_FILENO);
     for (;;) {
         struct snapshot s;
-        if (cli_fetch_ledger("top", socket_path, &s) != 0)
+        if (cli_fetch_ledger("top", socket_path, &s, CLI_HISTORY_RECENT) != 0)
             return 1;
         struct winsize ws;
         int width = tty && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 80;

@@ -56,6 +56,7 @@ static void tick(void)
     answers_admit_waiting();
     if (D.ngpus)
         reconcile_tick(now);
+    history_tick(&D.history, &D.L, now);
     files_tick(now);
 }
 
@@ -337,6 +338,7 @@ int main(int argc, char **argv)
         return 1;
     }
     ledger_init(&D.L, policy);
+    history_init(&D.history);
     char nvml_err[600] = "";
     if (nvml && open_gpus_within(nvml, nvml_err, sizeof nvml_err) != 0 && !check)
         dlog(L_WARN, "%s; devices will be learnt from clients, and real usage is not reconciled",

@@ -2,6 +2,8 @@
 
 #include "../util/parse.h"
 #include "client.h"
+#include "history_view.h"
+#include "trend.h"
 
 #include <errno.h>
 #include <unistd.h>
@@ -14,6 +16,9 @@ void snapshot_init(struct snapshot *s) { memset(s, 0, sizeof *s); }
 
 void snapshot_free(struct snapshot *s)
 {
+    if (s->history)
+        history_view_free(s->history);
+    free(s->history);
     free(s->e);
     snapshot_init(s);
 }
@@ -221,11 +226,13 @@ void snapshot_json(const struct snapshot *s, FILE *out)
         const struct snap_device *x = &s->dev[d];
         fprintf(out,
                 "%s{\"index\":%d,\"uuid\":\"%s\",\"total\":%llu,\"reserved\":%llu,"
-                "\"granted\":%llu,\"used\":%llu,\"unseen\":%llu,\"overcommitted\":%s}",
+                "\"granted\":%llu,\"used\":%llu,\"unseen\":%llu,\"overcommitted\":%s",
                 d ? "," : "", x->index, x->uuid, (unsigned long long)x->total,
                 (unsigned long long)x->reserved, (unsigned long long)x->granted,
                 (unsigned long long)x->used, (unsigned long long)x->unseen,
                 x->overcommitted ? "true" : "false");
+        history_view_json(out, s->history, history_view_device(s->history, x->index));
+        fputc('}', out);
     }
     fprintf(out, "],\"clients\":[");
     for (int i = 0; i < s->n; i++) {
@@ -233,12 +240,15 @@ void snapshot_json(const struct snapshot *s, FILE *out)
         fprintf(out,
                 "%s{\"device\":%d,\"id\":%d,\"pid\":%d,\"uid\":%u,\"user\":\"%s\",\"role\":\"%s\","
                 "\"command\":\"%s\",\"job\":\"%s\",\"budget\":%llu,\"used\":%llu,\"peak\":%llu,"
-                "\"nvml_used\":%llu,\"waiting_for\":%llu,\"over_budget\":%s}",
+                "\"nvml_used\":%llu,\"waiting_for\":%llu,\"over_budget\":%s",
                 i ? "," : "", e->dev, e->id, e->pid, e->uid, e->user, role_name(e->role), e->cmd,
                 e->job, (unsigned long long)e->grant,
                 (unsigned long long)e->used, (unsigned long long)e->peak,
                 (unsigned long long)e->nvml, (unsigned long long)e->want,
                 e->over ? "true" : "false");
+        if (e->role != 'u')
+            history_view_json(out, s->history, history_view_client(s->history, e->id, e->dev));
+        fputc('}', out);
     }
     fprintf(out, "]}\n");
 }
@@ -403,4 +413,5 @@ void snapshot_top(const struct snapshot *s, FILE *out, int width)
                 sz(x->peak, c), sz(x->nvml, d), state);
         fprintf(out, "\n");
     }
+    trend_section(s, out, width, trend_utf8());
 }

@@ -23,10 +23,12 @@ if ! command -v "$cc" >/dev/null ||
 fi
 common="$src/src/util/parse.c"
 status=0
-ledger="$src/src/ledger/protocol.c $src/src/ledger/snapshot.c $src/src/ledger/client.c"
+ledger="$src/src/ledger/protocol.c $src/src/ledger/snapshot.c $src/src/ledger/client.c
+        $src/src/ledger/history_view.c $src/src/ledger/trend.c"
 daemon="$src/src/daemon/daemon.c $src/src/daemon/identity.c $src/src/daemon/answers.c
         $src/src/daemon/files.c $src/src/ledger/ledger.c $src/src/ledger/ledger_admit.c
         $src/src/ledger/ledger_held.c $src/src/ledger/ledger_view.c $src/src/ledger/policy.c
+        $src/src/ledger/history.c
         $src/tests/fake_conns.c"
 for target in ${FUZZ_TARGETS:-protocol policy daemon}; do
   case $target in
