@@ -51,6 +51,14 @@ static int reply_text(struct conn *c, enum proto_verb v, const char *dev, const 
 
 static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
 {
+    /* Every grant is answered here: the client's history begins (or goes
+     * on) with it, not a second later. */
+    int d = ledger_find_device(&D.L, dev);
+    if (c->client && d >= 0) {
+        uint64_t now = now_ms();
+        history_note_client(&D.history, c->client, d, now);
+        history_note_device(&D.history, &D.L, d, now);
+    }
     struct proto_writer w;
     proto_begin(&w, VERB_GRANT);
     proto_add(&w, "dev", dev);

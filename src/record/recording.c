@@ -8,7 +8,7 @@
 const char *record_family_name(unsigned family)
 {
     static const char *const names[RECORD_FAMILIES] = {
-        "none", "plain", "pitched", "managed", "pool", "vmm", "array", "graph",
+        "none", "plain", "pitched", "managed", "pool", "vmm", "array", "graph", "reported",
     };
     return family < RECORD_FAMILIES ? names[family] : "?";
 }

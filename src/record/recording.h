@@ -32,6 +32,8 @@ enum record_family {
     RECORD_VMM,           /* cuMemCreate handles, their maps and unmaps */
     RECORD_ARRAY,         /* arrays, 3D and mipmapped arrays */
     RECORD_GRAPH,         /* graph memory: a device's graph reservation */
+    RECORD_REPORTED,      /* vramd's history: what a client reported in use (a
+                             reservation resized at every step) */
     RECORD_FAMILIES
 };
 
