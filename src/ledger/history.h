@@ -14,13 +14,13 @@
  * (history_tick: grants, NVML's figures, and steps in which nothing was
  * reported take the value carried from the step before).
  *
- * Memory is fixed per series (HISTORY_SERIES_BYTES, 7.9 KiB), allocated
+ * Memory is fixed per series (HISTORY_SERIES_BYTES, 7,944 bytes), allocated
  * when a client first holds, waits for or uses memory on a device. When a
  * client leaves its series end but are kept, so that a job can be plotted
  * after it ended (vram plot --job): for an hour, and at most
  * HISTORY_ENDED_MAX of them, the oldest dropped first. So the store holds
  * at most devices + live (client, device) pairs + HISTORY_ENDED_MAX
- * series: with 1,000 clients on one GPU each, 16 MiB. The history is in
+ * series: with 1,000 clients on one GPU each, 15 MiB. The history is in
  * memory only: a restarted daemon begins a new one.
  *
  * Who sees what (history_page): root, every series; anyone else the
