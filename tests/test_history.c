@@ -339,6 +339,48 @@ static void test_ended(void)
            HISTORY_ENDED_MAX);
 }
 
+/* Whatever clients do, the store stays within its bounds: a user other
+ * than root at most HISTORY_USER_SERIES_MAX series (their own ended ones
+ * giving way first), everyone HISTORY_SERIES_MAX; what is refused is
+ * counted, and another user still gets a history. */
+static void test_bounds(void)
+{
+    fresh(1);
+    enum { MANY = HISTORY_USER_SERIES_MAX + 476 };
+    static struct ledger_client *c[MANY];
+    for (int i = 0; i < MANY; i++)
+        c[i] = client(10000 + i, 2000, "flood", 1 * MiB, 0);
+    history_tick(&H, &L, T0);
+    CHECK(H.n == 1 + HISTORY_USER_SERIES_MAX && H.not_kept == 476);
+    struct ledger_client *other = client(99, 2001, "mine", 1 * MiB, 0);
+    report(other, 0, 1 * MiB, T0 + 10);
+    CHECK(H.n == 2 + HISTORY_USER_SERIES_MAX);
+    /* One of the flood leaves: its ended series gives way to the next of theirs. */
+    int gone = c[0]->id, next = c[HISTORY_USER_SERIES_MAX]->id;
+    leave(c[0], T0 + 20);
+    history_tick(&H, &L, T0 + 1000);
+    CHECK(H.n == 2 + HISTORY_USER_SERIES_MAX && H.nended == 0 && H.not_kept == 476 + 475);
+    struct history_view v;
+    fetch((struct history_query){.viewer = 0, .job = "flood"}, T0 + 1000, &v);
+    CHECK(v.n == HISTORY_USER_SERIES_MAX && !history_view_client(&v, gone, 0) &&
+          history_view_client(&v, next, 0));
+    history_view_free(&v);
+    done();
+
+    /* Every user's together: HISTORY_SERIES_MAX, 62 MiB at most. */
+    fresh(1);
+    int users = HISTORY_SERIES_MAX / HISTORY_USER_SERIES_MAX + 1;
+    for (int u = 0; u < users; u++)
+        for (int i = 0; i < HISTORY_USER_SERIES_MAX; i++)
+            client(20000 + u * 2000 + i, 3000 + (uid_t)u, "-", 1 * MiB, 0);
+    history_tick(&H, &L, T0);
+    CHECK(H.n == HISTORY_SERIES_MAX && H.bytes == HISTORY_SERIES_MAX * HISTORY_SERIES_BYTES);
+    CHECK(H.not_kept == (unsigned long)(users * HISTORY_USER_SERIES_MAX + 1 - HISTORY_SERIES_MAX));
+    done();
+    printf("ok: at most %d series of a user, %d in all (%.0f MiB)\n", HISTORY_USER_SERIES_MAX,
+           HISTORY_SERIES_MAX, HISTORY_SERIES_MAX * (double)HISTORY_SERIES_BYTES / (1 << 20));
+}
+
 /* A reader sees the devices and their own clients, never another user's,
  * with or without job=; root sees everyone's. */
 static void test_privacy(void)
@@ -562,6 +604,7 @@ int main(void)
     test_rings();
     test_memory_bounded();
     test_ended();
+    test_bounds();
     test_privacy();
     test_pages();
     test_view_strict();

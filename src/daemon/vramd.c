@@ -57,6 +57,14 @@ static void tick(void)
     if (D.ngpus)
         reconcile_tick(now);
     history_tick(&D.history, &D.L, now);
+    static unsigned long not_kept;
+    static struct log_limit said;
+    if (D.history.not_kept != not_kept) {
+        dlog_limited(&said, L_WARN, "the history is full (%d series, %d a user at most): %lu new "
+                     "ones not kept", HISTORY_SERIES_MAX, HISTORY_USER_SERIES_MAX,
+                     D.history.not_kept - not_kept);
+        not_kept = D.history.not_kept;
+    }
     files_tick(now);
 }
 

@@ -43,8 +43,52 @@ static struct history_series *find(const struct history *h, uint64_t key)
     return i < h->n && h->series[i]->key == key ? h->series[i] : NULL;
 }
 
-static struct history_series *add(struct history *h, uint64_t key, uint64_t now_ms)
+static void drop(struct history *h, int i);
+
+/* The ended series to give way to a new one: the oldest ended of all (uid
+ * -1), or of one user. -1 if none. */
+static int oldest_ended(const struct history *h, uid_t uid)
 {
+    int oldest = -1;
+    for (int i = 0; i < h->n; i++) {
+        const struct history_series *s = h->series[i];
+        if (s->end_ms && s->kind != 'd' && (uid == (uid_t)-1 || s->uid == uid) &&
+            (oldest < 0 || s->end_ms < h->series[oldest]->end_ms))
+            oldest = i;
+    }
+    return oldest;
+}
+
+/* Room for a new series of `uid` (devices: -1) within the bounds: an ended
+ * series gives way if need be. False if none can. */
+static bool room_for(struct history *h, uid_t uid)
+{
+    if (uid != (uid_t)-1 && uid != 0) {
+        int mine = 0;
+        for (int i = 0; i < h->n; i++)
+            mine += h->series[i]->kind != 'd' && h->series[i]->uid == uid;
+        if (mine >= HISTORY_USER_SERIES_MAX) {
+            int i = oldest_ended(h, uid);
+            if (i < 0)
+                return false;
+            drop(h, i);
+        }
+    }
+    if (h->n >= HISTORY_SERIES_MAX) {
+        int i = oldest_ended(h, (uid_t)-1);
+        if (i < 0)
+            return false;
+        drop(h, i);
+    }
+    return true;
+}
+
+static struct history_series *add(struct history *h, uint64_t key, uid_t uid, uint64_t now_ms)
+{
+    if (!room_for(h, uid)) {
+        h->not_kept++;
+        return NULL;
+    }
     if (h->n == h->cap) {
         int cap = h->cap ? h->cap * 2 : 64;
         struct history_series **s = realloc(h->series, (size_t)cap * sizeof *s);
@@ -57,6 +101,7 @@ static struct history_series *add(struct history *h, uint64_t key, uint64_t now_
     if (!s)
         return NULL;
     s->key = key;
+    s->uid = uid;
     s->begin_ms = now_ms;
     s->step = now_ms / HISTORY_RECENT_MS;
     int i = lower_bound(h, key);
@@ -128,13 +173,12 @@ void history_note_client(struct history *h, const struct ledger_client *c, int d
     uint64_t key = client_key(c->id, dev);
     struct history_series *s = find(h, key);
     if (!s) {
-        if (!has_standing(c, dev) || !(s = add(h, key, now_ms)))
+        if (!has_standing(c, dev) || !(s = add(h, key, c->uid, now_ms)))
             return;
         s->kind = c->role == ROLE_JOB ? 'j' : 'p';
         s->dev = dev;
         s->id = c->id;
         s->pid = c->pid;
-        s->uid = c->uid;
         /* Names as messages carry them (an unknown user is "-"). */
         proto_name_clean(c->user, s->user, sizeof s->user);
         proto_name_clean(c->cmd, s->cmd, sizeof s->cmd);
@@ -148,7 +192,7 @@ void history_note_device(struct history *h, const struct ledger *l, int dev, uin
     uint64_t key = device_key(dev);
     struct history_series *s = find(h, key);
     if (!s) {
-        if (!(s = add(h, key, now_ms)))
+        if (!(s = add(h, key, (uid_t)-1, now_ms)))
             return;
         s->kind = 'd';
         s->dev = dev;
@@ -162,14 +206,8 @@ void history_note_device(struct history *h, const struct ledger *l, int dev, uin
 /* Keeps at most HISTORY_ENDED_MAX ended series: the oldest end goes. */
 static void bound_ended(struct history *h)
 {
-    while (h->nended > HISTORY_ENDED_MAX) {
-        int oldest = -1;
-        for (int i = 0; i < h->n; i++)
-            if (h->series[i]->end_ms &&
-                (oldest < 0 || h->series[i]->end_ms < h->series[oldest]->end_ms))
-                oldest = i;
-        drop(h, oldest);
-    }
+    while (h->nended > HISTORY_ENDED_MAX)
+        drop(h, oldest_ended(h, (uid_t)-1));
 }
 
 static void end(struct history *h, struct history_series *s, uint64_t now_ms)

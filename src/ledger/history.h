@@ -18,10 +18,15 @@
  * when a client first holds, waits for or uses memory on a device. When a
  * client leaves its series end but are kept, so that a job can be plotted
  * after it ended (vram plot --job): for an hour, and at most
- * HISTORY_ENDED_MAX of them, the oldest dropped first. So the store holds
- * at most devices + live (client, device) pairs + HISTORY_ENDED_MAX
- * series: with 1,000 clients on one GPU each, 15 MiB. The history is in
- * memory only: a restarted daemon begins a new one.
+ * HISTORY_ENDED_MAX of them, the oldest dropped first. With 1,000 clients
+ * on one GPU each that is 1,000 live series and up to 1,024 ended: 15 MiB.
+ * Whatever clients do, the store holds at most HISTORY_SERIES_MAX series
+ * (62 MiB), and a user other than root at most HISTORY_USER_SERIES_MAX of
+ * them (16 MiB: 4,096 connections waiting on 16 GPUs would otherwise be
+ * 500 MiB): a new series takes the place of the oldest ended one (the
+ * user's own, at the user's bound) or, if none has ended, is not kept
+ * (not_kept counts them). The history is in memory only: a restarted
+ * daemon begins a new one.
  *
  * Who sees what (history_page): root, every series; anyone else the
  * devices' series and their own clients', never another user's. Pure: the
@@ -44,6 +49,8 @@
 #define HISTORY_HOUR 360
 #define HISTORY_KEEP_MS 3600000 /* an ended series is kept this long after its end */
 #define HISTORY_ENDED_MAX 1024
+#define HISTORY_SERIES_MAX 8192      /* live and ended, every user's */
+#define HISTORY_USER_SERIES_MAX 2048 /* of one user other than root */
 
 struct history_sample {
     uint64_t used, budget; /* the highest within the step */
@@ -54,7 +61,7 @@ struct history_series {
     char kind;    /* 'd' a device, 'p' a process, 'j' a job */
     int dev, id;
     pid_t pid;
-    uid_t uid;
+    uid_t uid; /* a device's: -1 */
     char user[64], cmd[64], job[64];
     uint64_t begin_ms, end_ms; /* end_ms: 0 while the client is connected */
     uint64_t step;             /* the open recent step: time / HISTORY_RECENT_MS */
@@ -68,6 +75,7 @@ struct history {
     struct history_series **series; /* by key */
     int n, cap;
     int nended;
+    unsigned long not_kept; /* new series refused for the bounds */
     uint64_t next_tick_ms;
     size_t bytes; /* what the series take */
 };
