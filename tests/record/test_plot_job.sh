@@ -13,15 +13,8 @@ build=${1:?usage: test_plot_job.sh BUILD_DIR PEER}
 peer=${2:?usage: test_plot_job.sh BUILD_DIR PEER}
 here=$(cd "$(dirname "$0")" && pwd)
 vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
-py=/usr/bin/python3
-for need in chromium chromedriver $py; do
-  if ! command -v "$need" >/dev/null; then
-    echo "SKIP: $need is not installed (scripts/test-deps.sh installs Debian's chromium," \
-         "chromium-driver and python3)"
-    exit 77
-  fi
-done
 . "$here/../lib.sh"
+need_browser
 daemon_test plot-job "$build"
 out=$build/test-output/plot-job
 rm -rf "$out" && mkdir -p "$out"
