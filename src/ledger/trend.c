@@ -89,7 +89,7 @@ static void row(FILE *out, const struct row_style *st, const char *name, int dev
 {
     char marks[3 * 256 + 1];
     trend_draw(marks, sizeof marks, values, st->steps, st->marks, of, st->utf8);
-    fprintf(out, "%-16.16s %-3d %s %9s", name, dev, marks,
+    fprintf(out, "%-16.16s %-3d %s %11s", name, dev, marks,
             format_size(last_known(values, st->steps)).text);
     fprintf(out, of ? " of %s\n" : "\n", format_size(of).text);
 }
@@ -106,8 +106,9 @@ void trend_section(const struct snapshot *s, FILE *out, int width, bool utf8)
     if (st.steps < 1 || st.steps > 4096)
         return;
     st.last_step = v->now_ms / step_ms;
-    /* name, GPU, the marks, now and "of" its budget: 44 columns and the marks. */
-    int room = (width < 80 ? 80 : width) - 44;
+    /* name, GPU, the marks, now and "of" its budget ("141.00 GiB"): 48
+     * columns and the marks. */
+    int room = (width < 80 ? 80 : width) - 48;
     room = room > 256 ? 256 : room;
     int per = (st.steps + room - 1) / room;
     st.marks = (st.steps + per - 1) / per;
