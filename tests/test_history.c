@@ -413,9 +413,13 @@ static void test_privacy(void)
     CHECK(v.n == 2 && v.line[0].kind == 'd' && v.line[1].kind == 'd');
     history_view_free(&v);
     /* Once gone, still only theirs to see. */
+    int mine_id = mine->id;
     leave(mine, T0 + 20);
     fetch((struct history_query){.viewer = 1001, .job = "a"}, T0 + 30, &v);
-    CHECK(v.n == 2 && !line_of(&v, mine, 0));
+    CHECK(v.n == 2 && !history_view_client(&v, mine_id, 0));
+    history_view_free(&v);
+    fetch((struct history_query){.viewer = 1000, .job = "a"}, T0 + 30, &v);
+    CHECK(v.n == 1 && history_view_client(&v, mine_id, 0)->end_ms == T0 + 20);
     history_view_free(&v);
     done();
     printf("ok: a reader sees their own clients' history and the devices', not others'\n");
