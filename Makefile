@@ -64,6 +64,8 @@ bench: build
 	@bench/contexts.sh $(BUILD)
 	@echo "vramd with 1000 clients, then under attack (simulated NVML):"
 	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
+	@echo "vramd's history with 1000 clients (CPU time):"
+	@$(BUILD)/vram-bench-history
 	@echo "recording GPU memory events, and reading a million of them:"
 	@bench/record.sh $(BUILD)
 

@@ -9,6 +9,7 @@
  *   vram-bench-daemon VRAMD   (the simulated NVML on LD_LIBRARY_PATH)
  */
 #include "../src/ledger/client.h"
+#include "../src/ledger/history_view.h"
 #include "../src/ledger/snapshot.h"
 
 #include <grp.h>
@@ -298,6 +299,21 @@ static void under_attack(void)
     close(m[1]);
 }
 
+/* The daemon's resident memory, KiB. */
+static long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -334,6 +350,7 @@ int main(int argc, char **argv)
         die("no device in the ledger (is the simulated NVML on LD_LIBRARY_PATH?)");
     snprintf(uuid, sizeof uuid, "%s", first.dev[0].uuid);
     snapshot_free(&first);
+    long rss_idle = rss_kib(d);
 
     pthread_t t[THREADS + 1];
     double t0 = now_us();
@@ -359,6 +376,15 @@ int main(int argc, char **argv)
     for (int k = 0; k < THREADS; k++)
         pthread_join(t[k], NULL);
     summary("admission while 1000 clients report at 5 Hz:", lat, n);
+    /* The history of every client: what root's vram status --json fetches. */
+    struct history_view hv;
+    double h0 = now_us();
+    if (history_fetch(sock, NULL, false, &hv, err, sizeof err) != 0)
+        die(err);
+    printf("history of %d series (the last hour) fetched in %.1f ms; vramd's memory: %ld KiB "
+           "before the clients, %ld KiB with them\n", hv.n, (now_us() - h0) / 1e3, rss_idle,
+           rss_kib(d));
+    history_view_free(&hv);
 
     static double reclaim[50];
     unsigned long long base = granted();

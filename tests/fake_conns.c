@@ -54,6 +54,7 @@ void fake_daemon(const char *policy_text, const char *const *uuids, uint64_t tot
         parsed = policy_text;
     }
     ledger_init(&D.L, &p);
+    history_init(&D.history);
     D.ngpus = 0;
     for (int i = 0; uuids && uuids[i]; i++)
         D.ngpus = ledger_device(&D.L, uuids[i], total) + 1;
@@ -75,6 +76,8 @@ void fake_restart(void)
     }
     ledger_destroy(&D.L);
     ledger_init(&D.L, &p);
+    history_destroy(&D.history); /* a restarted daemon begins a new history */
+    history_init(&D.history);
     D.ngpus = 0;
     for (int i = 0; gpus && gpus[i]; i++)
         D.ngpus = ledger_device(&D.L, gpus[i], gpu_total) + 1;
@@ -92,6 +95,7 @@ void fake_daemon_end(void)
 {
     fake_free_all();
     ledger_destroy(&D.L);
+    history_destroy(&D.history);
 }
 
 struct fake_conn *fake_open(pid_t pid, uid_t uid, gid_t gid)

@@ -103,6 +103,19 @@ need_debian_python() {
   echo "SKIP: Debian's python3 is not installed (scripts/test-deps.sh installs it)"
   exit 77
 }
+# Chromium, its WebDriver and Debian's python3 (as $py) for browser.py, or
+# the test is skipped.
+need_browser() {
+  py=/usr/bin/python3
+  local need
+  for need in chromium chromedriver $py; do
+    if ! command -v "$need" >/dev/null; then
+      echo "SKIP: $need is not installed (scripts/test-deps.sh installs Debian's chromium," \
+           "chromium-driver and python3)"
+      exit 77
+    fi
+  done
+}
 # json_field FILE EXPR: EXPR (Python) of the JSON in FILE, as d.
 json_field() { $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 # The command a `vram run` started in the background runs as its child.

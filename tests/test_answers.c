@@ -315,6 +315,98 @@ static void test_command_job(void)
     fake_daemon_end();
 }
 
+/* A process of `uid` in job `job` holding `used` of a 32 MiB grant. */
+static struct fake_conn *reporting(pid_t pid, uid_t uid, const char *job, const char *used)
+{
+    struct fake_conn *f = fake_open(pid, uid, uid);
+    char msg[200];
+    snprintf(msg, sizeof msg, "VRAM/1 HELLO role=process cmd=train job=%s", job);
+    CHECK(fake_say(f, msg) == 0 && fake_answer(f, "VRAM/1 OK"));
+    CHECK(fake_say(f, "VRAM/1 REQUEST dev=" U0 " bytes=33554432") == 0 && fake_answer(f, "GRANT"));
+    snprintf(msg, sizeof msg, "VRAM/1 REPORT dev=" U0 " used=%s peak=%s", used, used);
+    CHECK(fake_say(f, msg) == 0 && f->sent == 0);
+    return f;
+}
+
+/* How many answers name `needle`. */
+static int count(const struct fake_conn *f, const char *needle)
+{
+    int n = 0;
+    for (int k = 0; k < f->sent && k < FAKE_KEEP; k++)
+        n += strstr(f->out[k], needle) != NULL;
+    return n;
+}
+
+/* HISTORY: a reader gets the devices' series and their own clients', never
+ * another user's (root: everyone's); a job's after it ended; a bad field is
+ * an ERR that changes nothing; the answer comes in pages of at most
+ * HISTORY_PAGE messages. */
+static void test_history(void)
+{
+    fake_daemon(NULL, one_gpu, 12 * GiB);
+    struct fake_conn *a = reporting(100, 1000, "train", "16777216");
+    struct fake_conn *b = reporting(200, 1001, "train", "8388608");
+    struct fake_conn *root = fake_open(1, 0, 0);
+    CHECK(fake_say(a, "VRAM/1 HISTORY") == 0);
+    CHECK(count(a, "VRAM/1 SERIES ") == 2 && count(a, "kind=device") == 1 &&
+          count(a, "pid=100 uid=1000 user=") == 1 && count(a, "pid=200") == 0);
+    CHECK(count(a, "VRAM/1 SAMPLES ") >= 4 && count(a, "used=16777216") == 2);
+    CHECK(strncmp(a->out[a->sent - 1], "VRAM/1 END now=", 15) == 0 &&
+          strstr(a->out[a->sent - 1], " wall="));
+    CHECK(fake_say(b, "VRAM/1 HISTORY job=train") == 0);
+    CHECK(count(b, "VRAM/1 SERIES ") == 1 && count(b, "pid=200") == 1 && count(b, "device") == 0);
+    CHECK(fake_say(root, "VRAM/1 HISTORY job=train tier=recent") == 0);
+    CHECK(count(root, "VRAM/1 SERIES ") == 2 && count(root, "tier=hour") == 0);
+
+    /* Refused, and nothing changes. */
+    static const char *const bad[] = {
+        "VRAM/1 HISTORY tier=week", "VRAM/1 HISTORY after=x", "VRAM/1 HISTORY job=a$b",
+        "VRAM/1 HISTORY job=", "VRAM/1 HISTORY after=-1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int n = D.history.n;
+        size_t bytes = D.history.bytes;
+        uint64_t used = used_on(0);
+        CHECK(fake_say(a, bad[i]) == 0 && a->sent == 1 && fake_answer(a, "VRAM/1 ERR text=HISTORY: "));
+        CHECK(D.history.n == n && D.history.bytes == bytes && used_on(0) == used);
+    }
+    CHECK(fake_say(a, "VRAM/1 HISTORY tier=week") == 0 && fake_answer(a, "tier=\"week\": expected recent or all"));
+
+    /* The job ended: its history stays, for its user. */
+    fake_close(a);
+    struct fake_conn *again = fake_open(101, 1000, 1000);
+    CHECK(fake_say(again, "VRAM/1 HISTORY job=train") == 0);
+    CHECK(count(again, "VRAM/1 SERIES ") == 1 && count(again, "pid=100") == 1 &&
+          count(again, " end=") == 1);
+    CHECK(fake_say(again, "VRAM/1 HISTORY") == 0 && count(again, "pid=100") == 0);
+    fake_close(b);
+    fake_daemon_end();
+
+    /* Pages: 200 reporting processes, every series once. */
+    fake_daemon(NULL, one_gpu, 12 * GiB);
+    enum { N = 200 };
+    for (int i = 0; i < N; i++)
+        reporting(1000 + i, 1000, "many", i % 2 ? "1048576" : "2097152");
+    root = fake_open(1, 0, 0);
+    int series = 0, pages = 0;
+    char msg[128] = "VRAM/1 HISTORY";
+    for (;;) {
+        CHECK(fake_say(root, msg) == 0);
+        CHECK(root->sent <= HISTORY_PAGE && root->sent <= FAKE_KEEP);
+        pages++;
+        series += count(root, "VRAM/1 SERIES ");
+        const char *end = root->out[root->sent - 1], *next = strstr(end, "next=");
+        CHECK(strncmp(end, "VRAM/1 END", 10) == 0);
+        if (!next)
+            break;
+        snprintf(msg, sizeof msg, "VRAM/1 HISTORY after=%.*s", (int)strcspn(next + 5, " "),
+                 next + 5);
+        CHECK(pages < 100);
+    }
+    CHECK(series == N + 1 && pages > 1);
+    fake_daemon_end();
+}
+
 int main(void)
 {
     test_err_changes_nothing();
@@ -323,6 +415,7 @@ int main(void)
     test_files_not_hijacked();
     test_status_in_pages();
     test_command_job();
+    test_history();
     printf("test_answers: ok\n");
     return 0;
 }

@@ -50,10 +50,11 @@ check "vram run --log <TAB>: the levels" is "vram run --log " off error warn inf
 check "vram run --limit <TAB>: nothing to guess" is "vram run --limit "
 check "vram run --format <TAB>: the recording's forms" is "vram run --format " vrec csv json
 check "vram plot --format <TAB>: the plot's forms" is "vram plot x.vrec --format " html svg
+check "vram plot --j<TAB>: a job from vramd" is "vram plot --j" --job
 check "vram devices --<TAB>" is "vram devices --" --brief --json --help
 check "vram top --<TAB>" is "vram top --" --once --interval --sort --socket --help
 check "vram top --sort <TAB>: the orders" is "vram top --sort " memory user pid time gpu
-check "vram status --<TAB>" is "vram status --" --json --prometheus --socket --help
+check "vram status --<TAB>" is "vram status --" --json --no-history --prometheus --socket --help
 check "vram run ... -- <TAB>: the program to run" has "vram run --limit 4GiB -- bas" bash
 check "vram run ... -- prog -<TAB>: the program's own completion, not vram's" \
   lacks "vram run --limit 4GiB -- ls --" --limit

@@ -112,7 +112,8 @@ check "metrics file readable by node_exporter" sh -c "[ \"\$(stat -c %a '$tmp/me
 "$vram" status --prometheus >"$tmp/prom"
 check "status --prometheus" contains "$tmp/prom" "# TYPE vram_gpu_memory_granted_bytes gauge"
 "$vram" top --once >"$tmp/top"
-check "top fits 80 columns" sh -c "[ \$(awk '{ if (length > m) m = length } END { print m }' '$tmp/top') -le 80 ]"
+# Columns, not bytes: the trend may be drawn in Unicode blocks (wc -L counts as a terminal does).
+check "top fits 80 columns" sh -c "[ \$(LC_ALL=C.UTF-8 wc -L <'$tmp/top') -le 80 ]"
 check "top shows the device" contains "$tmp/top" "$uuid"
 
 # --- malformed messages never crash the daemon or change the ledger -------

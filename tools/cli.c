@@ -2,9 +2,11 @@
 #include "cli.h"
 
 #include "../src/ledger/client.h"
+#include "../src/ledger/history_view.h"
 #include "../src/util/parse.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -74,34 +76,68 @@ int cli_parse(const char *cmd, const struct cli_option *table, int argc, char **
     return i;
 }
 
-int cli_take_ledger(const char *socket_path, struct snapshot *s, char *err, size_t errlen)
+/* The daemon's socket, without a word on stderr: 0, or -1 with the reason. */
+static int find_daemon(const char *socket_path, char *path, size_t n, char *err, size_t errlen)
 {
-    char path[256];
     if (socket_path) {
-        snprintf(path, sizeof path, "%s", socket_path);
-    } else {
-        int r = ledger_find_socket(path, sizeof path, err, errlen);
-        if (r > 0) {
-            char user[256];
-            ledger_default_socket(user, sizeof user);
-            bool one = strcmp(user, LEDGER_SYSTEM_SOCKET) == 0;
-            snprintf(err, errlen, "no vramd is running (no socket at %s%s%s); start one "
-                     "with vramd, or name its socket with --socket or VRAM_DAEMON",
-                     LEDGER_SYSTEM_SOCKET, one ? "" : " or ", one ? "" : user);
-        }
-        if (r != 0)
-            return -1;
+        snprintf(path, n, "%s", socket_path);
+        return 0;
     }
-    return snapshot_fetch(path, s, err, errlen);
+    int r = ledger_find_socket(path, n, err, errlen);
+    if (r > 0) {
+        char user[256];
+        ledger_default_socket(user, sizeof user);
+        bool one = strcmp(user, LEDGER_SYSTEM_SOCKET) == 0;
+        snprintf(err, errlen, "no vramd is running (no socket at %s%s%s); start one "
+                 "with vramd, or name its socket with --socket or VRAM_DAEMON",
+                 LEDGER_SYSTEM_SOCKET, one ? "" : " or ", one ? "" : user);
+    }
+    return r != 0 ? -1 : 0;
 }
 
-int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *s)
+int cli_daemon_socket(const char *cmd, const char *socket_path, char *path, size_t n)
 {
     char err[512];
-    if (cli_take_ledger(socket_path, s, err, sizeof err) != 0) {
+    if (find_daemon(socket_path, path, n, err, sizeof err) != 0) {
         fprintf(stderr, "vram %s: %s\n", cmd, err);
         return 1;
     }
+    return 0;
+}
+
+int cli_take_ledger(const char *socket_path, struct snapshot *s, enum cli_history history,
+                    char *err, size_t errlen)
+{
+    char path[256];
+    if (find_daemon(socket_path, path, sizeof path, err, errlen) != 0 ||
+        snapshot_fetch(path, s, err, errlen) != 0)
+        return -1;
+    if (history == CLI_HISTORY_NONE)
+        return 0;
+    /* Without its history (a vramd from before it kept one) the ledger is
+     * still shown, and the reason said. */
+    struct history_view *v = malloc(sizeof *v);
+    if (v && history_fetch(path, NULL, history == CLI_HISTORY_RECENT, v, err, errlen) == 0) {
+        s->history = v;
+        return 0;
+    }
+    if (!v)
+        snprintf(err, errlen, "out of memory");
+    free(v);
+    return 1;
+}
+
+int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *s,
+                     enum cli_history history)
+{
+    char err[512];
+    int r = cli_take_ledger(socket_path, s, history, err, sizeof err);
+    if (r < 0) {
+        fprintf(stderr, "vram %s: %s\n", cmd, err);
+        return 1;
+    }
+    if (r > 0)
+        fprintf(stderr, "vram %s: no history: %s\n", cmd, err);
     return 0;
 }
 

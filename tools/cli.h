@@ -51,12 +51,21 @@ int cli_parse_device(const char *cmd, const char *value, int *device);
 /* "vram CMD: MESSAGE" on stderr; returns 2, the exit status of bad usage. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* vramd's socket: `socket_path`, or the one found as every client finds
+ * it. 0, or 1 after a message on stderr. */
+int cli_daemon_socket(const char *cmd, const char *socket_path, char *path, size_t n);
+
 /* The ledger as vramd lets this user see it, from `socket_path` or the
- * socket found as every client finds it. 0, or 1 after a message on
- * stderr. */
-int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *s);
-/* The same without a word on stderr: 0, or -1 with the reason in err. */
-int cli_take_ledger(const char *socket_path, struct snapshot *s, char *err, size_t errlen);
+ * socket found as every client finds it, with its history (s->history:
+ * the recent ring, or the last hour too) unless NONE. 0, or 1 after a
+ * message on stderr (a ledger without its history is said, and is 0). */
+enum cli_history { CLI_HISTORY_NONE, CLI_HISTORY_RECENT, CLI_HISTORY_ALL };
+int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *s,
+                     enum cli_history history);
+/* The same without a word on stderr: 0; 1 for the ledger without its
+ * history; -1 for none; the reason in err. */
+int cli_take_ledger(const char *socket_path, struct snapshot *s, enum cli_history history,
+                    char *err, size_t errlen);
 
 /* The subcommands. argv[0] is "vram", argv[1] the subcommand's name. */
 int cmd_run(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* plot: what the parts of `vram plot` share.
  *
- * plot.c reads the options and the recording and builds its timeline
+ * plot.c reads the options and the recording, or vramd's history of a job
+ * made into one (plot_job.c), and builds its timeline
  * (src/record/timeline.h); plot_svg.c draws one chart of one device as
  * SVG; plot_page.c puts the charts into a page (HTML, with the script that
  * shows the time and bytes under the pointer) or into one SVG document.
@@ -51,6 +52,11 @@ void xml_text(FILE *out, const char *s);
 
 /* Seconds with as many decimals as `resolution` (seconds) asks for. */
 void plot_seconds(char *out, size_t n, double seconds, double resolution);
+
+/* vramd's history of job `job` (every series of v) as a recording, for the
+ * same timeline and pages (plot_job.c). 0, or -1 if memory ran out. */
+struct history_view;
+int plot_job_recording(const struct history_view *v, const char *job, struct recording *r);
 
 int plot_write_html(FILE *out, const struct recording *r, const struct timeline *t,
                     const struct plot_options *o);

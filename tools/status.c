@@ -13,16 +13,21 @@
 static void status_usage(FILE *out)
 {
     fprintf(out,
-            "usage: vram status [--json | --prometheus] [--socket PATH]\n"
+            "usage: vram status [--json [--no-history] | --prometheus] [--socket PATH]\n"
             "\n"
             "Who holds how much GPU memory on this node, as vramd's ledger says, printed\n"
             "once: each GPU (total, reserved, granted, used, used outside any grant), each\n"
             "user and each process (budget, used, peak, what NVML sees, waiting or over\n"
-            "budget): the vram top screen, or the same for programs. Root sees every\n"
-            "process; others see their own processes and other users' totals. It needs a\n"
-            "running vramd (vram devices shows the GPUs without one).\n"
+            "budget) and the trend of each GPU and job: the vram top screen, or the same\n"
+            "for programs. Root sees every process; others see their own processes and\n"
+            "other users' totals. It needs a running vramd (vram devices shows the GPUs\n"
+            "without one).\n"
             "\n"
-            "  --json          the same as one JSON object, for scripts\n"
+            "  --json          the same as one JSON object, for scripts; each GPU and each\n"
+            "                  of the reader's processes with its \"history\": the highest\n"
+            "                  in use and budget of every second of the last 2 minutes\n"
+            "                  (\"recent\") and of every 10 s of the last hour (\"hour\")\n"
+            "  --no-history    --json without the history\n"
             "  --prometheus    the same in Prometheus text format (as vramd --metrics-file\n"
             "                  writes it)\n"
             "  --socket PATH   vramd's socket (default: VRAM_DAEMON,\n"
@@ -32,9 +37,10 @@ static void status_usage(FILE *out)
 
 int cmd_status(int argc, char **argv)
 {
-    const char *json = NULL, *prom = NULL, *socket_path = NULL, *help = NULL;
+    const char *json = NULL, *prom = NULL, *socket_path = NULL, *help = NULL, *bare = NULL;
     const struct cli_option table[] = {
         {"--json", CLI_FLAG, &json},   {"--prometheus", CLI_FLAG, &prom},
+        {"--no-history", CLI_FLAG, &bare},
         {"--socket", CLI_VALUE, &socket_path}, {"--help", CLI_FLAG, &help},
         {"-h", CLI_FLAG, &help},       {NULL, 0, NULL},
     };
@@ -46,8 +52,13 @@ int cmd_status(int argc, char **argv)
     }
     if (json && prom)
         return cli_usage_error("status", "--json and --prometheus: give one of them");
+    if (bare && !json)
+        return cli_usage_error("status", "--no-history is an option of --json");
+    enum cli_history history = bare || prom ? CLI_HISTORY_NONE
+                               : json       ? CLI_HISTORY_ALL
+                                            : CLI_HISTORY_RECENT;
     struct snapshot s;
-    if (cli_fetch_ledger("status", socket_path, &s) != 0)
+    if (cli_fetch_ledger("status", socket_path, &s, history) != 0)
         return 1;
     if (json)
         snapshot_json(&s, stdout);

@@ -33,8 +33,11 @@ static void top_usage(FILE *out)
             "used, the most they held at once, used outside grants, waiting); each\n"
             "process (budget, used, peak, what NVML sees, state: ok, OVER its budget,\n"
             "wait N in the queue, unseen for memory used without a grant; running time,\n"
-            "command). Root sees every process; others see their own processes and\n"
-            "other users' totals. The GPUs stay on screen; the processes scroll.\n"
+            "command); then, where there is room, each GPU's and each job's trend over\n"
+            "the last 2 minutes from vramd's history (Unicode blocks where the locale is\n"
+            "UTF-8, else ASCII). Root sees every process; others see their own\n"
+            "processes and other users' totals. The GPUs stay on screen; the processes\n"
+            "scroll.\n"
             "\n"
             "Keys: q quit; m, u, p, t, g sort the processes by memory, user, pid,\n"
             "running time or GPU; r reverses; arrows, PgUp, PgDn, Home, End scroll.\n"
@@ -111,7 +114,7 @@ static int print_screens(const char *socket_path, struct top_view *v, bool once,
         v->width = columns && atoi(columns) > 0 ? atoi(columns) : 80;
     for (int first = 1;; first = 0) {
         struct snapshot s;
-        if (cli_fetch_ledger("top", socket_path, &s) != 0)
+        if (cli_fetch_ledger("top", socket_path, &s, CLI_HISTORY_RECENT) != 0)
             return 1;
         struct lines l = {0};
         read_lines(&l, &s);
@@ -167,7 +170,7 @@ static int live(const char *socket_path, struct snapshot s, struct top_view *v, 
         if (now >= next) {
             struct snapshot fresh;
             char err[512];
-            if (cli_take_ledger(socket_path, &fresh, err, sizeof err) == 0) {
+            if (cli_take_ledger(socket_path, &fresh, CLI_HISTORY_RECENT, err, sizeof err) >= 0) {
                 snapshot_free(&s);
                 s = fresh;
                 read_lines(&l, &s);
@@ -245,7 +248,7 @@ int cmd_top(int argc, char **argv)
     if (!once && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
         /* The first look decides: no daemon, no screen taken. */
         struct snapshot s;
-        if (cli_fetch_ledger("top", socket_path, &s) != 0)
+        if (cli_fetch_ledger("top", socket_path, &s, CLI_HISTORY_RECENT) != 0)
             return 1;
         if (terminal_open() == 0)
             return live(socket_path, s, &v, interval);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ sending */
@@ -50,6 +51,14 @@ static int reply_text(struct conn *c, enum proto_verb v, const char *dev, const 
 
 static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
 {
+    /* Every grant is answered here: the client's history begins (or goes
+     * on) with it, not a second later. */
+    int d = ledger_find_device(&D.L, dev);
+    if (c->client && d >= 0) {
+        uint64_t now = now_ms();
+        history_note_client(&D.history, c->client, d, now);
+        history_note_device(&D.history, &D.L, d, now);
+    }
     struct proto_writer w;
     proto_begin(&w, VERB_GRANT);
     proto_add(&w, "dev", dev);
@@ -254,6 +263,9 @@ static int on_report(struct conn *c, const struct proto_msg *m)
         proto_get_u64(m, "peak", most, &peak, err, sizeof err) < 0)
         return answers_strike(c, "REPORT: %s", err[0] ? err : "used= is required");
     ledger_report(&D.L, lc, dev, used, peak);
+    uint64_t now = now_ms();
+    history_note_client(&D.history, lc, dev, now);
+    history_note_device(&D.history, &D.L, dev, now);
     return 0;
 }
 
@@ -419,6 +431,39 @@ static int on_status(struct conn *c, const struct proto_msg *m)
     return rc;
 }
 
+static int send_history(struct proto_writer *w, void *c) { return reply(c, w); }
+
+/* The last hour (history.h) as this client may see it: its own clients'
+ * series and the devices', one page per HISTORY of at most HISTORY_PAGE
+ * messages (a page fits in a socket's ordinary send buffer, as STATUS's). */
+static int on_history(struct conn *c, const struct proto_msg *m)
+{
+    uint64_t after = 0;
+    char err[256] = "";
+    const char *job = proto_get(m, "job"), *tier = proto_get(m, "tier");
+    if (proto_get_u64(m, "after", UINT64_MAX, &after, err, sizeof err) < 0)
+        return answers_strike(c, "HISTORY: %s", err);
+    if (job && !proto_name_ok(job))
+        return answers_strike(c, "HISTORY: job= must be a name of [A-Za-z0-9._:@+/-], at most 63");
+    if (tier && strcmp(tier, "recent") != 0 && strcmp(tier, "all") != 0)
+        return answers_strike(c, "HISTORY: tier=\"%.40s\": expected recent or all", tier);
+    struct history_query q = {c->uid, job, tier && strcmp(tier, "recent") == 0, after};
+    uint64_t next, now = now_ms();
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    int rc = history_page(&D.history, &q, now, HISTORY_PAGE, send_history, c, &next);
+    if (rc == 0) {
+        struct proto_writer w;
+        proto_begin(&w, VERB_END);
+        if (next)
+            proto_add_u64(&w, "next", next);
+        proto_add_u64(&w, "now", now);
+        proto_add_u64(&w, "wall", (uint64_t)wall.tv_sec * 1000 + (uint64_t)wall.tv_nsec / 1000000);
+        rc = reply(c, &w);
+    }
+    return rc;
+}
+
 int answers_handle(struct conn *c, const char *buf, size_t len)
 {
     struct proto_msg m;
@@ -433,6 +478,7 @@ int answers_handle(struct conn *c, const char *buf, size_t len)
     case VERB_JOB: return on_job(c, &m);
     case VERB_STATUS: return on_status(c, &m);
     case VERB_MEMBER: return on_member(c, &m);
+    case VERB_HISTORY: return on_history(c, &m);
     default: return answers_strike(c, "%s is not something a client sends", proto_verb_name(m.verb));
     }
 }
@@ -448,6 +494,7 @@ void answers_gone(struct conn *c)
     if (held)
         dlog(L_INFO, "pid %d (%s, %s%s%s) gone: its grants are back", (int)lc->pid, lc->user,
              lc->cmd, lc->role == ROLE_JOB ? " " : "", lc->role == ROLE_JOB ? lc->job : "");
+    history_client_left(&D.history, lc->id, now_ms());
     ledger_leave(&D.L, lc);
     c->client = NULL;
     D.state_dirty = true;

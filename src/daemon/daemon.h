@@ -19,6 +19,7 @@
 #ifndef VRAM_DAEMON_H
 #define VRAM_DAEMON_H
 
+#include "../ledger/history.h"
 #include "../ledger/ledger.h"
 #include "../ledger/protocol.h"
 
@@ -32,6 +33,9 @@
  * messages fits in a socket's default send buffer (~200 KiB; a message
  * costs the kernel about 1 KiB). */
 #define STATUS_PAGE 64
+/* Messages in one page of HISTORY, END included: as STATUS's, a page fits
+ * in a socket's default send buffer. */
+#define HISTORY_PAGE 64
 
 /* One client connection. Who is at the other end is what the kernel said
  * when the connection was accepted (identity.c), never read again later:
@@ -54,6 +58,7 @@ struct conn {
 
 struct daemon {
     struct ledger L;
+    struct history history; /* the last hour of the ledger (history.h) */
     int ngpus; /* devices NVML knows: ledger slots 0..ngpus-1 */
     int log_level;
     bool state_dirty;

@@ -56,6 +56,15 @@ static void tick(void)
     answers_admit_waiting();
     if (D.ngpus)
         reconcile_tick(now);
+    history_tick(&D.history, &D.L, now);
+    static unsigned long not_kept;
+    static struct log_limit said;
+    if (D.history.not_kept != not_kept) {
+        dlog_limited(&said, L_WARN, "the history is full (%d series, %d a user at most): %lu new "
+                     "ones not kept", HISTORY_SERIES_MAX, HISTORY_USER_SERIES_MAX,
+                     D.history.not_kept - not_kept);
+        not_kept = D.history.not_kept;
+    }
     files_tick(now);
 }
 
@@ -366,6 +375,7 @@ int main(int argc, char **argv)
     char host[256] = "";
     if (gethostname(host, sizeof host) == 0)
         printable(D.node.host, sizeof D.node.host, host);
+    history_init(&D.history);
     char nvml_err[600] = "";
     if (nvml && open_gpus_within(nvml, nvml_err, sizeof nvml_err) != 0 && !check)
         dlog(L_WARN, "%s; devices will be learnt from clients, and real usage is not reconciled",

@@ -9,12 +9,15 @@
 static const char *const verbs[VERB_COUNT] = {
     "HELLO", "REQUEST", "REPORT", "RELEASE", "JOB", "STATUS", "MEMBER",
     "OK", "GRANT", "WAIT", "DENY", "ERR", "NODE", "DEV", "PROC", "END",
+    "HISTORY", "SERIES", "SAMPLES",
 };
 
 const char *proto_verb_name(enum proto_verb v)
 {
     return (unsigned)v < VERB_COUNT ? verbs[v] : "?";
 }
+
+static void append(struct proto_writer *w, const char *s);
 
 static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t n, const char *fmt, ...)
@@ -123,6 +126,102 @@ int proto_get_u64(const struct proto_msg *m, const char *key, uint64_t max, uint
         return -1;
     }
     return 0;
+}
+
+/* One item of a list: "V" or "V*COUNT", up to `end`. */
+static int read_run(const char *p, const char *end, uint64_t max_value, uint64_t *value,
+                    uint64_t *count, char *item, size_t itemlen, parse_why *why)
+{
+    size_t len = (size_t)(end - p);
+    if (len == 0 || len >= itemlen) {
+        snprintf(why->text, sizeof why->text, len ? "an item longer than a number and a count"
+                                                  : "an empty item");
+        return -1;
+    }
+    memcpy(item, p, len);
+    item[len] = 0;
+    char *star = strchr(item, '*');
+    *count = 1;
+    if (star) {
+        *star = 0;
+        if (parse_uint(star + 1, PROTO_MAX, count, why) != 0)
+            return -1;
+        if (*count == 0) {
+            snprintf(why->text, sizeof why->text, "a count of 0");
+            return -1;
+        }
+    }
+    return parse_uint(item, max_value, value, why);
+}
+
+int proto_get_runs(const struct proto_msg *m, const char *key, uint64_t max_value, uint64_t *out,
+                   int max, int *n, char *err, size_t errlen)
+{
+    const char *v = proto_get(m, key);
+    if (!v)
+        return 1;
+    *n = 0;
+    for (const char *p = v;;) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        char item[48];
+        uint64_t value, count;
+        parse_why why;
+        if (read_run(p, end, max_value, &value, &count, item, sizeof item, &why) != 0) {
+            snprintf(err, errlen, "%s=: item %d (\"%.*s\"): %s", key, *n + 1,
+                     (int)(end - p < 40 ? end - p : 40), p, why.text);
+            return -1;
+        }
+        if (count > (uint64_t)(max - *n)) {
+            snprintf(err, errlen, "%s=: more than the %d numbers accepted", key, max);
+            return -1;
+        }
+        for (uint64_t k = 0; k < count; k++)
+            out[(*n)++] = value;
+        if (!comma)
+            return 0;
+        p = comma + 1;
+    }
+}
+
+static size_t digits(uint64_t v)
+{
+    size_t d = 1;
+    while (v >= 10)
+        v /= 10, d++;
+    return d;
+}
+
+size_t proto_runs_length(const uint64_t *v, int n)
+{
+    size_t len = 0;
+    for (int i = 0; i < n;) {
+        int k = i + 1;
+        while (k < n && v[k] == v[i])
+            k++;
+        len += (i ? 1 : 0) + digits(v[i]) + (k - i > 1 ? 1 + digits((uint64_t)(k - i)) : 0);
+        i = k;
+    }
+    return len;
+}
+
+void proto_add_runs(struct proto_writer *w, const char *key, const uint64_t *v, int n)
+{
+    append(w, " ");
+    append(w, key);
+    append(w, "=");
+    for (int i = 0; i < n;) {
+        int k = i + 1;
+        while (k < n && v[k] == v[i])
+            k++;
+        char item[48];
+        if (k - i > 1)
+            snprintf(item, sizeof item, "%s%llu*%d", i ? "," : "", (unsigned long long)v[i], k - i);
+        else
+            snprintf(item, sizeof item, "%s%llu", i ? "," : "", (unsigned long long)v[i]);
+        append(w, item);
+        i = k;
+    }
 }
 
 static bool name_char(char c)

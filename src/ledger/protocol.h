@@ -32,11 +32,18 @@
  *                       job's grant; without dev=, it has left the job
  *   STATUS [after=CURSOR]                      the ledger, as its reader may see it,
  *                       one page: the first (no after=) with the devices
+ *   HISTORY [job=NAME] [tier=recent|all] [after=CURSOR]
+ *                       the recent past (history.h), one page: without job=,
+ *                       the devices' and the live clients' series the reader
+ *                       may see; with it, that job's (live or ended)
  * Daemon to client:
  *   OK [client=ID]   GRANT dev= bytes=   WAIT dev= until=MS text=   DENY dev= text=
  *   ERR text=        and for STATUS: NODE ..., DEV ..., PROC ..., END [next=CURSOR]
  *                    (NODE and DEV on the first page only; next=: ask again
  *                    with after=CURSOR for the next page)
+ *                    for HISTORY: per series SERIES ... then SAMPLES ...
+ *                    (history_view.h), END [next=CURSOR] now=MS wall=MS
+ * A list of numbers (SAMPLES) is written in runs: "5,7*3" is 5,7,7,7.
  */
 #ifndef VRAM_PROTOCOL_H
 #define VRAM_PROTOCOL_H
@@ -53,6 +60,7 @@
 enum proto_verb {
     VERB_HELLO, VERB_REQUEST, VERB_REPORT, VERB_RELEASE, VERB_JOB, VERB_STATUS, VERB_MEMBER,
     VERB_OK, VERB_GRANT, VERB_WAIT, VERB_DENY, VERB_ERR, VERB_NODE, VERB_DEV, VERB_PROC, VERB_END,
+    VERB_HISTORY, VERB_SERIES, VERB_SAMPLES,
     VERB_COUNT
 };
 
@@ -77,6 +85,12 @@ const char *proto_get(const struct proto_msg *m, const char *key);
  * untouched), 0 if read, -1 with a reason in err if malformed. */
 int proto_get_u64(const struct proto_msg *m, const char *key, uint64_t max, uint64_t *out,
                   char *err, size_t errlen);
+/* Reads a field that is a list of numbers written in runs ("0,4096*12,8"),
+ * each number up to `max_value`, into out[0..max) and its length into *n.
+ * 1 if absent, 0 if read, -1 with a reason in err if malformed: an empty
+ * item, a count of 0, more than `max` numbers. */
+int proto_get_runs(const struct proto_msg *m, const char *key, uint64_t max_value, uint64_t *out,
+                   int max, int *n, char *err, size_t errlen);
 /* True if s is a name the protocol carries: 1..PROTO_NAME_MAX-1 of
  * [A-Za-z0-9._:@+/-]. */
 bool proto_name_ok(const char *s);
@@ -94,6 +108,11 @@ struct proto_writer {
 void proto_begin(struct proto_writer *w, enum proto_verb v);
 void proto_add(struct proto_writer *w, const char *key, const char *value);
 void proto_add_u64(struct proto_writer *w, const char *key, uint64_t value);
+/* A list of numbers, written in runs (see proto_get_runs). */
+void proto_add_runs(struct proto_writer *w, const char *key, const uint64_t *v, int n);
+/* How many bytes proto_add_runs writes for v[0..n), separators included,
+ * without the key. */
+size_t proto_runs_length(const uint64_t *v, int n);
 /* The free text field; must be the last. */
 void proto_add_text(struct proto_writer *w, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

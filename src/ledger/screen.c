@@ -1,5 +1,6 @@
 /* screen: the vram top screen (screen.h). */
 #include "screen.h"
+#include "trend.h"
 
 #include "../util/parse.h"
 
@@ -17,6 +18,7 @@ struct ctx {
 /* ------------------------------------------------------------- tables */
 
 #define MAX_COLUMNS 16
+#define TREND_LEAVES 6 /* rows the trend leaves the users and processes at least */
 #define CELL 512
 
 struct column {
@@ -463,6 +465,22 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
      * least a row), the processes the rest, less the two title rows and
      * the footer. */
     int left = v->height ? v->height - used_lines - 2 - (v->live ? 1 : 0) : 0;
+    /* The trend of each GPU and job (vramd's history) goes below the
+     * processes where it leaves them room for a few rows, else it waits
+     * for a taller terminal. */
+    char *trend = NULL;
+    size_t trend_len = 0;
+    FILE *tf = s->history ? open_memstream(&trend, &trend_len) : NULL;
+    if (tf) {
+        trend_section(s, tf, v->width, trend_utf8());
+        fclose(tf);
+    }
+    int trend_rows = 0;
+    for (size_t k = 0; k < trend_len; k++)
+        trend_rows += trend[k] == '\n';
+    if (v->height && trend_rows && left - trend_rows < TREND_LEAVES)
+        trend_rows = 0;
+    left -= v->height ? trend_rows : 0;
     int show_users = nu, show_procs = np;
     if (v->height) {
         if (left < 2)
@@ -511,6 +529,11 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
         int drawn = last - v->scroll + (np == 0 && show_procs > 0);
         for (int i = drawn; i < show_procs; i++)
             fputc('\n', out);
+    }
+    if (trend_rows)
+        fwrite(trend, 1, trend_len, out);
+    free(trend);
+    if (v->live) {
         char keys[512], where[64] = "";
         int len = snprintf(keys, sizeof keys, "q quit  sort:");
         for (int k = 0; k < SORT_COUNT; k++)

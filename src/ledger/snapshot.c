@@ -1,6 +1,7 @@
 #include "snapshot.h"
 
 #include "client.h"
+#include "history_view.h"
 
 #include <errno.h>
 #include <unistd.h>
@@ -13,6 +14,9 @@ void snapshot_init(struct snapshot *s) { memset(s, 0, sizeof *s); }
 
 void snapshot_free(struct snapshot *s)
 {
+    if (s->history)
+        history_view_free(s->history);
+    free(s->history);
     free(s->e);
     snapshot_init(s);
 }

@@ -65,12 +65,17 @@ struct snap_entry {
     bool waiting, over;
 };
 
+struct history_view;
+
 struct snapshot {
     struct snap_node node;
     int ndev;
     struct snap_device dev[SNAP_MAX_DEVICES];
     int n, cap;
     struct snap_entry *e;
+    /* vramd's history of the devices and entries (history_view.h), when it
+     * was fetched too; snapshot_free frees it. */
+    struct history_view *history;
 };
 
 void snapshot_init(struct snapshot *s);

@@ -15,10 +15,13 @@
  *              waiting_for: the requests waiting, in each device's order
  *   unseen     device, pid, uid, user, command, used: processes NVML sees
  *              using memory no grant covers
+ * Each device and process has its "history" where it was fetched too
+ * (history_view_json: the recent ring, and the last hour for --json).
  * processes, waiting and unseen hold what the reader may see: root every
  * process, anyone else their own (others are in users only).
  */
 #include "snapshot.h"
+#include "history_view.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -70,11 +73,13 @@ static void devices(const struct snapshot *s, FILE *out)
                 "\"total\":%llu,\"reserved\":%llu,\"granted\":%llu,\"used\":%llu,\"unseen\":%llu,"
                 "\"free\":%llu,\"overcommitted\":%s,\"waiting\":%d,\"refused\":%llu,"
                 "\"reclaimed\":%llu,\"reclaimed_bytes\":%llu,\"waits\":%llu,"
-                "\"waited_seconds\":%.3f}",
+                "\"waited_seconds\":%.3f",
                 u(x->total), u(x->reserved), u(x->granted), u(x->used), u(x->unseen),
                 u(x->total > x->used ? x->total - x->used : 0), x->overcommitted ? "true" : "false",
                 x->waiting, u(x->refused), u(x->reclaimed), u(x->reclaimed_bytes), u(x->waits),
                 (double)x->waited_ms / 1000.0);
+        history_view_json(out, s->history, history_view_device(s->history, x->index));
+        fputc('}', out);
     }
     fprintf(out, "]");
 }
@@ -116,9 +121,11 @@ static void processes(const struct snapshot *s, FILE *out)
         json_text(out, "job", e->job, false);
         fprintf(out,
                 "\"budget\":%llu,\"used\":%llu,\"peak\":%llu,\"nvml_used\":%llu,"
-                "\"waiting_for\":%llu,\"over_budget\":%s}",
+                "\"waiting_for\":%llu,\"over_budget\":%s",
                 u(e->grant), u(e->used), u(e->peak), u(e->nvml), u(e->want),
                 e->over ? "true" : "false");
+        history_view_json(out, s->history, history_view_client(s->history, e->id, e->dev));
+        fputc('}', out);
         first = false;
     }
     fprintf(out, "]");

@@ -345,6 +345,35 @@ void recording_image_name(const struct recording_image *im, char *out, size_t n)
         snprintf(out, n, "%u", im->info.pid);
 }
 
+/* What every recording gets once its events are in, loaded or built:
+ * its span, devices and exits, its wall clock, the events in time order
+ * and the images that replaced others. 0, or -1 if memory ran out. */
+static int settle(struct recording *r)
+{
+    r->start = UINT64_MAX;
+    r->end = 0;
+    for (size_t i = 0; i < r->nevents; i++) {
+        const struct record_event *e = &r->events[i];
+        if (e->time < r->start)
+            r->start = e->time;
+        if (e->time > r->end)
+            r->end = e->time;
+        if (e->device != RECORD_NO_DEVICE && e->device + 1 > r->ndevices)
+            r->ndevices = e->device + 1;
+        if (e->action == RECORD_EXIT)
+            r->images[r->image_of[i]].exited = true;
+    }
+    if (!r->nevents)
+        r->start = 0;
+    for (size_t i = 0; i < r->nimages; i++)
+        if (r->images[i].has_info) {
+            r->realtime_offset = (int64_t)(r->images[i].info.start_realtime -
+                                           r->images[i].info.start_monotonic);
+            break;
+        }
+    return sort_by_time(r) == 0 && find_replaced(r) == 0 ? 0 : -1;
+}
+
 int recording_load(const char *path, struct recording *r, char *err, size_t n)
 {
     memset(r, 0, sizeof *r);
@@ -383,32 +412,7 @@ int recording_load(const char *path, struct recording *r, char *err, size_t n)
         recording_free(r);
         return -1;
     }
-    r->start = UINT64_MAX;
-    for (size_t i = 0; i < r->nevents; i++) {
-        const struct record_event *e = &r->events[i];
-        if (e->time < r->start)
-            r->start = e->time;
-        if (e->time > r->end)
-            r->end = e->time;
-        if (e->device != RECORD_NO_DEVICE && e->device + 1 > r->ndevices)
-            r->ndevices = e->device + 1;
-        if (e->action == RECORD_EXIT)
-            r->images[r->image_of[i]].exited = true;
-    }
-    if (!r->nevents)
-        r->start = 0;
-    for (size_t i = 0; i < r->nimages; i++)
-        if (r->images[i].has_info) {
-            r->realtime_offset = (int64_t)(r->images[i].info.start_realtime -
-                                           r->images[i].info.start_monotonic);
-            break;
-        }
-    if (sort_by_time(r) != 0) {
-        snprintf(err, n, "%s: out of memory", path);
-        recording_free(r);
-        return -1;
-    }
-    if (find_replaced(r) != 0) {
+    if (settle(r) != 0) {
         snprintf(err, n, "%s: out of memory", path);
         recording_free(r);
         return -1;
@@ -432,6 +436,58 @@ int recording_load(const char *path, struct recording *r, char *err, size_t n)
              "be missing", unexited, unexited == 1 ? "" : "es", unexited == 1 ? "it" : "they",
              unexited == 1 ? "it" : "they");
     return 0;
+}
+
+/* ------------------------------------------------------- built in memory */
+
+void recording_build_begin(struct recording *r) { memset(r, 0, sizeof *r); }
+
+long recording_build_image(struct recording *r, const struct record_process *info)
+{
+    /* Few images: grown one at a time. */
+    struct recording_image *im = realloc(r->images, (r->nimages + 1) * sizeof *im);
+    if (!im)
+        return -1;
+    r->images = im;
+    r->images[r->nimages] = (struct recording_image){.id = r->nimages + 1, .info = *info,
+                                                     .has_info = true};
+    return (long)r->nimages++;
+}
+
+int recording_build_event(struct recording *r, uint32_t image, const struct record_event *e)
+{
+    if (image >= r->nimages)
+        return -1;
+    if (r->nevents == r->capacity) {
+        size_t cap = r->capacity ? r->capacity * 2 : 4096;
+        struct record_event *ev = big_alloc(cap * sizeof *ev);
+        uint32_t *im = big_alloc(cap * sizeof *im);
+        if (!ev || !im) {
+            big_free(ev, cap * sizeof *ev);
+            big_free(im, cap * sizeof *im);
+            return -1;
+        }
+        if (r->nevents) {
+            memcpy(ev, r->events, r->nevents * sizeof *ev);
+            memcpy(im, r->image_of, r->nevents * sizeof *im);
+        }
+        big_free(r->events, r->capacity * sizeof *r->events);
+        big_free(r->image_of, r->capacity * sizeof *r->image_of);
+        r->events = ev;
+        r->image_of = im;
+        r->capacity = cap;
+    }
+    r->events[r->nevents] = *e;
+    r->image_of[r->nevents++] = image;
+    r->images[image].events++;
+    return 0;
+}
+
+int recording_build_end(struct recording *r, const char *notes)
+{
+    if (notes)
+        note(r, "%s", notes);
+    return settle(r);
 }
 
 void recording_free(struct recording *r)

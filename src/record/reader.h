@@ -50,6 +50,17 @@ struct recording {
 int recording_load(const char *path, struct recording *r, char *err, size_t n);
 void recording_free(struct recording *r);
 
+/* A recording built in memory rather than loaded (vram plot --job draws
+ * vramd's history as one): begin, add images and their events in any
+ * order, then end, which settles it as recording_load does (time order,
+ * span, exits, images that replaced others) and keeps `notes` (NULL: none)
+ * for the reader. recording_build_image returns the image's index, the
+ * others 0; -1 if memory ran out. */
+void recording_build_begin(struct recording *r);
+long recording_build_image(struct recording *r, const struct record_process *info);
+int recording_build_event(struct recording *r, uint32_t image, const struct record_event *e);
+int recording_build_end(struct recording *r, const char *notes);
+
 /* "1234 python train.py": how pages and messages name a process image. */
 void recording_image_name(const struct recording_image *im, char *out, size_t n);
 

@@ -5,7 +5,8 @@
  * byte picks who acts and how: its low two bits the connection (root, two
  * processes of one user, another user), and
  *   '!' + n   connection n closes (its grants come back)
- *   '~'       the timer ticks (waiters admitted or timed out)
+ *   '~'       the timer ticks (waiters admitted or timed out, the history
+ *             sampled)
  *   '^'       the daemon restarts: its state file written and read back,
  *             every connection gone and made again by the same processes
  *   '%'       NVML's reading of a GPU comes in: the next byte picks the
@@ -15,7 +16,8 @@
  *   else      the rest of the line is one message from that connection.
  * After every step:
  *   - every answer the daemon sent is a well-formed message;
- *   - a message answered with ERR changed nothing in the ledger;
+ *   - a message answered with ERR changed nothing in the ledger or its
+ *     history;
  *   - no device is granted more than its total, and the ledger's kept sums
  *     agree with a count from scratch (ledger_check).
  */
@@ -52,6 +54,14 @@ static uint64_t fingerprint(void)
         if (D.L.dev[d].granted > D.L.dev[d].total)
             abort(); /* overcommitted */
     }
+    h = mix(mix(mix(h, (uint64_t)D.history.n), D.history.bytes), (uint64_t)D.history.nended);
+    for (int i = 0; i < D.history.n; i++) {
+        const struct history_series *s = D.history.series[i];
+        h = mix(mix(mix(mix(h, s->key), s->end_ms), s->last.used), s->last.budget);
+    }
+    if (D.history.bytes != (size_t)D.history.n * HISTORY_SERIES_BYTES ||
+        D.history.nended > HISTORY_ENDED_MAX)
+        abort(); /* the history's memory is its series', and bounded */
     char err[256];
     if (ledger_check(&D.L, err, sizeof err) != 0) {
         fprintf(stderr, "ledger_check: %s\n", err);
@@ -122,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct fake_conn *f = c[op & 3];
         if (op == '~') {
             answers_admit_waiting();
+            history_tick(&D.history, &D.L, now_ms());
         } else if (op == '^') {
             fake_restart();
             for (int k = 0; k < 4; k++)

@@ -8,19 +8,12 @@ set -u
 build=${1:?usage: test_plot.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 vram=$build/vram synth=$build/vram-synth-recording
-py=/usr/bin/python3
-for need in chromium chromedriver $py; do
-  if ! command -v "$need" >/dev/null; then
-    echo "SKIP: $need is not installed (scripts/test-deps.sh installs Debian's chromium," \
-         "chromium-driver and python3)"
-    exit 77
-  fi
-done
+. "$here/../lib.sh"
+need_browser
 out=$build/test-output/plot
 rm -rf "$out" && mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-. "$here/../lib.sh"
 
 # Four processes on two GPUs, a million events, the command held to one
 # budget (a flat line) and refused now and then.

@@ -207,7 +207,7 @@ kill -9 "$vramd_pid"; wait "$vramd_pid" 2>/dev/null
 start_vramd
 wait_for 10 test -S "$S"
 check "after a vramd restart the job's grant is back" wait_for 10 sh -c "'$build/vram' status --json | grep -q '\"role\":\"job\",\"command\":\"job\",\"job\":\"$jid\.batch\",\"budget\":4294967296'"
-check "the plugin re-registered it" contains "$W/log/vramd.log" "job $jid.batch (root): re-registered 4.00 GiB"
+check "the plugin re-registered it" wait_for 10 contains "$W/log/vramd.log" "job $jid.batch (root): re-registered 4.00 GiB"
 timeout 10 "$build/tests/peer" "$S" hold "$(ledger | grep -o '"uuid":"[^"]*"' | head -1 | cut -d'"' -f4)" $((9 * G)) >"$W/out/r9" 2>&1
 check "and nobody else can take it meanwhile" contains "$W/out/r9" "DENY"
 sleep 11   # past the daemon's grace for held grants

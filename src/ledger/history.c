@@ -1,0 +1,379 @@
+/* history.c: vramd's rings of the last hour (history.h), and its answer
+ * to HISTORY in pages. */
+#include "history.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STEPS_PER_HOUR_STEP (HISTORY_HOUR_MS / HISTORY_RECENT_MS)
+_Static_assert(HISTORY_HOUR_MS % HISTORY_RECENT_MS == 0, "an hour step is whole recent steps");
+
+void history_init(struct history *h) { memset(h, 0, sizeof *h); }
+
+void history_destroy(struct history *h)
+{
+    for (int i = 0; i < h->n; i++)
+        free(h->series[i]);
+    free(h->series);
+    memset(h, 0, sizeof *h);
+}
+
+static uint64_t device_key(int dev) { return (uint64_t)dev + 1; }
+static uint64_t client_key(int id, int dev) { return (uint64_t)id << 5 | (unsigned)dev; }
+_Static_assert(LEDGER_MAX_DEVICES <= 16, "a device's key is below every client's");
+
+/* The index of the first series whose key is >= key. */
+static int lower_bound(const struct history *h, uint64_t key)
+{
+    int lo = 0, hi = h->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (h->series[mid]->key < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static struct history_series *find(const struct history *h, uint64_t key)
+{
+    int i = lower_bound(h, key);
+    return i < h->n && h->series[i]->key == key ? h->series[i] : NULL;
+}
+
+static void drop(struct history *h, int i);
+
+/* The ended series to give way to a new one: the oldest ended of all (uid
+ * -1), or of one user. -1 if none. */
+static int oldest_ended(const struct history *h, uid_t uid)
+{
+    int oldest = -1;
+    for (int i = 0; i < h->n; i++) {
+        const struct history_series *s = h->series[i];
+        if (s->end_ms && s->kind != 'd' && (uid == (uid_t)-1 || s->uid == uid) &&
+            (oldest < 0 || s->end_ms < h->series[oldest]->end_ms))
+            oldest = i;
+    }
+    return oldest;
+}
+
+/* Room for a new series of `uid` (devices: -1) within the bounds: an ended
+ * series gives way if need be. False if none can. */
+static bool room_for(struct history *h, uid_t uid)
+{
+    if (uid != (uid_t)-1 && uid != 0) {
+        int mine = 0;
+        for (int i = 0; i < h->n; i++)
+            mine += h->series[i]->kind != 'd' && h->series[i]->uid == uid;
+        if (mine >= HISTORY_USER_SERIES_MAX) {
+            int i = oldest_ended(h, uid);
+            if (i < 0)
+                return false;
+            drop(h, i);
+        }
+    }
+    if (h->n >= HISTORY_SERIES_MAX) {
+        int i = oldest_ended(h, (uid_t)-1);
+        if (i < 0)
+            return false;
+        drop(h, i);
+    }
+    return true;
+}
+
+static struct history_series *add(struct history *h, uint64_t key, uid_t uid, uint64_t now_ms)
+{
+    if (!room_for(h, uid)) {
+        h->not_kept++;
+        return NULL;
+    }
+    if (h->n == h->cap) {
+        int cap = h->cap ? h->cap * 2 : 64;
+        struct history_series **s = realloc(h->series, (size_t)cap * sizeof *s);
+        if (!s)
+            return NULL;
+        h->series = s;
+        h->cap = cap;
+    }
+    struct history_series *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->key = key;
+    s->uid = uid;
+    s->begin_ms = now_ms;
+    s->step = now_ms / HISTORY_RECENT_MS;
+    int i = lower_bound(h, key);
+    memmove(&h->series[i + 1], &h->series[i], (size_t)(h->n - i) * sizeof *h->series);
+    h->series[i] = s;
+    h->n++;
+    h->bytes += sizeof *s;
+    return s;
+}
+
+static void drop(struct history *h, int i)
+{
+    if (h->series[i]->end_ms)
+        h->nended--;
+    h->bytes -= sizeof *h->series[i];
+    free(h->series[i]);
+    memmove(&h->series[i], &h->series[i + 1], (size_t)(h->n - i - 1) * sizeof *h->series);
+    h->n--;
+}
+
+static void max_into(struct history_sample *s, uint64_t used, uint64_t budget)
+{
+    if (used > s->used)
+        s->used = used;
+    if (budget > s->budget)
+        s->budget = budget;
+}
+
+/* Opens the step of `now_ms`: the steps passed since the last note take
+ * the values carried from then (nothing was reported in them). */
+static void advance(struct history_series *s, uint64_t now_ms)
+{
+    uint64_t step = now_ms / HISTORY_RECENT_MS;
+    if (step <= s->step)
+        return;
+    uint64_t n = step - s->step < HISTORY_RECENT ? step - s->step : HISTORY_RECENT;
+    for (uint64_t k = 0; k < n; k++)
+        s->recent[(step - k) % HISTORY_RECENT] = s->last;
+    uint64_t hour = step / STEPS_PER_HOUR_STEP, was = s->step / STEPS_PER_HOUR_STEP;
+    n = hour - was < HISTORY_HOUR ? hour - was : HISTORY_HOUR;
+    for (uint64_t k = 0; k < n; k++)
+        s->hour[(hour - k) % HISTORY_HOUR] = s->last;
+    s->step = step;
+}
+
+static void note(struct history_series *s, uint64_t used, uint64_t budget, uint64_t now_ms)
+{
+    if (s->end_ms)
+        return;
+    if (now_ms / HISTORY_RECENT_MS < s->step) /* a clock that went back: the open step */
+        now_ms = s->step * HISTORY_RECENT_MS;
+    advance(s, now_ms);
+    s->last = (struct history_sample){used, budget};
+    max_into(&s->recent[s->step % HISTORY_RECENT], used, budget);
+    max_into(&s->hour[s->step / STEPS_PER_HOUR_STEP % HISTORY_HOUR], used, budget);
+}
+
+static bool has_standing(const struct ledger_client *c, int dev)
+{
+    const struct ledger_use *u = &c->use[dev];
+    return u->grant || u->used || u->waiting;
+}
+
+void history_note_client(struct history *h, const struct ledger_client *c, int dev,
+                         uint64_t now_ms)
+{
+    if (c->role == ROLE_MONITOR)
+        return;
+    uint64_t key = client_key(c->id, dev);
+    struct history_series *s = find(h, key);
+    if (!s) {
+        if (!has_standing(c, dev) || !(s = add(h, key, c->uid, now_ms)))
+            return;
+        s->kind = c->role == ROLE_JOB ? 'j' : 'p';
+        s->dev = dev;
+        s->id = c->id;
+        s->pid = c->pid;
+        /* Names as messages carry them (an unknown user is "-"). */
+        proto_name_clean(c->user, s->user, sizeof s->user);
+        proto_name_clean(c->cmd, s->cmd, sizeof s->cmd);
+        proto_name_clean(c->job, s->job, sizeof s->job);
+    }
+    note(s, c->use[dev].used, c->use[dev].grant, now_ms);
+}
+
+void history_note_device(struct history *h, const struct ledger *l, int dev, uint64_t now_ms)
+{
+    uint64_t key = device_key(dev);
+    struct history_series *s = find(h, key);
+    if (!s) {
+        if (!(s = add(h, key, (uid_t)-1, now_ms)))
+            return;
+        s->kind = 'd';
+        s->dev = dev;
+        snprintf(s->user, sizeof s->user, "-");
+        snprintf(s->cmd, sizeof s->cmd, "-");
+        snprintf(s->job, sizeof s->job, "-");
+    }
+    note(s, l->dev[dev].used, l->dev[dev].granted, now_ms);
+}
+
+/* Keeps at most HISTORY_ENDED_MAX ended series: the oldest end goes. */
+static void bound_ended(struct history *h)
+{
+    while (h->nended > HISTORY_ENDED_MAX)
+        drop(h, oldest_ended(h, (uid_t)-1));
+}
+
+static void end(struct history *h, struct history_series *s, uint64_t now_ms)
+{
+    if (s->end_ms)
+        return;
+    note(s, s->last.used, s->last.budget, now_ms); /* the steps up to now */
+    s->end_ms = now_ms ? now_ms : 1;
+    h->nended++;
+}
+
+void history_client_left(struct history *h, int id, uint64_t now_ms)
+{
+    for (int i = lower_bound(h, client_key(id, 0)); i < h->n; i++) {
+        if (h->series[i]->key > client_key(id, LEDGER_MAX_DEVICES - 1))
+            break;
+        end(h, h->series[i], now_ms);
+    }
+    bound_ended(h);
+}
+
+void history_tick(struct history *h, const struct ledger *l, uint64_t now_ms)
+{
+    if (now_ms < h->next_tick_ms)
+        return;
+    h->next_tick_ms = (now_ms / HISTORY_RECENT_MS + 1) * HISTORY_RECENT_MS;
+    for (int d = 0; d < l->ndev; d++)
+        history_note_device(h, l, d, now_ms);
+    for (int i = 0; i < l->nclients; i++)
+        for (int d = 0; d < l->ndev; d++)
+            history_note_client(h, l->clients[i], d, now_ms);
+    for (int i = 0; i < h->n;) {
+        struct history_series *s = h->series[i];
+        if (s->kind != 'd' && !s->end_ms && !ledger_find_client(l, s->id))
+            end(h, s, now_ms); /* gone without a goodbye: a held grant that expired */
+        if (s->end_ms && now_ms - s->end_ms > HISTORY_KEEP_MS)
+            drop(h, i);
+        else
+            i++;
+    }
+    bound_ended(h);
+}
+
+bool history_job_matches(const char *name, const char *asked)
+{
+    size_t n = strlen(asked);
+    return strcmp(name, "-") != 0 &&
+           (strcmp(name, asked) == 0 || (strncmp(name, asked, n) == 0 && name[n] == '.'));
+}
+
+/* ------------------------------------------------------------ the answer */
+
+static bool visible(const struct history_series *s, const struct history_query *q)
+{
+    if (s->kind == 'd')
+        return !q->job;
+    if (q->viewer != 0 && q->viewer != s->uid)
+        return false;
+    return q->job ? history_job_matches(s->job, q->job) : !s->end_ms;
+}
+
+static int send_series(const struct history_series *s, history_send_fn send, void *arg)
+{
+    static const char *const kinds[] = {['d'] = "device", ['p'] = "process", ['j'] = "job"};
+    struct proto_writer w;
+    proto_begin(&w, VERB_SERIES);
+    proto_add_u64(&w, "key", s->key);
+    proto_add_u64(&w, "dev", (uint64_t)s->dev);
+    proto_add(&w, "kind", kinds[(unsigned char)s->kind]);
+    if (s->kind != 'd') {
+        proto_add_u64(&w, "id", (uint64_t)s->id);
+        proto_add_u64(&w, "pid", (uint64_t)s->pid);
+        proto_add_u64(&w, "uid", s->uid);
+        proto_add(&w, "user", s->user);
+        proto_add(&w, "cmd", s->cmd);
+        proto_add(&w, "job", s->job);
+    }
+    proto_add_u64(&w, "begin", s->begin_ms);
+    if (s->end_ms)
+        proto_add_u64(&w, "end", s->end_ms);
+    return send(&w, arg);
+}
+
+/* One ring's samples as SAMPLES messages, as many in each as fit. */
+static int send_ring(const struct history_series *s, const char *tier, uint64_t step_ms,
+                     uint64_t first, uint64_t last, const struct history_sample *ring, int size,
+                     history_send_fn send, void *arg, int *count)
+{
+    uint64_t used[HISTORY_HOUR], budget[HISTORY_HOUR];
+    int n = 0;
+    for (uint64_t i = first; i <= last; i++, n++) {
+        used[n] = ring[i % (uint64_t)size].used;
+        budget[n] = ring[i % (uint64_t)size].budget;
+    }
+    for (int at = 0; at < n;) {
+        struct proto_writer w;
+        proto_begin(&w, VERB_SAMPLES);
+        proto_add_u64(&w, "key", s->key);
+        proto_add(&w, "tier", tier);
+        proto_add_u64(&w, "first", (first + (uint64_t)at) * step_ms);
+        proto_add_u64(&w, "step", step_ms);
+        size_t room = PROTO_MAX - w.len - strlen(" used= budget=");
+        /* The most samples that fit: a run's text only grows with it. */
+        int lo = 1, hi = n - at;
+        while (lo < hi) {
+            int k = lo + (hi - lo + 1) / 2;
+            if (proto_runs_length(used + at, k) + proto_runs_length(budget + at, k) <= room)
+                lo = k;
+            else
+                hi = k - 1;
+        }
+        proto_add_runs(&w, "used", used + at, lo);
+        proto_add_runs(&w, "budget", budget + at, lo);
+        int rc = send ? send(&w, arg) : 0;
+        if (rc)
+            return rc;
+        ++*count;
+        at += lo;
+    }
+    return 0;
+}
+
+/* The series and its samples; with send NULL, only counts the messages. */
+static int send_all(const struct history_series *s, bool recent_only, history_send_fn send,
+                    void *arg, int *count)
+{
+    *count = 1;
+    int rc = send ? send_series(s, send, arg) : 0;
+    uint64_t first = s->begin_ms / HISTORY_RECENT_MS;
+    if (s->step >= HISTORY_RECENT && s->step - HISTORY_RECENT + 1 > first)
+        first = s->step - HISTORY_RECENT + 1;
+    if (!rc)
+        rc = send_ring(s, "recent", HISTORY_RECENT_MS, first, s->step, s->recent, HISTORY_RECENT,
+                       send, arg, count);
+    uint64_t last = s->step / STEPS_PER_HOUR_STEP;
+    first = s->begin_ms / HISTORY_HOUR_MS;
+    if (last >= HISTORY_HOUR && last - HISTORY_HOUR + 1 > first)
+        first = last - HISTORY_HOUR + 1;
+    if (!rc && !recent_only)
+        rc = send_ring(s, "hour", HISTORY_HOUR_MS, first, last, s->hour, HISTORY_HOUR, send, arg,
+                       count);
+    return rc;
+}
+
+int history_page(struct history *h, const struct history_query *q, uint64_t now_ms,
+                 int max_messages, history_send_fn send, void *arg, uint64_t *next)
+{
+    *next = 0;
+    int sent = 0;
+    uint64_t last = 0;
+    for (int i = q->after < UINT64_MAX ? lower_bound(h, q->after + 1) : h->n; i < h->n; i++) {
+        struct history_series *s = h->series[i];
+        if (!visible(s, q))
+            continue;
+        if (!s->end_ms)
+            note(s, s->last.used, s->last.budget, now_ms); /* up to now */
+        int cost, rc;
+        send_all(s, q->recent_only, NULL, NULL, &cost);
+        if (sent && sent + cost > max_messages - 1) { /* room for END */
+            *next = last;
+            return 0;
+        }
+        if ((rc = send_all(s, q->recent_only, send, arg, &cost)) != 0)
+            return rc;
+        sent += cost;
+        last = s->key;
+    }
+    return 0;
+}
