@@ -19,7 +19,6 @@
 #define REPORT_EVERY_MS 200
 #define RECONNECT_EVERY_MS 1000
 #define REGISTER_RETRY_MS 5000  /* a budget the daemon would not take: asked again this often */
-#define ANSWER_TIMEOUT_MS 10000 /* a daemon that takes longer is treated as down */
 #define DOWN_WAIT_MS 5000       /* how long a first use waits for a daemon that is down */
 #define DOWN_RETRY_MS 250
 #define WAIT_POLICY AGENT_WAIT_POLICY
@@ -175,12 +174,15 @@ static enum hello_result reach(char *why, size_t n)
     return HELLO_DOWN;
 }
 
+static void said_waiting(void *arg, uint64_t until_ms, const char *text)
+{
+    (void)until_ms;
+    vlog(LOG_WARN, "waiting for GPU memory on %s: %s", ((struct slot *)arg)->uuid, text);
+}
+
 /* One REQUEST and its final answer; mu held. 1 granted (s->budget is the
  * grant), 0 refused (why), -1 the daemon is gone (why), -2 it did not
- * answer in time. Every wait is bounded: the first answer comes within ANSWER_TIMEOUT_MS;
- * a queued request (WAIT) is answered by the time the daemon said it holds
- * it (until=) or this process's own wait ends, whichever is first, and a
- * later WAIT never moves that further. */
+ * answer in time (ledger_answer bounds every wait, queued or not). */
 static int ask(struct slot *s, uint64_t bytes, bool restore, uint64_t wait_ms, char *why, size_t n)
 {
     struct proto_writer w;
@@ -196,49 +198,23 @@ static int ask(struct slot *s, uint64_t bytes, bool restore, uint64_t wait_ms, c
         snprintf(why, n, "the daemon does not take requests");
         return -1;
     }
-    uint64_t deadline = now_ms() + ANSWER_TIMEOUT_MS;
-    bool queued = false;
-    for (;;) {
-        struct proto_msg m;
-        char err[256];
-        uint64_t now = now_ms();
-        if (now >= deadline) {
-            if (queued)
-                snprintf(why, n, "no answer from the daemon by the time it said");
-            else
-                snprintf(why, n, "no answer from the daemon within %d s", ANSWER_TIMEOUT_MS / 1000);
-            return -2;
+    struct proto_msg m;
+    char err[256];
+    bool timed_out;
+    if (ledger_answer(A.fd, wait_ms, said_waiting, s, &m, &timed_out, why, n) != 0)
+        return timed_out ? -2 : -1;
+    if (m.verb == VERB_GRANT) {
+        uint64_t g;
+        if (proto_get_u64(&m, "bytes", UINT64_MAX, &g, err, sizeof err) != 0) {
+            snprintf(why, n, "a GRANT without bytes=");
+            return -1;
         }
-        uint64_t left = deadline - now;
-        if (ledger_recv(A.fd, &m, left > INT32_MAX ? INT32_MAX : (int)left, err, sizeof err) != 0) {
-            snprintf(why, n, "%s", err);
-            return now_ms() >= deadline ? -2 : -1;
-        }
-        const char *text = proto_get(&m, "text");
-        if (m.verb == VERB_WAIT) {
-            uint64_t until = 0;
-            if (proto_get_u64(&m, "until", UINT64_MAX, &until, err, sizeof err) != 0)
-                until = wait_ms == WAIT_POLICY ? 0 : wait_ms;
-            if (until > wait_ms)
-                until = wait_ms;
-            if (!queued && until < UINT64_MAX - ANSWER_TIMEOUT_MS - now)
-                deadline = now + until + ANSWER_TIMEOUT_MS;
-            queued = true;
-            vlog(LOG_WARN, "waiting for GPU memory on %s: %s", s->uuid, text ? text : "");
-            continue;
-        }
-        if (m.verb == VERB_GRANT) {
-            uint64_t g;
-            if (proto_get_u64(&m, "bytes", UINT64_MAX, &g, err, sizeof err) != 0) {
-                snprintf(why, n, "a GRANT without bytes=");
-                return -1;
-            }
-            s->budget = g;
-            return 1;
-        }
-        snprintf(why, n, "%s", text ? text : "refused by the daemon");
-        return 0;
+        s->budget = g;
+        return 1;
     }
+    const char *text = proto_get(&m, "text");
+    snprintf(why, n, "%s", text ? text : "refused by the daemon");
+    return 0;
 }
 
 /* Tells the daemon of a budget held here that it does not count: one it
@@ -320,7 +296,7 @@ static void *reporter(void *arg)
         char why[256];
         if (A.fd < 0 && now_ms() - A.last_attempt_ms >= RECONNECT_EVERY_MS) {
             A.last_attempt_ms = now_ms();
-            if (hello(ANSWER_TIMEOUT_MS, why, sizeof why) == HELLO_OK) {
+            if (hello(LEDGER_ANSWER_TIMEOUT_MS, why, sizeof why) == HELLO_OK) {
                 register_all();
                 if (A.fd >= 0)
                     vlog(LOG_INFO, "registered again with the daemon at %s", A.path);

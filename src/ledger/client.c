@@ -264,3 +264,53 @@ int ledger_recv(int fd, struct proto_msg *m, int timeout_ms, char *err, size_t e
     }
     return 0;
 }
+
+static uint64_t monotonic_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+int ledger_answer(int fd, uint64_t wait_ms, ledger_wait_fn on_wait, void *arg,
+                  struct proto_msg *m, bool *timed_out, char *why, size_t n)
+{
+    uint64_t deadline = monotonic_ms() + LEDGER_ANSWER_TIMEOUT_MS;
+    bool queued = false;
+    *timed_out = false;
+    for (;;) {
+        char err[256];
+        uint64_t now = monotonic_ms();
+        if (now >= deadline) {
+            *timed_out = true;
+            if (queued)
+                snprintf(why, n, "no answer from vramd by the time it said");
+            else
+                snprintf(why, n, "no answer from vramd within %d s",
+                         LEDGER_ANSWER_TIMEOUT_MS / 1000);
+            return -1;
+        }
+        uint64_t left = deadline - now;
+        if (ledger_recv(fd, m, left > INT32_MAX ? INT32_MAX : (int)left, err, sizeof err) != 0) {
+            snprintf(why, n, "%s", err);
+            *timed_out = monotonic_ms() >= deadline;
+            return -1;
+        }
+        if (m->verb != VERB_WAIT)
+            return 0;
+        /* Answered when memory frees or the wait ends: the daemon says when
+         * at the latest, and that bounds our wait too. */
+        uint64_t until;
+        if (proto_get_u64(m, "until", UINT64_MAX, &until, err, sizeof err) != 0)
+            until = wait_ms == UINT64_MAX ? 0 : wait_ms;
+        if (until > wait_ms)
+            until = wait_ms;
+        if (!queued && until < UINT64_MAX - LEDGER_ANSWER_TIMEOUT_MS - now)
+            deadline = now + until + LEDGER_ANSWER_TIMEOUT_MS;
+        queued = true;
+        if (on_wait) {
+            const char *text = proto_get(m, "text");
+            on_wait(arg, until, text ? text : "");
+        }
+    }
+}

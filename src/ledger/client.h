@@ -62,4 +62,20 @@ int ledger_send(int fd, struct proto_writer *w);
  * -1 with err ("the daemon closed the connection", a timeout, garbage). */
 int ledger_recv(int fd, struct proto_msg *m, int timeout_ms, char *err, size_t errlen);
 
+/* A daemon that takes longer than this to answer counts as down. */
+#define LEDGER_ANSWER_TIMEOUT_MS 10000
+/* Heard for each WAIT while a request waits: until when at the latest the
+ * daemon holds it (ms from now) and its text. */
+typedef void (*ledger_wait_fn)(void *arg, uint64_t until_ms, const char *text);
+/* The answer to a request just sent on fd, past any WAITs: 0 with *m the
+ * answer (any verb but WAIT), or -1 with why (the connection failed, or no
+ * answer came in time: *timed_out). Every wait is bounded: the first
+ * answer comes within LEDGER_ANSWER_TIMEOUT_MS; once queued, by the time
+ * the first WAIT said (until=, at most wait_ms; without until=, wait_ms,
+ * or at once if wait_ms is UINT64_MAX, "as the policy allows") and
+ * LEDGER_ANSWER_TIMEOUT_MS more. A daemon that answers WAIT again and
+ * again does not move that deadline. on_wait may be NULL. */
+int ledger_answer(int fd, uint64_t wait_ms, ledger_wait_fn on_wait, void *arg,
+                  struct proto_msg *m, bool *timed_out, char *why, size_t n);
+
 #endif

@@ -16,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ANSWER_TIMEOUT_MS 10000 /* a daemon that takes longer is treated as down */
 #define RECONNECT_EVERY_MS 1000
 
 /* What vramd was last told of one process of the job. */
@@ -75,7 +74,7 @@ int job_connect(struct job *j, char *why, size_t n)
             proto_add(&w, "cmd", j->cmd);
         if (j->name[0])
             proto_add(&w, "job", j->name);
-        if (ledger_send(fd, &w) != 0 || ledger_recv(fd, &m, ANSWER_TIMEOUT_MS, why, n) != 0) {
+        if (ledger_send(fd, &w) != 0 || ledger_recv(fd, &m, LEDGER_ANSWER_TIMEOUT_MS, why, n) != 0) {
             close(fd);
             return 1;
         }
@@ -88,6 +87,20 @@ int job_connect(struct job *j, char *why, size_t n)
     }
     j->fd = fd; /* close-on-exec: the job's processes do not inherit it */
     return 0;
+}
+
+/* Who hears of a WAIT for dev[i]. */
+struct heard {
+    job_waiting_fn waiting;
+    void *arg;
+    int i;
+};
+
+static void heard_wait(void *arg, uint64_t until_ms, const char *text)
+{
+    const struct heard *h = arg;
+    if (h->waiting)
+        h->waiting(h->arg, h->i, until_ms, text);
 }
 
 /* One request for dev[i] on the connection, and its final answer; mu held
@@ -125,62 +138,32 @@ static int ask(struct job *j, int i, bool restore, uint64_t wait_ms, job_waiting
         snprintf(why, n, "vramd does not take requests");
         return -1;
     }
-    /* Every wait is bounded: an answer within ANSWER_TIMEOUT_MS, and once
-     * queued, by the time the first WAIT said (or our own wait, if
-     * sooner) — a daemon that answers WAIT again and again does not move
-     * that deadline. Past it the daemon counts as down. */
-    uint64_t deadline = now_ms() + ANSWER_TIMEOUT_MS;
-    bool queued = false;
-    for (;;) {
-        struct proto_msg m;
-        char err[256];
-        uint64_t now = now_ms();
-        if (now >= deadline) {
-            snprintf(why, n, queued ? "no answer from vramd by the time it said"
-                                    : "no answer from vramd within %d s",
-                     ANSWER_TIMEOUT_MS / 1000);
-            return -1;
-        }
-        uint64_t left = deadline - now;
-        if (ledger_recv(j->fd, &m, left > INT32_MAX ? INT32_MAX : (int)left, err, sizeof err) != 0) {
-            snprintf(why, n, "%s", err);
-            return -1;
-        }
-        const char *text = proto_get(&m, "text");
-        if (m.verb == VERB_WAIT) {
-            /* Answered when memory frees or the wait ends: the daemon says
-             * when at the latest, and that bounds our wait too. */
-            uint64_t until = wait_ms;
-            if (proto_get_u64(&m, "until", UINT64_MAX, &until, err, sizeof err) != 0 ||
-                until > wait_ms)
-                until = wait_ms;
-            if (!queued && until < UINT64_MAX - ANSWER_TIMEOUT_MS - now)
-                deadline = now + until + ANSWER_TIMEOUT_MS;
-            queued = true;
-            if (waiting)
-                waiting(arg, i, until, text ? text : "");
-            continue;
-        }
-        const char *uuid = proto_get(&m, "dev");
-        if (m.verb == VERB_GRANT) {
-            uint64_t g;
-            if (proto_get_u64(&m, "bytes", UINT64_MAX, &g, err, sizeof err) != 0 || !uuid ||
-                !proto_name_ok(uuid) || strlen(uuid) >= sizeof d->uuid) {
-                snprintf(why, n, "a GRANT without bytes= or dev=");
-                return -1;
-            }
-            snprintf(d->uuid, sizeof d->uuid, "%s", uuid);
-            d->grant = g;
-            d->state = JOB_GRANTED;
-            return 1;
-        }
-        if (m.verb == VERB_DENY || m.verb == VERB_ERR) {
-            snprintf(why, n, "%s", text ? text : "refused by vramd");
-            return 0;
-        }
-        snprintf(why, n, "vramd answered %s", proto_verb_name(m.verb));
+    struct proto_msg m;
+    char err[256];
+    bool timed_out;
+    struct heard heard = {waiting, arg, i};
+    if (ledger_answer(j->fd, wait_ms, heard_wait, &heard, &m, &timed_out, why, n) != 0)
         return -1;
+    const char *text = proto_get(&m, "text");
+    const char *uuid = proto_get(&m, "dev");
+    if (m.verb == VERB_GRANT) {
+        uint64_t g;
+        if (proto_get_u64(&m, "bytes", UINT64_MAX, &g, err, sizeof err) != 0 || !uuid ||
+            !proto_name_ok(uuid) || strlen(uuid) >= sizeof d->uuid) {
+            snprintf(why, n, "a GRANT without bytes= or dev=");
+            return -1;
+        }
+        snprintf(d->uuid, sizeof d->uuid, "%s", uuid);
+        d->grant = g;
+        d->state = JOB_GRANTED;
+        return 1;
     }
+    if (m.verb == VERB_DENY || m.verb == VERB_ERR) {
+        snprintf(why, n, "%s", text ? text : "refused by vramd");
+        return 0;
+    }
+    snprintf(why, n, "vramd answered %s", proto_verb_name(m.verb));
+    return -1;
 }
 
 int job_ask(struct job *j, int i, uint64_t wait_ms, job_waiting_fn waiting, void *arg, char *why,
