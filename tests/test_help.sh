@@ -43,6 +43,8 @@ check "devices --help: names its columns" \
 "$vram" status --help >"$tmp/out"
 check "status --help: who holds how much, from vramd" \
   sh -c "grep -q 'Who holds how much GPU memory' '$tmp/out' && grep -q 'running vramd' '$tmp/out'"
+check "status --help: names every section of --json" \
+  sh -c "for k in host driver_version devices users processes waiting unseen history; do grep -q \"\\\"\$k\\\"\" '$tmp/out' || exit 1; done"
 "$vram" --help >"$tmp/out"
 check "vram --help lists every command" \
   sh -c "for c in run devices top status plot record; do grep -q \"^  \$c \" '$tmp/out' || exit 1; done"
