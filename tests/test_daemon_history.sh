@@ -29,7 +29,7 @@ held() {
   $py - "$tmp/status.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-me = [c for c in d["clients"] if c["job"] == "train"]
+me = [c for c in d["processes"] if c["job"] == "train" and c["role"] == "job"]
 sys.exit(not me or 4 << 30 not in me[0]["history"]["recent"]["used"])
 EOF
 }
@@ -39,7 +39,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 before, after = float(sys.argv[2]), float(sys.argv[3])
 dev, = d["devices"]
-me, = [c for c in d["clients"] if c["job"] == "train"]
+me, = [c for c in d["processes"] if c["job"] == "train" and c["role"] == "job"]
 for name, h, budget in (("device", dev["history"], "granted"), ("job", me["history"], "budget")):
     for ring, step in (("recent", 1), ("hour", 10)):
         r = h[ring]
@@ -95,7 +95,7 @@ check "no daemon: said" sh -c "[ $rc = 1 ] && grep -q 'cannot reach vramd' '$tmp
 check "tier= named" contains "$tmp/bad" 'ERR text=HISTORY: tier="week": expected recent or all'
 check "after= named" contains "$tmp/bad" 'ERR text=HISTORY: after="x": not a whole number'
 check "job= named" contains "$tmp/bad" 'ERR text=HISTORY: job= must be a name'
-check "and a good one answered after them" grep -q "^SERIES key=[0-9]* dev=0 kind=process" "$tmp/bad"
+check "and a good one answered after them" grep -Eq "^SERIES key=[0-9]* dev=0 kind=(process|job)" "$tmp/bad"
 
 # --- users: a job's history is its user's (and root's) ----------------------
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/dev/null &&
@@ -113,8 +113,10 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/d
   $py - "$tmp/b.json" "$uid_a" >"$tmp/b.facts" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-others = [c for c in d["clients"] if c["uid"] == int(sys.argv[2])]
-print("a's total", all(c["role"] == "user" and "history" not in c for c in others) and len(others))
+a = int(sys.argv[2])
+others = [u for u in d["users"] if u["uid"] == a]
+mine = [c for c in d["processes"] if c["uid"] == a]
+print("a's total", all("history" not in u for u in others) and not mine and len(others))
 print("devices", all("history" in x for x in d["devices"]))
 EOF
   check "b sees a's total, without a history" contains "$tmp/b.facts" "a's total 1"

@@ -57,12 +57,26 @@ static bool draws_from_job(const struct history_view *v, const struct history_li
     return false;
 }
 
+/* A job whose processes have series of their own on the device (vram
+ * run's command, a Slurm step: the holder reports them one by one): what
+ * the job reports is their sum, drawn by them; the job draws its grant. */
+static bool has_processes(const struct history_view *v, const struct history_line *j)
+{
+    if (j->kind != 'j')
+        return false;
+    for (int i = 0; i < v->n; i++)
+        if (draws_from_job(v, &v->line[i]) && v->line[i].dev == j->dev &&
+            v->line[i].uid == j->uid && strcmp(v->line[i].job, j->job) == 0)
+            return true;
+    return false;
+}
+
 static int add_line(struct recording *r, uint32_t image, const struct history_view *v,
                     const struct history_line *l)
 {
     struct cursor c = {l, 0};
     uint64_t t, used, budget, was_used = 0, was_budget = 0, at = 0;
-    bool own_budget = !draws_from_job(v, l), first = true;
+    bool own_budget = !draws_from_job(v, l), own_usage = !has_processes(v, l), first = true;
     struct record_event e = {.device = (uint8_t)l->dev, .family = RECORD_REPORTED,
                              .address = (uint64_t)l->dev + 1};
     while (next_sample(&c, &t, &used, &budget)) {
@@ -75,7 +89,7 @@ static int add_line(struct recording *r, uint32_t image, const struct history_vi
                 return -1;
             was_budget = budget;
         }
-        if (first || used != was_used) {
+        if (own_usage && (first || used != was_used)) {
             e.time = at * NS, e.action = RECORD_RESIZE, e.bytes = used, e.aux = was_used;
             e.reason = 0, e.family = RECORD_REPORTED;
             if (recording_build_event(r, image, &e) != 0)
@@ -86,7 +100,7 @@ static int add_line(struct recording *r, uint32_t image, const struct history_vi
     }
     /* What it held lasts until it left, or until now. */
     uint64_t until = l->end_ms ? l->end_ms : v->now_ms;
-    if (!first && until > at) {
+    if (own_usage && !first && until > at) {
         e.time = until * NS, e.action = RECORD_RESIZE, e.bytes = was_used, e.aux = was_used;
         e.reason = 0, e.family = RECORD_REPORTED;
         if (recording_build_event(r, image, &e) != 0)

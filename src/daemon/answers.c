@@ -394,6 +394,9 @@ static int on_member(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "MEMBER: a job may list at most %d processes", LEDGER_MAX_MEMBERS);
     proto_name_clean(pi.comm, mb->cmd, sizeof mb->cmd);
     ledger_report(&D.L, mb, dev, used, peak);
+    uint64_t now = now_ms();
+    history_note_client(&D.history, mb, dev, now);
+    history_note_device(&D.history, &D.L, dev, now);
     return 0;
 }
 

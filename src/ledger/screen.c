@@ -467,10 +467,10 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
     int left = v->height ? v->height - used_lines - 2 - (v->live ? 1 : 0) : 0;
     /* The trend of each GPU and job (vramd's history) goes below the
      * processes where it leaves them room for a few rows, else it waits
-     * for a taller terminal. */
+     * for a taller terminal (and for 80 columns: its marks need them). */
     char *trend = NULL;
     size_t trend_len = 0;
-    FILE *tf = s->history ? open_memstream(&trend, &trend_len) : NULL;
+    FILE *tf = s->history && v->width >= 80 ? open_memstream(&trend, &trend_len) : NULL;
     if (tf) {
         trend_section(s, tf, v->width, trend_utf8());
         fclose(tf);

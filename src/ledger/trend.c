@@ -142,6 +142,12 @@ void trend_section(const struct snapshot *s, FILE *out, int width, bool utf8)
         uint64_t job_grant = 0, grants = 0;
         for (int k = 0; k < st.steps; k++)
             values[k] = TREND_NONE;
+        /* A job's own figure is its processes' sum (vram run's command, a
+         * Slurm step): where they are listed, they are counted instead. */
+        bool processes = false;
+        for (int j = i; j < s->n && !processes; j++)
+            processes = s->e[j].role == 'p' && s->e[j].dev == e->dev &&
+                        strcmp(s->e[j].job, e->job) == 0;
         for (int j = i; j < s->n; j++) {
             const struct snap_entry *x = &s->e[j];
             if (x->role == 'u' || x->dev != e->dev || strcmp(x->job, e->job) != 0)
@@ -151,7 +157,7 @@ void trend_section(const struct snapshot *s, FILE *out, int width, bool utf8)
             else
                 grants += x->grant;
             const struct history_line *l = history_view_client(v, x->id, x->dev);
-            if (l)
+            if (l && !(x->role == 'j' && processes))
                 add_line(values, st.steps, st.last_step, l);
         }
         char name[80];
