@@ -3,8 +3,8 @@
 # job ended, drawn by the same timeline and pages as a recording and
 # checked in a real browser (headless Chromium, browser.py). The job is as
 # Slurm makes one: a grant of 10 GiB registered by root (the plugin's JOB
-# message, here from peer), and two programs under vram run --job that
-# draw from it, each taking its 4 GiB budget (the demo's grab), the second
+# message, here from peer), and two programs under vram run --per-process
+# --job that draw from it (as processes that ask vramd themselves do), each taking its 4 GiB budget (the demo's grab), the second
 # starting while the first runs. The page must show both processes, the
 # peak of 8 GiB while both held, the job's grant as the budget line, no
 # refusal. Screenshots: BUILD_DIR/test-output/plot-job/.
@@ -30,15 +30,15 @@ uuid=$("$vram" status --json | $py -c 'import json,sys; print(json.load(sys.stdi
 holder=$!
 check "the job's grant" wait_for 5 contains "$tmp/job.out" GRANT
 t_job=$(ms)
-"$vram" run --limit 4GiB --job J7 -- "$grab" A 60 >"$tmp/a.out" 2>&1 &
+"$vram" run --per-process --limit 4GiB --job J7 -- "$grab" A 60 >"$tmp/a.out" 2>&1 &
 a=$!
 sleep 3
 t_b=$(ms)
-"$vram" run --limit 4GiB --job J7 -- "$grab" B 60 >"$tmp/b.out" 2>&1 &
+"$vram" run --per-process --limit 4GiB --job J7 -- "$grab" B 60 >"$tmp/b.out" 2>&1 &
 b=$!
 clients() { "$vram" status --json --no-history >"$tmp/status.json" &&
   [ "$($py -c 'import json,sys; print(sum(c["job"] == "J7" and c["role"] == "process" and c["used"] > 0
-        for c in json.load(open(sys.argv[1]))["clients"]))' "$tmp/status.json")" = 2 ]; }
+        for c in json.load(open(sys.argv[1]))["processes"]))' "$tmp/status.json")" = 2 ]; }
 check "both processes hold their memory" wait_for 10 clients
 wait $a
 t_a=$(ms)
@@ -62,7 +62,7 @@ check "the page says where its figures come from" contains "$out/job.html" "From
 $py - "$tmp/status.json" $((t_b - t_job)) $((t_a - t_job)) >"$tmp/info.json" <<'EOF'
 import json, sys
 status, b, a = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
-procs = [{"pid": c["pid"], "command": c["command"]} for c in status["clients"]
+procs = [{"pid": c["pid"], "command": c["command"]} for c in status["processes"]
          if c["job"] == "J7" and c["role"] == "process"]
 G = 1 << 30
 print(json.dumps({"devices": [{"device": 0, "family_peaks": {"reported": 8 * G}, "peak": 8 * G,
