@@ -66,7 +66,10 @@ EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgra
         return real.cuGraphAddMemAllocNode(node, g, deps, ndeps, params);
     int dev = params->poolProps.location.id;
     uint64_t charge = device_charge(params->bytesize);
-    if (charge > budget_limit(dev)) { /* could never be launched */
+    /* A node larger than the whole budget could never be launched: refused
+     * now, and counted as every refusal is (budget_reserve reserves
+     * nothing for it, and counts it in the command's figures). */
+    if (charge > budget_limit(dev) && budget_reserve(dev, charge) != 0) {
         governed_refusal(dev, RECORD_GRAPH, charge, 0, "cuGraphAddMemAllocNode", 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

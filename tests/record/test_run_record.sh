@@ -75,6 +75,8 @@ cat "$tmp/err"
 check "its GPU 0 counter peaks at vram run's peak" test "$(json_field "$tmp/trace.json" \
   'd["gpus"]["0"]["peak"]')" = "$(json_field "$tmp/trace-summary.json" 'd["devices"][0]["peak"]')"
 check "its refusals marked" test "$(json_field "$tmp/trace.json" 'd["gpus"]["0"]["refusals"]')" = 10
+check "as many as vram run counted (a graph node over the budget too)" test \
+  "$(json_field "$tmp/trace-summary.json" 'd["devices"][0]["refused"]')" = 10
 check "its budget" test "$(json_field "$tmp/trace.json" 'd["gpus"]["0"]["budget"]')" = "$(mib 1024)"
 
 # --- several processes, one recording -------------------------------------
