@@ -49,31 +49,20 @@ static struct {
     struct reading *taken;    /* [ngpus], the loop's copy */
 } R = {.mu = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .event_fd = -1};
 
-/* Who a process is, from /proc: its real uid and name (comm). The process
- * may be gone: then uid (uid_t)-1 and "". Plain reads: safe on this thread. */
-static void identify(struct ledger_nvml_process *p)
+/* Whose a process is: its real uid, from /proc/PID/status ((uid_t)-1 if
+ * it is gone). Plain reads: safe on this thread. */
+static uid_t real_uid(pid_t pid)
 {
     char path[64], buf[512];
-    p->uid = (uid_t)-1;
-    p->cmd[0] = 0;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)p->pid);
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        buf[n > 0 ? n : 0] = 0;
-        const char *u = strstr(buf, "\nUid:");
-        if (u)
-            p->uid = (uid_t)strtoul(u + 5, NULL, 10);
-    }
-    snprintf(path, sizeof path, "/proc/%d/comm", (int)p->pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, p->cmd, sizeof p->cmd - 1);
-        close(fd);
-        p->cmd[n > 0 ? n : 0] = 0;
-        p->cmd[strcspn(p->cmd, "\n")] = 0;
-    }
+    if (fd < 0)
+        return (uid_t)-1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = 0;
+    const char *u = strstr(buf, "\nUid:");
+    return u ? (uid_t)strtoul(u + 5, NULL, 10) : (uid_t)-1;
 }
 
 static void *reader(void *arg)
@@ -113,14 +102,16 @@ static void *reader(void *arg)
             mine[d].ok = n >= 0;
             mine[d].n = n > MAX_PROCESSES ? MAX_PROCESSES : n > 0 ? n : 0;
             for (int k = 0; k < mine[d].n; k++) {
+                /* Who it is: gone, start 0, parent unknown, uid (uid_t)-1. */
                 struct process_info pi = {0};
-                process_info((pid_t)p[k].pid, &pi); /* gone: start 0, parent unknown */
+                process_info((pid_t)p[k].pid, &pi);
                 struct ledger_nvml_process *q = &mine[d].procs[k];
                 *q = (struct ledger_nvml_process){.pid = (pid_t)p[k].pid,
+                                                  .uid = real_uid((pid_t)p[k].pid),
                                                   .start = pi.start,
                                                   .used = p[k].used,
                                                   .ppid = pi.ppid};
-                identify(q);
+                snprintf(q->cmd, sizeof q->cmd, "%.*s", (int)sizeof q->cmd - 1, pi.comm);
             }
             free(p);
         }
