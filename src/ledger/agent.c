@@ -55,12 +55,6 @@ static struct {
     struct slot slot[AGENT_MAX_SLOTS];
 } A = {.mu = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT, .fd = -1};
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
 
 static void sleep_ms(long ms)
 {
@@ -152,17 +146,17 @@ static enum hello_result reach(char *why, size_t n)
 {
     if (A.fd >= 0)
         return HELLO_OK;
-    uint64_t until = now_ms() + (A.gave_up ? 0 : DOWN_WAIT_MS);
+    uint64_t until = ledger_now_ms() + (A.gave_up ? 0 : DOWN_WAIT_MS);
     bool said = false;
     for (;;) {
-        uint64_t now = now_ms();
+        uint64_t now = ledger_now_ms();
         /* A daemon that accepts but does not answer (stopped) is down too:
          * its answer is waited for only as long as the wait has left. */
         int timeout = now + 1000 < until ? (int)(until - now) : 1000;
         enum hello_result h = hello(timeout, why, n);
         if (h != HELLO_DOWN)
             return h;
-        if (now_ms() >= until)
+        if (ledger_now_ms() >= until)
             break;
         if (!said)
             vlog(LOG_ERROR, "vramd at %s does not answer (%s); waiting up to %d s for it", A.path,
@@ -251,7 +245,7 @@ static void register_all(void)
     for (int i = 0; i < AGENT_MAX_SLOTS && A.fd >= 0; i++)
         if (A.slot[i].standing == UNREGISTERED)
             register_budget(&A.slot[i]);
-    A.next_register_ms = now_ms() + REGISTER_RETRY_MS;
+    A.next_register_ms = ledger_now_ms() + REGISTER_RETRY_MS;
 }
 
 static void report_usage(void)
@@ -294,14 +288,14 @@ static void *reporter(void *arg)
                 disconnect();
         }
         char why[256];
-        if (A.fd < 0 && now_ms() - A.last_attempt_ms >= RECONNECT_EVERY_MS) {
-            A.last_attempt_ms = now_ms();
+        if (A.fd < 0 && ledger_now_ms() - A.last_attempt_ms >= RECONNECT_EVERY_MS) {
+            A.last_attempt_ms = ledger_now_ms();
             if (hello(LEDGER_ANSWER_TIMEOUT_MS, why, sizeof why) == HELLO_OK) {
                 register_all();
                 if (A.fd >= 0)
                     vlog(LOG_INFO, "registered again with the daemon at %s", A.path);
             }
-        } else if (A.fd >= 0 && now_ms() >= A.next_register_ms) {
+        } else if (A.fd >= 0 && ledger_now_ms() >= A.next_register_ms) {
             register_all();
         }
         report_usage();
@@ -385,7 +379,7 @@ static enum agent_result fallback(struct slot *s, const char *down, uint64_t *gr
          s->uuid, format_size(budget).text,
          r == 0 && budget == allowed ? "the budget a process gets while vramd is down"
                                      : "its own budget");
-    A.last_attempt_ms = now_ms();
+    A.last_attempt_ms = ledger_now_ms();
     return AGENT_GRANTED;
 }
 

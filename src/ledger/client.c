@@ -161,7 +161,7 @@ int ledger_fallback(const char *socket_path, const char *uuid, uint64_t *bytes, 
     return rc;
 }
 
-static uint64_t now_ms(void)
+uint64_t ledger_now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -181,10 +181,10 @@ int ledger_connect(const char *path)
         return -1;
     /* A daemon whose backlog is full makes a blocking connect wait for
      * ever; a non-blocking one says EAGAIN, and is tried again a while. */
-    uint64_t until = now_ms() + LEDGER_TIMEOUT_MS;
+    uint64_t until = ledger_now_ms() + LEDGER_TIMEOUT_MS;
     int rc;
     while ((rc = connect(fd, (struct sockaddr *)&a, sizeof a)) != 0 &&
-           (errno == EAGAIN || errno == EINTR) && now_ms() < until) {
+           (errno == EAGAIN || errno == EINTR) && ledger_now_ms() < until) {
         struct timespec t = {0, 20 * 1000000L};
         nanosleep(&t, NULL);
     }
@@ -218,14 +218,14 @@ int ledger_send(int fd, struct proto_writer *w)
     int len = proto_end(w);
     if (len < 0)
         return -1;
-    uint64_t until = now_ms() + LEDGER_TIMEOUT_MS;
+    uint64_t until = ledger_now_ms() + LEDGER_TIMEOUT_MS;
     for (;;) {
         ssize_t n = send(fd, w->buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n == len)
             return 0;
         if (n >= 0 || (errno != EAGAIN && errno != EINTR))
             return -1;
-        uint64_t now = now_ms();
+        uint64_t now = ledger_now_ms();
         if (now >= until)
             return -1;
         struct pollfd p = {.fd = fd, .events = POLLOUT};
@@ -265,22 +265,15 @@ int ledger_recv(int fd, struct proto_msg *m, int timeout_ms, char *err, size_t e
     return 0;
 }
 
-static uint64_t monotonic_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 int ledger_answer(int fd, uint64_t wait_ms, ledger_wait_fn on_wait, void *arg,
                   struct proto_msg *m, bool *timed_out, char *why, size_t n)
 {
-    uint64_t deadline = monotonic_ms() + LEDGER_ANSWER_TIMEOUT_MS;
+    uint64_t deadline = ledger_now_ms() + LEDGER_ANSWER_TIMEOUT_MS;
     bool queued = false;
     *timed_out = false;
     for (;;) {
         char err[256];
-        uint64_t now = monotonic_ms();
+        uint64_t now = ledger_now_ms();
         if (now >= deadline) {
             *timed_out = true;
             if (queued)
@@ -293,7 +286,7 @@ int ledger_answer(int fd, uint64_t wait_ms, ledger_wait_fn on_wait, void *arg,
         uint64_t left = deadline - now;
         if (ledger_recv(fd, m, left > INT32_MAX ? INT32_MAX : (int)left, err, sizeof err) != 0) {
             snprintf(why, n, "%s", err);
-            *timed_out = monotonic_ms() >= deadline;
+            *timed_out = ledger_now_ms() >= deadline;
             return -1;
         }
         if (m->verb != VERB_WAIT)

@@ -62,6 +62,10 @@ int ledger_send(int fd, struct proto_writer *w);
  * -1 with err ("the daemon closed the connection", a timeout, garbage). */
 int ledger_recv(int fd, struct proto_msg *m, int timeout_ms, char *err, size_t errlen);
 
+/* Milliseconds on the monotonic clock: what every deadline here is
+ * measured in. */
+uint64_t ledger_now_ms(void);
+
 /* A daemon that takes longer than this to answer counts as down. */
 #define LEDGER_ANSWER_TIMEOUT_MS 10000
 /* Heard for each WAIT while a request waits: until when at the latest the

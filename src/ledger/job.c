@@ -24,12 +24,6 @@ struct job_sent {
     uint64_t used[JOB_MAX_DEVICES], peak[JOB_MAX_DEVICES];
 };
 
-static uint64_t now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
 
 static void say(struct job *j, bool error, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(struct job *j, bool error, const char *fmt, ...)
@@ -435,11 +429,11 @@ static void *holder(void *arg)
                 j->fd = -1;
                 say(j, false, "vramd went away; the job keeps its budgets and registers them "
                               "again when vramd is back");
-                j->last_attempt_ms = now_ms();
+                j->last_attempt_ms = ledger_now_ms();
             }
         }
-        if (j->fd < 0 && now_ms() - j->last_attempt_ms >= RECONNECT_EVERY_MS) {
-            j->last_attempt_ms = now_ms();
+        if (j->fd < 0 && ledger_now_ms() - j->last_attempt_ms >= RECONNECT_EVERY_MS) {
+            j->last_attempt_ms = ledger_now_ms();
             reregister(j);
         }
         if (j->fd >= 0)
