@@ -113,12 +113,16 @@ check "no line wider than its 132 columns, the bar reaching the edge" \
 check "more columns where there is room: NVML's figure, the running time" \
   grep -qE 'NVML STATE +TIME COMMAND' "$tmp/screen"
 tm resize-window -t t -x 80 -y 24
+# tmux resizes the pane on its own time: top (and the shell after it) must
+# have the 80x24 it began with before the terminal is compared.
+check "back to 80x24" wait_for 15 sh -c "[ \$(tmux -S '$tmp/tmux.sock' display-message -p -t t '#{pane_width}x#{pane_height}') = 80x24 ] && [ \$(tmux -S '$tmp/tmux.sock' capture-pane -p -t t | awk 'END { print NR }') = 24 ] && tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -q 'q quit'"
 
 tm send-keys -t t q
 check "q quits" wait_for 15 shows '^\$ *$'
 tm send-keys -t t "echo status=\$?; stty -a >$tmp/stty.after" Enter
 check "with status 0" wait_for 15 shows '^status=0$'
 check "the terminal is as it was (stty -a)" wait_for 15 cmp -s "$tmp/stty.before" "$tmp/stty.after"
+cmp -s "$tmp/stty.before" "$tmp/stty.after" || diff "$tmp/stty.before" "$tmp/stty.after" >&2
 check "and the screen too: top's lines are gone with its screen" sh -c "! grep -q 'q quit' '$tmp/screen'"
 
 tm send-keys -t t "$vram top --interval 200ms" Enter
