@@ -11,7 +11,9 @@
 #   tests/gpu/run.sh [BUDGET]      default budget 4GiB
 #
 # Needs: the driver (libcuda.so.1), nvcc, and whichever of PyTorch, JAX and
-# CuPy are installed (missing ones are reported as skipped).
+# CuPy are installed (missing ones are reported as skipped); the training
+# check needs torchvision and nvidia-ml-py. VRAM_GPU_TOLERANCE_MIB sets the
+# tolerance it holds NVML's figure to (README.md, "The tolerance").
 set -u
 cd "$(dirname "$0")/../.."
 budget=${1:-4GiB}
@@ -26,7 +28,13 @@ out=$(mktemp -d)
 echo "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
 echo "budget: $budget ($bytes bytes)"
 
-verdict() { # LINE SUMMARY: checks total == budget and budget - 1 GiB <= got <= budget;
+rc=0
+judged() { # prints what it is given; a BAD line fails the script
+  echo "$1"
+  case "$1" in *"  BAD "*) rc=1 ;; esac
+}
+verdict() { judged "$(verdict_of "$@")"; }
+verdict_of() { # LINE SUMMARY: checks total == budget and budget - 1 GiB <= got <= budget;
   # says what the contexts and modules took and NVML's figure against the budget
   python3 - "$1" "$bytes" "$2" <<'PY'
 import json, re, sys
@@ -36,9 +44,13 @@ n = re.search(r"nvml=(-?\d+)", line)
 if not t or not g:
     print("  ??  " + line); sys.exit(0)
 total, got = int(t.group(1)), int(g.group(1))
-ok_total = abs(total - budget) <= (2 << 20) or total == 0
-ok_got = budget - (1 << 30) <= got <= budget
-print(("  ok  " if ok_total and ok_got else "  BAD ") + line)
+# XLA takes 75% of the device it is shown (XLA_PYTHON_CLIENT_MEM_FRACTION's
+# default): under vram, 75% of the budget is right, not a fault.
+xla = line.startswith("jax") and abs(total - budget * 3 // 4) <= (2 << 20)
+ok_total = abs(total - budget) <= (2 << 20) or total == 0 or xla
+ok_got = (total if xla else budget) - (1 << 30) <= got <= budget
+note = "  (XLA's default: 75% of the budget)" if xla else ""
+print(("  ok  " if ok_total and ok_got else "  BAD ") + line + note)
 mib = lambda b: f"{b / (1 << 20):.0f} MiB"
 try:
     d = json.load(open(summary))["devices"][0]
@@ -71,6 +83,8 @@ run() { # NAME ENV... -- COMMAND...
 have() { python3 -c "import $1" 2>/dev/null; }
 
 if command -v nvcc >/dev/null; then
+  # The driver's own figures (what sim/config.h's H100 is calibrated to).
+  nvcc -o "$out/facts" tests/gpu/facts.cu && "$out/facts"
   nvcc -o "$out/alloc_runtime" tests/gpu/alloc_runtime.cu && run runtime -- "$out/alloc_runtime"
   nvcc -o "$out/alloc_driver" tests/gpu/alloc_driver.c -lcuda && run driver -- "$out/alloc_driver"
 else
@@ -104,4 +118,59 @@ if have torch; then
   verdict "$(tail -1 "$out/a")" "$out/a.json"
   verdict "$(tail -1 "$out/b")" "$out/b.json"
 fi
+# A real training workload (torchvision ResNet-50, bf16, batch 64) while
+# NVML is sampled every 100 ms from outside vram: once under a budget it
+# fits, once under one it does not. Fails when NVML's largest figure for
+# the process passes the budget by more than the tolerance README.md states
+# ("The tolerance"): what the driver can take between two of the
+# interposer's readings.
+tolerance_mib=${VRAM_GPU_TOLERANCE_MIB:-32}
+train() { # NAME BUDGET|none
+  local name=$1 limit=$2 pid max line s
+  python3 tests/gpu/sample.py 100 >"$out/$name.nvml" 2>"$out/$name.nvml.err" &
+  s=$!
+  until grep -q ready "$out/$name.nvml" 2>/dev/null || ! kill -0 $s 2>/dev/null; do sleep 0.1; done
+  if [ "$limit" = none ]; then
+    python3 tests/gpu/train.py 20 >"$out/$name.out" 2>"$out/$name.err"
+  else
+    "$vram" run --limit "$limit" --summary "$out/$name.json" -- \
+      python3 tests/gpu/train.py 20 >"$out/$name.out" 2>"$out/$name.err"
+  fi
+  kill -TERM $s; wait $s
+  pid=$(sed -n 's/^pid=//p' "$out/$name.out" | head -1)
+  max=$(sed -n "s/^pid=$pid max=\([0-9]*\).*/\1/p" "$out/$name.nvml")
+  line=$(grep '^train ' "$out/$name.out" | tail -1)
+  judged "$(python3 - "$name" "$limit" "${max:--1}" "$line" "$out/$name.json" "$tolerance_mib" "$out/$name.err" <<'PY'
+import json, re, sys
+name, limit, nvml, line, summary, tol, err = sys.argv[1:8]
+nvml, tol = int(nvml), int(tol)
+mib = lambda b: f"{b / (1 << 20):,.0f} MiB"
+if not line:
+    print(f"  --  {name}: no result ({open(err).read()[-300:]!r})"); sys.exit(0)
+if limit == "none":
+    print(f"  ok  {name} (no vram): {line}; nvidia-smi at most {mib(nvml)}"); sys.exit(0)
+m = re.fullmatch(r"([0-9.]+)(GiB|MiB)", limit)
+budget = int(float(m.group(1)) * (1 << 30 if m.group(2) == "GiB" else 1 << 20))
+try:
+    d = json.load(open(summary))["devices"][0]
+    parts = ", ".join(f"{k} {mib(v)}" for k, v in d.items() if isinstance(v, int) and k not in ("index", "refused", "refusals"))
+except (OSError, ValueError, KeyError, IndexError):
+    parts = "no summary"
+over = nvml - budget
+ok = nvml >= 0 and over <= tol << 20
+how = (f"within it by {mib(-over)}" if over <= 0 else f"over by {mib(over)}") if nvml >= 0 else "not listed"
+print(("  ok  " if ok else "  BAD ") + f"{name} under {limit}: {line}")
+print(f"        vram: {parts}; nvidia-smi at most {mib(nvml)}: {how} (tolerance {tol} MiB)")
+PY
+)"
+}
+if have torch && have torchvision && have pynvml; then
+  train resnet-plain none
+  train resnet-fits 6GiB
+  train resnet-tight 3GiB
+else
+  echo "  skipped: the training check needs PyTorch, torchvision and nvidia-ml-py"
+fi
+echo "took $SECONDS s"
 rm -rf "$out"
+exit $rc
