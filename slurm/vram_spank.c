@@ -37,8 +37,8 @@
 #include <slurm/spank.h>
 
 #include "../src/core/options.h"
-#include "../src/ledger/client.h"
-#include "../src/ledger/job.h"
+#include "../src/client/client.h"
+#include "../src/client/job.h"
 #include "../src/preload/command_state.h"
 #include "../src/util/parse.h"
 

@@ -30,7 +30,7 @@
  *                                  prints the answer and holds it until killed
  */
 #include "../src/cuda/cuda_abi.h"
-#include "../src/ledger/client.h"
+#include "../src/client/client.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 #ifndef VRAM_SUPERVISE_H
 #define VRAM_SUPERVISE_H
 
-#include "../src/ledger/job.h"
+#include "../src/client/job.h"
 #include "../src/preload/command.h"
 #include "../src/record/formats.h"
 

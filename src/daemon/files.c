@@ -7,7 +7,7 @@
  */
 #include "daemon.h"
 
-#include "../ledger/snapshot.h"
+#include "../protocol/snapshot.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,7 @@
  * daemon.h.
  */
 #include "../cuda/nvml_query.h"
-#include "../ledger/client.h"
+#include "../client/client.h"
 #include "../ledger/policy.h"
 #include "../util/parse.h"
 #include "conns.h"

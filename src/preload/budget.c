@@ -3,7 +3,7 @@
 
 #include "../core/options.h"
 #include "../cuda/uuid.h"
-#include "../ledger/agent.h"
+#include "../client/agent.h"
 #include "../cuda/granularity.h"
 #include "../record/recorder.h"
 #include "../util/addrmap.h"

@@ -24,7 +24,7 @@
 #define VRAM_JOB_H
 
 #include "../preload/command.h"
-#include "protocol.h"
+#include "../protocol/protocol.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 #include "snapshot.h"
 
-#include "client.h"
+#include "../client/client.h"
 #include "history_view.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* history_view.c: vramd's history as a reader gets it (history_view.h). */
 #include "history_view.h"
 
-#include "client.h"
+#include "../client/client.h"
 #include "snapshot.h"
 
 #include <errno.h>

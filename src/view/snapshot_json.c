@@ -20,8 +20,8 @@
  * processes, waiting and unseen hold what the reader may see: root every
  * process, anyone else their own (others are in users only).
  */
-#include "snapshot.h"
-#include "history_view.h"
+#include "../protocol/snapshot.h"
+#include "../protocol/history_view.h"
 
 #include <stdlib.h>
 #include <string.h>
