@@ -9,6 +9,7 @@
  *   vram-bench-daemon VRAMD   (the simulated NVML on LD_LIBRARY_PATH)
  */
 #include "../src/client/client.h"
+#include "../src/client/fetch.h"
 #include "../src/protocol/history_view.h"
 #include "../src/protocol/snapshot.h"
 

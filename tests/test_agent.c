@@ -4,6 +4,7 @@
  * the process. Runs under ThreadSanitizer (the agent's thread). */
 #include "check.h"
 #include "../src/client/client.h"
+#include "../src/client/fetch.h"
 #include "../src/protocol/snapshot.h"
 
 #include <pthread.h>

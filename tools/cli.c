@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "../src/client/client.h"
+#include "../src/client/fetch.h"
 #include "../src/protocol/history_view.h"
 #include "../src/util/parse.h"
 

@@ -5,6 +5,7 @@
  * memory and processes from NVML. Nothing here creates a CUDA context, so
  * the listing never shows itself holding memory. */
 #include "../src/client/client.h"
+#include "../src/client/fetch.h"
 #include "../src/util/parse.h"
 #include "cli.h"
 #include "../src/cuda/nvml_query.h"

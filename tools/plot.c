@@ -3,6 +3,7 @@
 #include "plot.h"
 
 #include "../src/client/client.h"
+#include "../src/client/fetch.h"
 #include "../src/protocol/history_view.h"
 #include "../src/record/formats.h"
 #include "../src/util/parse.h"

@@ -8,6 +8,7 @@
 #include "daemon.h"
 
 #include "../protocol/snapshot.h"
+#include "../view/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,14 +1,12 @@
 /* history_view.c: vramd's history as a reader gets it (history_view.h). */
 #include "history_view.h"
 
-#include "../client/client.h"
-#include "snapshot.h"
+#include "snapshot.h" /* SNAP_MAX_DEVICES */
 
-#include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 void history_view_init(struct history_view *v) { memset(v, 0, sizeof *v); }
 
@@ -184,67 +182,6 @@ int history_view_take(struct history_view *v, const struct proto_msg *m, uint64_
     }
 }
 
-int history_fetch(const char *socket_path, const char *job, bool recent_only,
-                  struct history_view *v, char *err, size_t errlen)
-{
-    history_view_init(v);
-    int fd = ledger_connect(socket_path);
-    if (fd < 0)
-        return bad(err, errlen, "cannot reach vramd at %s: %s", socket_path, strerror(errno));
-    char who[256];
-    if (!ledger_peer_trusted(fd, who, sizeof who)) {
-        close(fd);
-        return bad(err, errlen, "not asking %s: %s", socket_path, who);
-    }
-    int rc = -1;
-    uint64_t after = 0;
-    /* A cursor that does not move on would be a daemon gone wrong. */
-    for (int pages = 0; pages < 100000; pages++) {
-        struct proto_writer w;
-        proto_begin(&w, VERB_HISTORY);
-        if (job)
-            proto_add(&w, "job", job);
-        if (recent_only)
-            proto_add(&w, "tier", "recent");
-        if (after)
-            proto_add_u64(&w, "after", after);
-        if (ledger_send(fd, &w) != 0) {
-            bad(err, errlen, "vramd closed the connection");
-            break;
-        }
-        struct proto_msg m;
-        int r = 0;
-        uint64_t next = 0;
-        while (r == 0 && ledger_recv(fd, &m, 5000, err, errlen) == 0) {
-            if (m.verb == VERB_ERR) {
-                const char *text = proto_get(&m, "text");
-                bad(err, errlen, "vramd: %s", text ? text : "refused");
-                r = -1;
-                break;
-            }
-            char why[256] = "";
-            r = history_view_take(v, &m, &next, why, sizeof why);
-            if (r < 0)
-                bad(err, errlen, "a history message that cannot be read: %s", why);
-        }
-        if (r != 1)
-            break;
-        if (!next) {
-            rc = 0;
-            break;
-        }
-        if (next <= after) {
-            bad(err, errlen, "a history page that does not move on");
-            break;
-        }
-        after = next;
-    }
-    close(fd);
-    if (rc != 0)
-        history_view_free(v);
-    return rc;
-}
-
 static const struct history_line *by_key(const struct history_view *v, uint64_t key)
 {
     int lo = 0, hi = v->n - 1;
@@ -270,29 +207,3 @@ const struct history_line *history_view_client(const struct history_view *v, int
     return v ? by_key(v, (uint64_t)id << 5 | (unsigned)dev) : NULL;
 }
 
-static void json_ring(FILE *out, const struct history_view *v, const struct history_ring *r,
-                      const char *budget)
-{
-    double start = ((double)r->first_ms + (double)v->wall_offset_ms) / 1000.0;
-    fprintf(out, "{\"start\":%.3f,\"step_s\":%g,\"used\":[", start, (double)r->step_ms / 1000.0);
-    for (int i = 0; i < r->n; i++)
-        fprintf(out, i ? ",%llu" : "%llu", (unsigned long long)r->used[i]);
-    fprintf(out, "],\"%s\":[", budget);
-    for (int i = 0; i < r->n; i++)
-        fprintf(out, i ? ",%llu" : "%llu", (unsigned long long)r->budget[i]);
-    fputs("]}", out);
-}
-
-void history_view_json(FILE *out, const struct history_view *v, const struct history_line *line)
-{
-    if (!line)
-        return;
-    const char *budget = line->kind == 'd' ? "granted" : "budget";
-    fputs(",\"history\":{\"recent\":", out);
-    json_ring(out, v, &line->recent, budget);
-    if (line->hour.n) {
-        fputs(",\"hour\":", out);
-        json_ring(out, v, &line->hour, budget);
-    }
-    fputs("}", out);
-}
