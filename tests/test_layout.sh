@@ -7,7 +7,8 @@
 # the tree is resolved to the folder it names and checked against the
 # folder's list below; a new arrow is a change to this list, made on
 # purpose. The check is first run on a made-up tree that breaks the rules,
-# to show that it can fail.
+# to show that it can fail. And the driver's generated prototypes are for
+# the test programs only.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 . "$src/tests/lib.sh"
@@ -88,6 +89,14 @@ check "the check finds the daemon's state including a client and a view, a clien
 found=$(violations "$src")
 [ -z "$found" ] || printf '%s\n' "$found"
 check "every #include of the tree follows the layout" test -z "$found"
+
+# The driver's prototypes are the test programs': vram reaches the driver
+# only through dlopen() and dlsym(), never by linking to it.
+protos=$(cd "$src" && grep -rl --include='*.[ch]' 'cuda_prototypes\.h' src tools slurm |
+         grep -v '^src/cuda/cuda_prototypes\.h$')
+[ -z "$protos" ] || printf '%s\n' "$protos"
+check "nothing of vram includes the driver's prototypes (src/cuda/cuda_prototypes.h)" \
+  test -z "$protos"
 
 echo "test_layout: $passed passed, $failures failed"
 [ "$failures" = 0 ]
