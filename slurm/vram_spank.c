@@ -17,7 +17,7 @@
  *     handed to the user), so that the task and every process it starts
  *     share its budget on each GPU, as under `vram run`. With socket=, the
  *     step is one job of vramd's ledger, as a `vram run` command is
- *     (src/ledger/job.h): its grant (budget × local tasks, on each GPU
+ *     (src/client/job.h): its grant (budget × local tasks, on each GPU
  *     Slurm gave it) is registered under JOBID.STEPID for the job's user,
  *     and put in the tasks' states, so their processes never ask vramd
  *     themselves. slurmstepd holds the connection for the step's life, so
