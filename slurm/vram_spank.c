@@ -13,7 +13,7 @@
  *     contexts): the value is checked there, with vram's own size parser,
  *     so a bad one is refused at submission;
  *   - slurm_spank_init_post_opt in slurmstepd (remote, as root): each
- *     local task gets a command state of its own (src/preload/command.h,
+ *     local task gets a command state of its own (src/command/command.h,
  *     handed to the user), so that the task and every process it starts
  *     share its budget on each GPU, as under `vram run`. With socket=, the
  *     step is one job of vramd's ledger, as a `vram run` command is
@@ -39,7 +39,7 @@
 #include "../src/core/options.h"
 #include "../src/client/client.h"
 #include "../src/client/job.h"
-#include "../src/preload/command_state.h"
+#include "../src/command/command_state.h"
 #include "../src/util/parse.h"
 
 #include <errno.h>

@@ -22,12 +22,10 @@ declare -A allowed=(
   [protocol]="util"
   [ledger]="protocol util"                        # the daemon's state: pure
   [view]="protocol util"
-  # job.c registers vramd's grants in a command's shared state
-  # (src/preload/command_state.h), which vram run, the Slurm plugin and
-  # the interposer share.
-  [client]="protocol util preload"
+  [command]="util"                                # a vram run command's shared budget
+  [client]="command protocol util"
   [core]="alloc client cuda include util"
-  [preload]="client core cuda record util"
+  [preload]="client command core cuda record util"
   [daemon]="client cuda ledger protocol util view"
 )
 # Outside src/: what each folder must not include.

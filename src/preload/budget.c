@@ -1,5 +1,5 @@
 #include "budget.h"
-#include "command.h"
+#include "../command/command.h"
 
 #include "../core/options.h"
 #include "../cuda/uuid.h"

@@ -23,7 +23,7 @@
 #ifndef VRAM_BUDGET_H
 #define VRAM_BUDGET_H
 
-#include "command.h"
+#include "../command/command.h"
 
 #include <stdbool.h>
 #include <stdint.h>
