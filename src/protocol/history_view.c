@@ -1,8 +1,6 @@
 /* history_view.c: vramd's history as a reader gets it (history_view.h). */
 #include "history_view.h"
 
-#include "snapshot.h" /* SNAP_MAX_DEVICES */
-
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

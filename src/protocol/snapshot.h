@@ -17,8 +17,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define SNAP_MAX_DEVICES 16
-
 /* The node the daemon runs on; "" where unknown (no NVML). */
 struct snap_node {
     char host[64];
