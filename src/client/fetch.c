@@ -3,21 +3,12 @@
 
 #include "client.h"
 
+#include "../util/report.h"
+
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* A connection to the daemon at socket_path, only if it runs as root or as
  * this user (client.h); -1 with err otherwise. */
@@ -25,11 +16,12 @@ static int reach(const char *socket_path, char *err, size_t errlen)
 {
     int fd = ledger_connect(socket_path);
     if (fd < 0)
-        return bad(err, errlen, "cannot reach vramd at %s: %s", socket_path, strerror(errno));
+        return report_into(err, errlen, "cannot reach vramd at %s: %s", socket_path,
+                           strerror(errno));
     char who[256];
     if (!ledger_peer_trusted(fd, who, sizeof who)) {
         close(fd);
-        return bad(err, errlen, "not asking %s: %s", socket_path, who);
+        return report_into(err, errlen, "not asking %s: %s", socket_path, who);
     }
     return fd;
 }
@@ -108,7 +100,7 @@ int history_fetch(const char *socket_path, const char *job, bool recent_only,
         if (after)
             proto_add_u64(&w, "after", after);
         if (ledger_send(fd, &w) != 0) {
-            bad(err, errlen, "vramd closed the connection");
+            report_into(err, errlen, "vramd closed the connection");
             break;
         }
         struct proto_msg m;
@@ -117,14 +109,14 @@ int history_fetch(const char *socket_path, const char *job, bool recent_only,
         while (r == 0 && ledger_recv(fd, &m, 5000, err, errlen) == 0) {
             if (m.verb == VERB_ERR) {
                 const char *text = proto_get(&m, "text");
-                bad(err, errlen, "vramd: %s", text ? text : "refused");
+                report_into(err, errlen, "vramd: %s", text ? text : "refused");
                 r = -1;
                 break;
             }
             char why[256] = "";
             r = history_view_take(v, &m, &next, why, sizeof why);
             if (r < 0)
-                bad(err, errlen, "a history message that cannot be read: %s", why);
+                report_into(err, errlen, "a history message that cannot be read: %s", why);
         }
         if (r != 1)
             break;
@@ -133,7 +125,7 @@ int history_fetch(const char *socket_path, const char *job, bool recent_only,
             break;
         }
         if (next <= after) {
-            bad(err, errlen, "a history page that does not move on");
+            report_into(err, errlen, "a history page that does not move on");
             break;
         }
         after = next;

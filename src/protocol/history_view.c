@@ -1,7 +1,8 @@
 /* history_view.c: vramd's history as a reader gets it (history_view.h). */
 #include "history_view.h"
 
-#include <stdarg.h>
+#include "../util/report.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +25,6 @@ void history_view_free(struct history_view *v)
     history_view_init(v);
 }
 
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* Reads the numeric fields `keys` (all required) into out. */
 static int numbers(const struct proto_msg *m, const char *const *keys, const uint64_t *max,
                    int n, uint64_t *out, char *err, size_t errlen)
@@ -42,9 +33,10 @@ static int numbers(const struct proto_msg *m, const char *const *keys, const uin
         char why[256] = "";
         int r = proto_get_u64(m, keys[i], max[i], &out[i], why, sizeof why);
         if (r > 0)
-            return bad(err, errlen, "%s: %s= is missing", proto_verb_name(m->verb), keys[i]);
+            return report_into(err, errlen, "%s: %s= is missing", proto_verb_name(m->verb),
+                               keys[i]);
         if (r < 0)
-            return bad(err, errlen, "%s: %s", proto_verb_name(m->verb), why);
+            return report_into(err, errlen, "%s: %s", proto_verb_name(m->verb), why);
     }
     return 0;
 }
@@ -54,7 +46,7 @@ static int name(const struct proto_msg *m, const char *key, char *out, size_t n,
 {
     const char *v = proto_get(m, key);
     if (!v || !proto_name_ok(v) || strlen(v) >= n)
-        return bad(err, errlen, "SERIES: missing or malformed %s", key);
+        return report_into(err, errlen, "SERIES: missing or malformed %s", key);
     snprintf(out, n, "%s", v);
     return 0;
 }
@@ -69,13 +61,13 @@ static int take_series(struct history_view *v, const struct proto_msg *m, char *
     if (numbers(m, keys, max, 3, f, err, errlen) != 0)
         return -1;
     if (proto_get_u64(m, "end", UINT64_MAX, &end, why, sizeof why) < 0)
-        return bad(err, errlen, "SERIES: %s", why);
+        return report_into(err, errlen, "SERIES: %s", why);
     const char *kind = proto_get(m, "kind");
     struct history_line l = {.key = f[0], .dev = (int)f[1], .begin_ms = f[2], .end_ms = end};
     if (kind && strcmp(kind, "device") == 0) {
         l.kind = 'd';
         if (l.key != (uint64_t)l.dev + 1)
-            return bad(err, errlen, "SERIES: key=%llu is not device %d's",
+            return report_into(err, errlen, "SERIES: key=%llu is not device %d's",
                        (unsigned long long)l.key, l.dev);
     } else if (kind && (strcmp(kind, "process") == 0 || strcmp(kind, "job") == 0)) {
         static const char *const ck[] = {"id", "pid", "uid"};
@@ -89,18 +81,18 @@ static int take_series(struct history_view *v, const struct proto_msg *m, char *
         l.kind = kind[0];
         l.id = (int)c[0], l.pid = (int)c[1], l.uid = (uint32_t)c[2];
         if (l.key != ((uint64_t)l.id << 5 | (unsigned)l.dev))
-            return bad(err, errlen, "SERIES: key=%llu is not client %d's on device %d",
+            return report_into(err, errlen, "SERIES: key=%llu is not client %d's on device %d",
                        (unsigned long long)l.key, l.id, l.dev);
     } else {
-        return bad(err, errlen, "SERIES: kind= must be device, process or job");
+        return report_into(err, errlen, "SERIES: kind= must be device, process or job");
     }
     if (v->n && l.key <= v->line[v->n - 1].key)
-        return bad(err, errlen, "SERIES: key=%llu out of order", (unsigned long long)l.key);
+        return report_into(err, errlen, "SERIES: key=%llu out of order", (unsigned long long)l.key);
     if (v->n == v->cap) {
         int cap = v->cap ? v->cap * 2 : 16;
         struct history_line *g = realloc(v->line, (size_t)cap * sizeof *g);
         if (!g)
-            return bad(err, errlen, "out of memory");
+            return report_into(err, errlen, "out of memory");
         v->line = g;
         v->cap = cap;
     }
@@ -117,7 +109,7 @@ static int take_samples(struct history_view *v, const struct proto_msg *m, char 
     if (numbers(m, keys, max, 3, f, err, errlen) != 0)
         return -1;
     if (!v->n || v->line[v->n - 1].key != f[0])
-        return bad(err, errlen, "SAMPLES: key=%llu is not the series just begun",
+        return report_into(err, errlen, "SAMPLES: key=%llu is not the series just begun",
                    (unsigned long long)f[0]);
     const char *tier = proto_get(m, "tier");
     struct history_line *l = &v->line[v->n - 1];
@@ -125,11 +117,11 @@ static int take_samples(struct history_view *v, const struct proto_msg *m, char 
                              : tier && strcmp(tier, "hour") == 0 ? &l->hour
                                                                  : NULL;
     if (!r)
-        return bad(err, errlen, "SAMPLES: tier= must be recent or hour");
+        return report_into(err, errlen, "SAMPLES: tier= must be recent or hour");
     if (f[2] == 0)
-        return bad(err, errlen, "SAMPLES: step=0");
+        return report_into(err, errlen, "SAMPLES: step=0");
     if (r->n && (f[2] != r->step_ms || f[1] != r->first_ms + (uint64_t)r->n * r->step_ms))
-        return bad(err, errlen, "SAMPLES: first=%llu does not follow the samples before",
+        return report_into(err, errlen, "SAMPLES: first=%llu does not follow the samples before",
                    (unsigned long long)f[1]);
     uint64_t used[PROTO_MAX], budget[PROTO_MAX];
     int nu = 0, nb = 0, room = HISTORY_VIEW_MAX_SAMPLES - r->n;
@@ -137,15 +129,16 @@ static int take_samples(struct history_view *v, const struct proto_msg *m, char 
     char why[256] = "";
     if (proto_get_runs(m, "used", UINT64_MAX, used, most, &nu, why, sizeof why) != 0 ||
         proto_get_runs(m, "budget", UINT64_MAX, budget, most, &nb, why, sizeof why) != 0)
-        return bad(err, errlen, "SAMPLES: %s", why[0] ? why : "used= and budget= are required");
+        return report_into(err, errlen, "SAMPLES: %s",
+                           why[0] ? why : "used= and budget= are required");
     if (nu != nb)
-        return bad(err, errlen, "SAMPLES: %d used and %d budget figures", nu, nb);
+        return report_into(err, errlen, "SAMPLES: %d used and %d budget figures", nu, nb);
     uint64_t *gu = realloc(r->used, (size_t)(r->n + nu) * sizeof *gu);
     if (gu)
         r->used = gu;
     uint64_t *gb = gu ? realloc(r->budget, (size_t)(r->n + nu) * sizeof *gb) : NULL;
     if (!gb)
-        return bad(err, errlen, "out of memory");
+        return report_into(err, errlen, "out of memory");
     r->budget = gb;
     if (!r->n)
         r->first_ms = f[1], r->step_ms = f[2];
@@ -170,13 +163,14 @@ int history_view_take(struct history_view *v, const struct proto_msg *m, uint64_
         if (numbers(m, keys, max, 2, f, err, errlen) != 0)
             return -1;
         if (proto_get_u64(m, "next", UINT64_MAX, next, why, sizeof why) < 0)
-            return bad(err, errlen, "END: %s", why);
+            return report_into(err, errlen, "END: %s", why);
         v->now_ms = f[0];
         v->wall_offset_ms = (int64_t)f[1] - (int64_t)f[0];
         return 1;
     }
     default:
-        return bad(err, errlen, "unexpected %s in a history reply", proto_verb_name(m->verb));
+        return report_into(err, errlen, "unexpected %s in a history reply",
+                           proto_verb_name(m->verb));
     }
 }
 

@@ -25,7 +25,7 @@ if ! command -v "$cc" >/dev/null ||
   echo "SKIP: no clang with libFuzzer here (Debian: apt-get install clang libclang-rt-14-dev)"
   exit 77
 fi
-common="$src/src/util/parse.c"
+common="$src/src/util/parse.c $src/src/util/report.c"
 status=0
 scratch_root=$(mktemp -d "${TMPDIR:-/tmp}/vram-fuzz.XXXXXX") || exit 1
 trap 'rm -rf "$scratch_root"' EXIT
