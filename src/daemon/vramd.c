@@ -9,6 +9,9 @@
  * daemon.h.
  */
 #include "../cuda/nvml_query.h"
+/* The client's own answers to where vramd's socket is and whether a place
+ * can be trusted (one definition for both sides), and its connect, to see
+ * whether another vramd already listens there. */
 #include "../client/client.h"
 #include "../ledger/policy.h"
 #include "../util/parse.h"
