@@ -8,9 +8,10 @@
  *
  *   vram-bench-daemon VRAMD   (the simulated NVML on LD_LIBRARY_PATH)
  */
-#include "../src/ledger/client.h"
-#include "../src/ledger/history_view.h"
-#include "../src/ledger/snapshot.h"
+#include "../src/client/client.h"
+#include "../src/client/fetch.h"
+#include "../src/protocol/history_view.h"
+#include "../src/protocol/snapshot.h"
 
 #include <grp.h>
 #include <poll.h>

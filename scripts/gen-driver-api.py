@@ -11,13 +11,16 @@ Reads cuda.h, cudaGL.h, cudaEGL.h, cudaVDPAU.h, cudaProfiler.h and their
                           point whose parameter types src/cuda/cuda_abi.h
                           declares (add a type there and regenerate to get
                           the function's type);
+  src/cuda/cuda_prototypes.h
+                          the prototype of each of those entry points, for
+                          the test programs that call the driver by name;
   sim/entry_points.inc    every symbol libcuda.so.1 exports, and the table
                           cuGetProcAddress answers from: for each base name,
                           the CUDA version from which each exported symbol is
                           the one handed out, and its per-thread-stream
                           variants.
 
-Both outputs are committed: building vram needs no CUDA toolkit. Python 3's
+The outputs are committed: building vram needs no CUDA toolkit. Python 3's
 standard library only. The exported symbols are found as NVIDIA's own build
 sees the headers (with __CUDA_API_VERSION_INTERNAL, which also declares the
 old ABI versions and the _ptds/_ptsz variants); which symbol answers which
@@ -360,6 +363,21 @@ def main():
         for s in typed:
             params = symbols[s] if split_params(symbols[s]) else "void"
             f.write(f"typedef CUresult (*PFN_{s})({params});\n")
+        f.write("\n#endif\n")
+
+    with open(os.path.join(ROOT, "src/cuda/cuda_prototypes.h"), "w") as f:
+        f.write(head)
+        f.write("/* A prototype of each driver entry point cuda_api.h has a type for, as the\n"
+                " * driver's own build declares it (CUDAAPI is empty on Linux), for the\n"
+                " * programs that call the driver by name: the test programs, linked to\n"
+                " * libcuda.so.1 (the simulated one). vram itself never does: it dlopen()s\n"
+                " * the driver (driver.h, src/preload/resolve.c), and nothing in src/\n"
+                " * includes this file. */\n")
+        f.write("#ifndef VRAM_CUDA_PROTOTYPES_H\n#define VRAM_CUDA_PROTOTYPES_H\n\n"
+                "#include \"cuda_abi.h\"\n\n")
+        for s in typed:
+            params = symbols[s] if split_params(symbols[s]) else "void"
+            f.write(f"CUresult {s}({params});\n")
         f.write("\n#endif\n")
 
     with open(os.path.join(ROOT, "sim/entry_points.inc"), "w") as f:

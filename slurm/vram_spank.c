@@ -13,11 +13,11 @@
  *     contexts): the value is checked there, with vram's own size parser,
  *     so a bad one is refused at submission;
  *   - slurm_spank_init_post_opt in slurmstepd (remote, as root): each
- *     local task gets a command state of its own (src/preload/command.h,
+ *     local task gets a command state of its own (src/command/command.h,
  *     handed to the user), so that the task and every process it starts
  *     share its budget on each GPU, as under `vram run`. With socket=, the
  *     step is one job of vramd's ledger, as a `vram run` command is
- *     (src/ledger/job.h): its grant (budget × local tasks, on each GPU
+ *     (src/client/job.h): its grant (budget × local tasks, on each GPU
  *     Slurm gave it) is registered under JOBID.STEPID for the job's user,
  *     and put in the tasks' states, so their processes never ask vramd
  *     themselves. slurmstepd holds the connection for the step's life, so
@@ -37,9 +37,9 @@
 #include <slurm/spank.h>
 
 #include "../src/core/options.h"
-#include "../src/ledger/client.h"
-#include "../src/ledger/job.h"
-#include "../src/preload/command_state.h"
+#include "../src/client/client.h"
+#include "../src/client/job.h"
+#include "../src/command/command_state.h"
 #include "../src/util/parse.h"
 
 #include <errno.h>

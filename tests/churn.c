@@ -1,17 +1,9 @@
 /* An unmodified CUDA program that allocates and frees without pause, for
  * killing at arbitrary instructions in test_run.sh: whatever it held when it
  * died must come back. Linked with -lcuda only. */
-#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/cuda_prototypes.h"
 
 #include <stdio.h>
-
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
 
 int main(void)
 {

@@ -39,7 +39,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/cuda_prototypes.h"
 #include "../src/cuda/nvml_abi.h"
 
 #include <errno.h>
@@ -58,15 +58,6 @@
 #include <time.h>
 #include <unistd.h>
 
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int, nvmlDevice_t *);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t, nvmlMemory_t *);

@@ -29,8 +29,8 @@
  *                                  the inherited connection, asks for BYTES,
  *                                  prints the answer and holds it until killed
  */
-#include "../src/cuda/cuda_abi.h"
-#include "../src/ledger/client.h"
+#include "../src/cuda/cuda_prototypes.h"
+#include "../src/client/client.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,11 +42,6 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 
 static int answer(int fd)
 {

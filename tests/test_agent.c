@@ -3,8 +3,9 @@
  * daemon killed and restarted gets the grant back, and the grant ends with
  * the process. Runs under ThreadSanitizer (the agent's thread). */
 #include "check.h"
-#include "../src/ledger/client.h"
-#include "../src/ledger/snapshot.h"
+#include "../src/client/client.h"
+#include "../src/client/fetch.h"
+#include "../src/protocol/snapshot.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -3,7 +3,7 @@
  * of issue 11 it holds to. */
 #include "check.h"
 #include "fake_conns.h"
-#include "../src/ledger/snapshot.h"
+#include "../src/protocol/snapshot.h"
 
 #include <signal.h>
 #include <sys/stat.h>

@@ -21,61 +21,13 @@
  * a context for before the program starts), and under `vram run` where NVML
  * cannot be loaded, so that contexts and modules are measured from the
  * driver alone (a scratch context, the free memory). */
-#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/cuda_prototypes.h"
 #include "../src/cuda/nvml_abi.h"
 #include "check.h"
 
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <sys/wait.h>
-
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
-CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
-CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
-CUresult cuCtxDestroy_v2(CUcontext);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuCtxPopCurrent_v2(CUcontext *);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
-                             CUdriverProcAddressQueryResult *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
-CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
-CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
-CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
-CUresult cuMemPoolDestroy(CUmemoryPool);
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                     unsigned long long);
-CUresult cuMemRelease(CUmemGenericAllocationHandle);
-CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
-CUresult cuArrayDestroy(CUarray);
-CUresult cuMipmappedArrayCreate(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
-CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
-CUresult cuGraphCreate(CUgraph *, unsigned int);
-CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                CUDA_MEM_ALLOC_NODE_PARAMS *);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphLaunch(CUgraphExec, CUstream);
-CUresult cuGraphExecDestroy(CUgraphExec);
-CUresult cuGraphDestroy(CUgraph);
-CUresult cuDeviceGraphMemTrim(CUdevice);
-CUresult cuModuleLoad(CUmodule *, const char *);
-CUresult cuModuleLoadData(CUmodule *, const void *);
-CUresult cuModuleUnload(CUmodule);
-CUresult cuLibraryLoadData(CUlibrary *, const void *, CUjit_option *, void **, unsigned int,
-                           CUlibraryOption *, void **, unsigned int);
-CUresult cuLibraryUnload(CUlibrary);
-CUresult cuLinkCreate_v2(unsigned int, CUjit_option *, void **, CUlinkState *);
-CUresult cuLinkAddData_v2(CUlinkState, CUjitInputType, void *, size_t, const char *, unsigned int,
-                          CUjit_option *, void **);
-CUresult cuLinkComplete(CUlinkState, void **, size_t *);
-CUresult cuLinkDestroy(CUlinkState);
 
 #define CTX (392 * MiB)     /* a context on the simulated H100 (sim/config.h) */
 #define BUDGET0 GiB         /* device 0 */

@@ -1,17 +1,11 @@
 /* The controls of libvram on the simulated GPU: visible devices, limits in
  * bytes and as fractions of the total, growth and preallocation, virtual
  * devices, trimming, statistics and out-of-memory reports. */
-#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/cuda_prototypes.h"
 #include "check.h"
 
 /* The test is linked to the (simulated) driver like a real CUDA program, to
  * hold memory behind libvram's back as another library or process would. */
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuCtxPopCurrent_v2(CUcontext *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
 
 static CUdeviceptr driver_hold(int dev, size_t bytes)
 {

@@ -7,8 +7,8 @@
  * and the history messages are read strictly; vram top's trend marks. */
 #include "check.h"
 #include "../src/ledger/history.h"
-#include "../src/ledger/history_view.h"
-#include "../src/ledger/trend.h"
+#include "../src/protocol/history_view.h"
+#include "../src/view/trend.h"
 
 #include <stdint.h>
 

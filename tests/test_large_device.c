@@ -1,13 +1,7 @@
 /* An 80 GiB simulated device on a machine with far less memory: occupancy
  * is bookkeeping, and only the pages a program writes exist. */
-#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/cuda_prototypes.h"
 #include "check.h"
-
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
-CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
 
 int main(void)
 {

@@ -4,8 +4,8 @@
 #include "check.h"
 #include "../src/ledger/ledger.h"
 #include "../src/ledger/policy.h"
-#include "../src/ledger/protocol.h"
-#include "../src/ledger/snapshot.h"
+#include "../src/protocol/protocol.h"
+#include "../src/protocol/snapshot.h"
 
 static struct policy P;
 

@@ -8,7 +8,7 @@
  * driver) and an executed one joins the budget it is under. The test re-executes itself
  * twice: with LD_PRELOAD set (a budget of its own per process), and under
  * `vram run` (one budget for the command, which an executed child shares). */
-#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/cuda_prototypes.h"
 #include "../src/cuda/nvml_abi.h"
 #include "check.h"
 
@@ -17,47 +17,6 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/wait.h>
-
-CUresult cuInit(unsigned int);
-CUresult cuDeviceGetCount(int *);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuCtxPopCurrent_v2(CUcontext *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemAlloc(CUdeviceptr_v1 *, unsigned int);
-CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
-CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuMemGetInfo(unsigned int *, unsigned int *);
-CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
-CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
-CUresult cuMemPoolDestroy(CUmemoryPool);
-CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
-CUresult cuMemPoolSetAttribute(CUmemoryPool, CUmemPool_attribute, void *);
-CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                     unsigned long long);
-CUresult cuMemRelease(CUmemGenericAllocationHandle);
-CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-CUresult cuMemAddressFree(CUdeviceptr, size_t);
-CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
-CUresult cuMemUnmap(CUdeviceptr, size_t);
-CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
-CUresult cuArray3DCreate_v2(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
-CUresult cuArrayDestroy(CUarray);
-CUresult cuMipmappedArrayCreate(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
-CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
-CUresult cuGraphCreate(CUgraph *, unsigned int);
-CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                CUDA_MEM_ALLOC_NODE_PARAMS *);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphLaunch(CUgraphExec, CUstream);
-CUresult cuGraphExecDestroy(CUgraphExec);
-CUresult cuGraphDestroy(CUgraph);
-CUresult cuDeviceGraphMemTrim(CUdevice);
 
 /* The budget of device 0: its context (392 MiB on the simulated H100,
  * sim/config.h) and 1 GiB beside it, which is what a program has left. */

@@ -11,7 +11,7 @@
  * simulator's state is per process and a forked child may not use CUDA.
  * The cases with another user need root and are skipped, and said to be,
  * without it. */
-#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/cuda_prototypes.h"
 #include "../src/cuda/nvml_abi.h"
 #include "../sim/occupancy.h"
 #include "check.h"
@@ -28,13 +28,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
 
 #define NOBODY 65534
 

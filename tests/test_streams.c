@@ -2,19 +2,11 @@
  * stream, and by another stream only after the work queued before the free
  * has completed. The "work" is a host function that blocks until released,
  * queued with cuLaunchHostFunc as on a real GPU. */
-#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/cuda_prototypes.h"
 #include "check.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
-
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuStreamCreate(CUstream *, unsigned int);
-CUresult cuStreamSynchronize(CUstream);
-CUresult cuStreamDestroy_v2(CUstream);
-CUresult cuLaunchHostFunc(CUstream, CUhostFn, void *);
 
 static atomic_int gate;
 

@@ -1,8 +1,9 @@
 /* cli: option reading and the ledger fetch shared by the subcommands. */
 #include "cli.h"
 
-#include "../src/ledger/client.h"
-#include "../src/ledger/history_view.h"
+#include "../src/client/client.h"
+#include "../src/client/fetch.h"
+#include "../src/protocol/history_view.h"
 #include "../src/util/parse.h"
 
 #include <stdarg.h>

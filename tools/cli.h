@@ -9,7 +9,7 @@
 #ifndef VRAM_CLI_H
 #define VRAM_CLI_H
 
-#include "../src/ledger/snapshot.h"
+#include "../src/protocol/snapshot.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -4,7 +4,8 @@
  * The GPUs come from the CUDA driver (the ordinals programs use), their
  * memory and processes from NVML. Nothing here creates a CUDA context, so
  * the listing never shows itself holding memory. */
-#include "../src/ledger/client.h"
+#include "../src/client/client.h"
+#include "../src/client/fetch.h"
 #include "../src/util/parse.h"
 #include "cli.h"
 #include "../src/cuda/nvml_query.h"

@@ -1,7 +1,7 @@
 /* vram run's grants from vramd (see grants.h). */
 #include "grants.h"
 
-#include "../src/ledger/client.h"
+#include "../src/client/client.h"
 #include "../src/util/parse.h"
 
 #include <stdio.h>

@@ -19,7 +19,7 @@
 #define VRAM_GRANTS_H
 
 #include "../src/core/options.h"
-#include "../src/ledger/job.h"
+#include "../src/client/job.h"
 #include "visible.h"
 
 #include <stdbool.h>

@@ -1,7 +1,7 @@
 /* vram: the command-line front of libvram, vram run and vramd's ledger.
  * Each subcommand is in its own file; this one only dispatches. */
 #include "../include/vram.h"
-#include "../src/ledger/client.h"
+#include "../src/client/client.h"
 #include "cli.h"
 
 #include <stdio.h>

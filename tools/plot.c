@@ -2,8 +2,9 @@
  * history, as a page or an SVG. */
 #include "plot.h"
 
-#include "../src/ledger/client.h"
-#include "../src/ledger/history_view.h"
+#include "../src/client/client.h"
+#include "../src/client/fetch.h"
+#include "../src/protocol/history_view.h"
 #include "../src/record/formats.h"
 #include "../src/util/parse.h"
 #include "cli.h"

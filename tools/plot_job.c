@@ -6,7 +6,7 @@
  * client that left exits when it left. */
 #include "plot.h"
 
-#include "../src/ledger/history_view.h"
+#include "../src/protocol/history_view.h"
 
 #include <stdio.h>
 #include <string.h>

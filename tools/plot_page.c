@@ -2,6 +2,7 @@
  * the page needs is in it: the style and the script are plot.css and
  * plot.js, built into vram, and no font, script or image is fetched. */
 #include "../src/record/formats.h"
+#include "../src/util/json.h"
 #include "../src/util/parse.h"
 #include "plot.h"
 

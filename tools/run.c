@@ -1,8 +1,8 @@
 /* vram run: a program held to a GPU memory budget by the interposer. */
 #include "../src/core/options.h"
-#include "../src/ledger/agent.h"
-#include "../src/ledger/client.h"
-#include "../src/ledger/protocol.h"
+#include "../src/client/agent.h"
+#include "../src/client/client.h"
+#include "../src/protocol/protocol.h"
 #include "../src/record/formats.h"
 #include "../src/util/parse.h"
 #include "../src/util/report.h"

@@ -1,7 +1,9 @@
 /* vram status: vramd's ledger once, for people (the top screen), scripts
  * (--json) or metrics (--prometheus). */
-#include "../src/ledger/client.h"
-#include "../src/ledger/screen.h"
+#include "../src/client/client.h"
+#include "../src/view/metrics.h"
+#include "../src/view/screen.h"
+#include "../src/view/snapshot_json.h"
 #include "cli.h"
 
 #include <stdio.h>

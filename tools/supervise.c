@@ -1,6 +1,7 @@
 /* vram run's supervisor: the command as a child, its signals, its end. */
 #include "supervise.h"
 #include "grants.h"
+#include "../src/util/json.h"
 #include "../src/util/parse.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* supervise: vram run's life beside the command it runs.
  *
  * vram run does not exec the command: it creates the command's shared
- * budget (src/preload/command.h), starts the command as its child, passes
+ * budget (src/command/command.h), starts the command as its child, passes
  * on the signals sent to it, and waits, as `time` and `timeout` do. When
  * the command ends it says what the command used (the peak per device) on
  * stderr and, if asked, as JSON, writes its recording (--record), and
@@ -15,8 +15,8 @@
 #ifndef VRAM_SUPERVISE_H
 #define VRAM_SUPERVISE_H
 
-#include "../src/ledger/job.h"
-#include "../src/preload/command.h"
+#include "../src/client/job.h"
+#include "../src/command/command.h"
 #include "../src/record/formats.h"
 
 #include <stdbool.h>

@@ -5,8 +5,8 @@
  * daemon) and a new snapshot is fetched every --interval; a daemon that
  * stops answering is said under the header while the last picture stays.
  * Elsewhere (a pipe, a file) it prints whole screens, as top -b does. */
-#include "../src/ledger/client.h"
-#include "../src/ledger/screen.h"
+#include "../src/client/client.h"
+#include "../src/view/screen.h"
 #include "../src/util/parse.h"
 #include "cli.h"
 #include "processes.h"

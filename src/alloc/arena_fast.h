@@ -8,6 +8,13 @@
  * Everything in here is O(1): no loop but the index's bucket chain, whose
  * expected length stays under one because the buckets double with the live
  * blocks.
+ *
+ * The two-way arrow between this file and arena.c is deliberate: arena.c
+ * includes this file to export the fast path out of line, and the fast
+ * path calls back into arena.c for the two things that happen seldom and
+ * are too large to inline (growing the index and the node pool, declared
+ * below). One module, split so that heap.c can inline its hot half: no
+ * file but arena.c and heap.c is to include this one.
  */
 #ifndef VRAM_ARENA_FAST_H
 #define VRAM_ARENA_FAST_H

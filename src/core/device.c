@@ -1,7 +1,7 @@
 #include "device.h"
 
 #include "../cuda/uuid.h"
-#include "../ledger/agent.h"
+#include "../client/agent.h"
 #include "../util/parse.h"
 #include "../util/report.h"
 

@@ -8,7 +8,7 @@
  */
 #include "daemon.h"
 
-#include "../ledger/snapshot.h"
+#include "../protocol/snapshot.h"
 #include "../util/parse.h"
 
 #include <stdarg.h>

@@ -1,7 +1,8 @@
 /* conns: the clients' connections. The only code that touches a client's
  * socket: accept (identity from the kernel, identity.c), read (a fair
- * share per turn), send (never waiting), and drop, after which the client's
- * grants are back (answers_gone).
+ * share per turn, each message handed to the handlers: conns.h), send
+ * (never waiting), and drop, after which the client's grants are back (the
+ * handlers' gone).
  *
  * No user can take the daemon's descriptors from the others: a user (not
  * root) may hold at most the policy's connections-per-user; whoever is
@@ -43,10 +44,12 @@ static struct {
     struct conn *silent_head, *silent_tail; /* accepted and silent, oldest first */
     uint64_t paused_until;
     struct log_limit log_refused, log_accept, log_silent, log_slow;
+    struct conns_handlers h;
 } C = {.listen_fd = -1, .ep = -1};
 
-void conns_init(int listen_fd, int ep)
+void conns_init(int listen_fd, int ep, const struct conns_handlers *h)
 {
+    C.h = *h;
     C.listen_fd = listen_fd;
     C.ep = ep;
     struct rlimit rl;
@@ -110,7 +113,7 @@ int conn_send(struct conn *c, const char *buf, size_t len)
 
 static void drop(struct conn *c)
 {
-    answers_gone(c);
+    C.h.gone(c);
     unsilence(c);
     count(c->uid, -1);
     C.nopen--;
@@ -256,21 +259,21 @@ static void readable(struct conn *c)
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
         if (n == 0 && !hung_up(c->fd)) { /* an empty message, not the end */
-            if (answers_strike(c, "an empty message") == 0)
+            if (C.h.strike(c, "an empty message") == 0)
                 continue;
         }
         if (n <= 0) {
             drop(c);
-            answers_admit_waiting();
+            C.h.admit_waiting();
             return;
         }
         unsilence(c);
         int rc = (size_t)n > PROTO_MAX
-                     ? answers_strike(c, "a message of %zd bytes; at most %d are accepted", n, PROTO_MAX)
-                     : answers_handle(c, buf, (size_t)n);
+                     ? C.h.strike(c, "a message of %zd bytes; at most %d are accepted", n, PROTO_MAX)
+                     : C.h.handle(c, buf, (size_t)n);
         if (rc != 0) {
             drop(c);
-            answers_admit_waiting();
+            C.h.admit_waiting();
             return;
         }
     }

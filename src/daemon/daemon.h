@@ -21,7 +21,7 @@
 
 #include "../ledger/history.h"
 #include "../ledger/ledger.h"
-#include "../ledger/protocol.h"
+#include "../protocol/protocol.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -7,7 +7,8 @@
  */
 #include "daemon.h"
 
-#include "../ledger/snapshot.h"
+#include "../protocol/snapshot.h"
+#include "../view/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * A PID is only ever used together with the process's start time. */
 #include "daemon.h"
 
-#include "../ledger/protocol.h"
+#include "../protocol/protocol.h"
 #include "../util/proc.h"
 
 #include <errno.h>

@@ -9,7 +9,10 @@
  * daemon.h.
  */
 #include "../cuda/nvml_query.h"
-#include "../ledger/client.h"
+/* The client's own answers to where vramd's socket is and whether a place
+ * can be trusted (one definition for both sides), and its connect, to see
+ * whether another vramd already listens there. */
+#include "../client/client.h"
 #include "../ledger/policy.h"
 #include "../util/parse.h"
 #include "conns.h"
@@ -437,7 +440,13 @@ int main(int argc, char **argv)
         files_fallback();
     if (listen_fd < 0 || sfd < 0 || tfd < 0 || ep < 0 || timerfd_settime(tfd, 0, &its, NULL))
         return 1;
-    conns_init(listen_fd, ep);
+    static const struct conns_handlers answers = {
+        .handle = answers_handle,
+        .strike = answers_strike,
+        .gone = answers_gone,
+        .admit_waiting = answers_admit_waiting,
+    };
+    conns_init(listen_fd, ep, &answers);
     int rfd = D.ngpus ? reconcile_start(D.ngpus, D.L.policy.reconcile_ms) : -1;
     if (D.ngpus && rfd < 0) {
         dlog(L_ERROR, "cannot start the NVML reader: %s", strerror(errno));

@@ -36,7 +36,7 @@
 #define VRAM_HISTORY_H
 
 #include "ledger.h"
-#include "protocol.h"
+#include "../protocol/protocol.h"
 
 #include <stdbool.h>
 #include <stddef.h>

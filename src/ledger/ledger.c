@@ -1,7 +1,8 @@
 /* ledger.c: the ledger's set of devices and clients, the sums it keeps as
- * grants change, NVML's figures, and a recount of it all for tests. What a
- * request may have is ledger_admit.c's; grants held across a restart
- * ledger_held.c's; what a reader sees ledger_view.c's. */
+ * grants change, the devices' wait queues, NVML's figures, and a recount
+ * of it all for tests. What a request may have is ledger_admit.c's; grants
+ * held across a restart ledger_held.c's; what a reader sees
+ * ledger_view.c's. */
 #include "ledger_internal.h"
 
 #include "../util/parse.h"
@@ -113,6 +114,48 @@ void ledger_set_grant(struct ledger *l, struct ledger_client *c, int d, uint64_t
     c->use[d].grant = bytes;
     c->use[d].job = bytes ? job : NULL;
     ledger_account(l, c, d, +1);
+}
+
+/* ----------------------------------------------------------- the queues */
+
+void ledger_enqueue(struct ledger *l, struct ledger_client *c, int d)
+{
+    struct ledger_device *dv = &l->dev[d];
+    struct ledger_use *u = &c->use[d];
+    u->client = c;
+    u->qnext = NULL;
+    u->qprev = dv->qtail;
+    if (dv->qtail)
+        dv->qtail->qnext = u;
+    else
+        dv->qhead = u;
+    dv->qtail = u;
+    dv->nwaiting++;
+    u->waiting = true;
+    u->wait_since_ms = l->now_ms;
+}
+
+void ledger_dequeue(struct ledger *l, struct ledger_client *c, int d)
+{
+    struct ledger_device *dv = &l->dev[d];
+    struct ledger_use *u = &c->use[d];
+    if (!u->waiting)
+        return;
+    if (u->qprev)
+        u->qprev->qnext = u->qnext;
+    else
+        dv->qhead = u->qnext;
+    if (u->qnext)
+        u->qnext->qprev = u->qprev;
+    else
+        dv->qtail = u->qprev;
+    u->qprev = u->qnext = NULL;
+    u->waiting = false;
+    u->want = 0;
+    dv->nwaiting--;
+    dv->counters.waits++;
+    if (l->now_ms > u->wait_since_ms)
+        dv->counters.waited_ms += l->now_ms - u->wait_since_ms;
 }
 
 /* ------------------------------------------------------------- the set */

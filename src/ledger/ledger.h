@@ -44,7 +44,7 @@
 #define VRAM_LEDGER_H
 
 #include "policy.h"
-#include "snapshot.h"
+#include "../protocol/snapshot.h"
 
 #include <stdbool.h>
 #include <stdint.h>

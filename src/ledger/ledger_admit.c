@@ -1,5 +1,6 @@
-/* ledger_admit.c: whether a request fits, the wait queues, and the reasons
- * given when it does not (the rules are in ledger.h). */
+/* ledger_admit.c: whether a request fits, who is admitted from the wait
+ * queues, and the reasons given when it does not (the rules are in
+ * ledger.h). */
 #include "ledger_internal.h"
 
 #include "../util/parse.h"
@@ -8,48 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ----------------------------------------------------------- the queues */
-
-void ledger_enqueue(struct ledger *l, struct ledger_client *c, int d)
-{
-    struct ledger_device *dv = &l->dev[d];
-    struct ledger_use *u = &c->use[d];
-    u->client = c;
-    u->qnext = NULL;
-    u->qprev = dv->qtail;
-    if (dv->qtail)
-        dv->qtail->qnext = u;
-    else
-        dv->qhead = u;
-    dv->qtail = u;
-    dv->nwaiting++;
-    u->waiting = true;
-    u->wait_since_ms = l->now_ms;
-}
-
-void ledger_dequeue(struct ledger *l, struct ledger_client *c, int d)
-{
-    struct ledger_device *dv = &l->dev[d];
-    struct ledger_use *u = &c->use[d];
-    if (!u->waiting)
-        return;
-    if (u->qprev)
-        u->qprev->qnext = u->qnext;
-    else
-        dv->qhead = u->qnext;
-    if (u->qnext)
-        u->qnext->qprev = u->qprev;
-    else
-        dv->qtail = u->qprev;
-    u->qprev = u->qnext = NULL;
-    u->waiting = false;
-    u->want = 0;
-    dv->nwaiting--;
-    dv->counters.waits++;
-    if (l->now_ms > u->wait_since_ms)
-        dv->counters.waited_ms += l->now_ms - u->wait_since_ms;
-}
 
 static bool bit(const uint64_t *set, int i) { return set[i / 64] >> (i % 64) & 1; }
 static void set_bit(uint64_t *set, int i) { set[i / 64] |= 1ull << (i % 64); }

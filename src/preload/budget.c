@@ -1,9 +1,9 @@
 #include "budget.h"
-#include "command.h"
+#include "../command/command.h"
 
 #include "../core/options.h"
 #include "../cuda/uuid.h"
-#include "../ledger/agent.h"
+#include "../client/agent.h"
 #include "../cuda/granularity.h"
 #include "../record/recorder.h"
 #include "../util/addrmap.h"

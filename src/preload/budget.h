@@ -23,7 +23,7 @@
 #ifndef VRAM_BUDGET_H
 #define VRAM_BUDGET_H
 
-#include "command.h"
+#include "../command/command.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -52,7 +52,7 @@ enum charge_kind {
  * When vramd runs, a device's budget is what the daemon grants when the
  * device is first touched (the local setting is what is asked for; none
  * asks for the policy's default), and usage is reported to it in the
- * background (src/ledger/agent.h). */
+ * background (src/client/agent.h). */
 int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uuid));
 
 /* False if no budget applies to this device (pass everything through). */

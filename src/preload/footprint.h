@@ -29,7 +29,7 @@
 
 #include "../cuda/cuda_abi.h"
 #include "../record/recording.h"
-#include "command.h"
+#include "../command/command.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -4,6 +4,13 @@
  * gets (dlsym, cuGetProcAddress); the other files each govern one family
  * of entry points against budget.c. Internal to the library: nothing here
  * is exported except the hooks, which carry the driver's own names.
+ *
+ * resolve.c and the family files call each other on purpose: its table of
+ * governed entry points names every hook (to hand it out by identity from
+ * dlsym and cuGetProcAddress), and the hooks use its helpers (real(),
+ * need_real(), governed_refusal()). The table is the one list of what the
+ * interposer governs; spread over the families, it could not be read or
+ * checked in one place.
  */
 #ifndef VRAM_INTERPOSER_H
 #define VRAM_INTERPOSER_H

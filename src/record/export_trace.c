@@ -9,6 +9,8 @@
 #include "formats.h"
 #include "usage.h"
 
+#include "../util/json.h"
+
 #include <stdlib.h>
 
 #define GPU_PID 1000000000

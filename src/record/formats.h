@@ -67,12 +67,6 @@ int recording_finish(const char *dir, const char *out, enum recording_format f, 
 typedef int write_fn(FILE *out, void *arg);
 int write_whole(const char *path, write_fn *fn, void *arg, char *err, size_t n);
 
-/* A JSON string literal of s (quotes included; control characters and
- * < > & escaped, so it is also safe inside an HTML page; bytes outside
- * ASCII replaced by '?', as they may not be UTF-8), for every JSON vram
- * writes from recordings. */
-void json_string(FILE *out, const char *s);
-
 /* The writers, one per format (export_*.c). */
 int write_vrec(const struct recording *r, int device, FILE *out);
 int write_rmm_csv(const struct recording *r, int device, FILE *out);

@@ -4,6 +4,7 @@
 #include "usage.h"
 
 #include "../util/addrmap.h"
+#include "../util/json.h"
 #include "../util/parse.h"
 
 #include <stdlib.h>

@@ -51,6 +51,15 @@ void report_prefix(const char *fmt, ...)
     snprintf(message, sizeof message, "%s: %s", head, old);
 }
 
+int report_into(char *err, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 const char *report_last(void) { return message; }
 void report_clear(void) { message[0] = 0; }
 

@@ -19,6 +19,10 @@ vram_status report_fail(vram_status status, const char *fmt, ...)
 void report_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *report_last(void);
 void report_clear(void);
+/* For a function that answers -1 with its reason in the caller's buffer:
+ * writes the message into err (n bytes) and returns -1, so that a failure
+ * is one line: `return report_into(err, errlen, "...", ...);`. */
+int report_into(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 void log_set_level(int level);
 int log_level(void);

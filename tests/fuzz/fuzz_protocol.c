@@ -2,9 +2,9 @@
  * parser must answer "malformed" or give fields that read back safely,
  * a list in runs must read within its bounds or be refused, and a status
  * or history message must decode or be refused, never crash. */
-#include "../../src/ledger/history_view.h"
-#include "../../src/ledger/protocol.h"
-#include "../../src/ledger/snapshot.h"
+#include "../../src/protocol/history_view.h"
+#include "../../src/protocol/protocol.h"
+#include "../../src/protocol/snapshot.h"
 
 #include <stdint.h>
 #include <string.h>

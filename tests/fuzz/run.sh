@@ -25,16 +25,16 @@ if ! command -v "$cc" >/dev/null ||
   echo "SKIP: no clang with libFuzzer here (Debian: apt-get install clang libclang-rt-14-dev)"
   exit 77
 fi
-common="$src/src/util/parse.c"
+common="$src/src/util/parse.c $src/src/util/report.c"
 status=0
 scratch_root=$(mktemp -d "${TMPDIR:-/tmp}/vram-fuzz.XXXXXX") || exit 1
 trap 'rm -rf "$scratch_root"' EXIT
-ledger="$src/src/ledger/protocol.c $src/src/ledger/snapshot.c $src/src/ledger/client.c
-        $src/src/ledger/history_view.c $src/src/ledger/trend.c"
+ledger="$src/src/protocol/protocol.c $src/src/protocol/snapshot.c $src/src/client/client.c
+        $src/src/protocol/history_view.c $src/src/view/trend.c"
 daemon="$src/src/daemon/daemon.c $src/src/daemon/identity.c $src/src/daemon/answers.c
         $src/src/daemon/files.c $src/src/ledger/ledger.c $src/src/ledger/ledger_admit.c
         $src/src/ledger/ledger_held.c $src/src/ledger/ledger_view.c $src/src/ledger/policy.c
-        $src/src/ledger/metrics.c $src/src/ledger/history.c $src/src/util/proc.c
+        $src/src/view/metrics.c $src/src/ledger/history.c $src/src/util/proc.c
         $src/tests/fake_conns.c"
 for target in ${FUZZ_TARGETS:-protocol policy daemon}; do
   case $target in

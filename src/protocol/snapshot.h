@@ -1,14 +1,12 @@
-/* snapshot: one picture of the ledger and every form it is shown in.
+/* snapshot: one picture of the ledger, and its messages.
  *
- * The daemon takes it (ledger_snapshot), sends it as NODE/DEV/PROC
- * messages, and writes it as Prometheus text for --metrics-file; the CLI
- * rebuilds it from those messages and prints it as `vram top` (screen.h),
- * `vram status --json` or `--prometheus`. One structure and one renderer
- * per form, so the views cannot disagree:
- *   snapshot.c       the picture, its messages, fetching it from vramd
- *   snapshot_json.c  the JSON object of vram status --json
- *   metrics.c        the Prometheus text of --prometheus and --metrics-file
- *   screen.c         the vram top screen
+ * The daemon takes it (ledger_snapshot, src/ledger) and sends it as
+ * NODE/DEV/PROC messages; a reader asks for it (snapshot_fetch,
+ * src/client/fetch.h), rebuilds it from those messages and shows it in one
+ * of its forms (src/view): `vram top` (screen.h), `vram status --json`
+ * (snapshot_json.h) or Prometheus's text (metrics.h, also vramd's
+ * --metrics-file). One structure, and one renderer per form, so the views
+ * cannot disagree.
  */
 #ifndef VRAM_SNAPSHOT_H
 #define VRAM_SNAPSHOT_H
@@ -18,8 +16,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-
-#define SNAP_MAX_DEVICES 16
 
 /* The node the daemon runs on; "" where unknown (no NVML). */
 struct snap_node {
@@ -94,20 +90,5 @@ int snapshot_encode_entry(const struct snap_entry *e, struct proto_writer *w);
 /* Takes one NODE, DEV or PROC message into the snapshot; -1 with err if
  * malformed. */
 int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, size_t errlen);
-
-/* Asks the daemon at `socket_path` for the ledger (STATUS, page after
- * page) and rebuilds it in s (initialised here; the caller frees it). 0,
- * or -1 with err. */
-int snapshot_fetch(const char *socket_path, struct snapshot *s, char *err, size_t errlen);
-
-/* vram status --json: one object, documented in snapshot_json.c. */
-void snapshot_json(const struct snapshot *s, FILE *out);
-
-/* Prometheus's text format (metrics.c). At most METRICS_MAX_PROCESSES
- * per-process series: the processes that use the most, the rest left out
- * and counted in vram_process_series_omitted (users' totals count them
- * all). */
-#define METRICS_MAX_PROCESSES 256
-void snapshot_prometheus(const struct snapshot *s, FILE *out);
 
 #endif

@@ -12,7 +12,7 @@
 #ifndef VRAM_SCREEN_H
 #define VRAM_SCREEN_H
 
-#include "snapshot.h"
+#include "../protocol/snapshot.h"
 
 #include <stdbool.h>
 #include <stdio.h>

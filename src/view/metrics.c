@@ -24,7 +24,7 @@
  *             METRICS_MAX_PROCESSES of them, those using the most; how many
  *             were left out is vram_process_series_omitted
  */
-#include "snapshot.h"
+#include "metrics.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -17,7 +17,7 @@
 #ifndef VRAM_CLIENT_H
 #define VRAM_CLIENT_H
 
-#include "protocol.h"
+#include "../protocol/protocol.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,7 @@
 #include "protocol.h"
 
 #include "../util/parse.h"
+#include "../util/report.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,16 +20,6 @@ const char *proto_verb_name(enum proto_verb v)
 
 static void append(struct proto_writer *w, const char *s);
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static bool key_ok(const char *k)
 {
     size_t n = 0;
@@ -41,16 +32,16 @@ static bool key_ok(const char *k)
 int proto_parse(const char *data, size_t len, struct proto_msg *m, char *err, size_t errlen)
 {
     if (len == 0)
-        return fail(err, errlen, "an empty message");
+        return report_into(err, errlen, "an empty message");
     if (len > PROTO_MAX)
-        return fail(err, errlen, "a message longer than the %d bytes accepted", PROTO_MAX);
+        return report_into(err, errlen, "a message longer than the %d bytes accepted", PROTO_MAX);
     memcpy(m->buf, data, len);
     m->buf[len] = 0;
     if (len && m->buf[len - 1] == '\n')
         m->buf[--len] = 0;
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)m->buf[i] < 0x20 || (unsigned char)m->buf[i] > 0x7e)
-            return fail(err, errlen, "a message with a byte that is not printable ASCII");
+            return report_into(err, errlen, "a message with a byte that is not printable ASCII");
     m->nfields = 0;
 
     char *p = m->buf;
@@ -61,11 +52,13 @@ int proto_parse(const char *data, size_t len, struct proto_msg *m, char *err, si
     snprintf(version, sizeof version, "VRAM/%d", PROTO_VERSION);
     if (strcmp(p, version) != 0) {
         if (strncmp(p, "VRAM/", 5) == 0)
-            return fail(err, errlen, "protocol version \"%.16s\"; this end speaks VRAM/1", p + 5);
-        return fail(err, errlen, "a message that does not start with VRAM/1 (got \"%.32s\")", p);
+            return report_into(err, errlen, "protocol version \"%.16s\"; this end speaks VRAM/1",
+                               p + 5);
+        return report_into(err, errlen, "a message that does not start with VRAM/1 (got \"%.32s\")",
+                           p);
     }
     if (!sp)
-        return fail(err, errlen, "a message without a verb");
+        return report_into(err, errlen, "a message without a verb");
     p = sp + 1;
     sp = strchr(p, ' ');
     if (sp)
@@ -75,14 +68,14 @@ int proto_parse(const char *data, size_t len, struct proto_msg *m, char *err, si
         if (strcmp(p, verbs[v]) == 0)
             verb = v;
     if (verb < 0)
-        return fail(err, errlen, "an unknown verb \"%.32s\"", p);
+        return report_into(err, errlen, "an unknown verb \"%.32s\"", p);
     m->verb = (enum proto_verb)verb;
 
     while (sp) {
         p = sp + 1;
         if (strncmp(p, "text=", 5) == 0) { /* the rest of the line */
             if (m->nfields == PROTO_MAX_FIELDS)
-                return fail(err, errlen, "more than %d fields", PROTO_MAX_FIELDS);
+                return report_into(err, errlen, "more than %d fields", PROTO_MAX_FIELDS);
             m->field[m->nfields].key = "text";
             m->field[m->nfields++].value = p + 5;
             break;
@@ -92,14 +85,14 @@ int proto_parse(const char *data, size_t len, struct proto_msg *m, char *err, si
             *sp = 0;
         char *eq = strchr(p, '=');
         if (!eq)
-            return fail(err, errlen, "a field \"%.32s\" without '='", p);
+            return report_into(err, errlen, "a field \"%.32s\" without '='", p);
         *eq = 0;
         if (!key_ok(p))
-            return fail(err, errlen, "a malformed field name \"%.32s\"", p);
+            return report_into(err, errlen, "a malformed field name \"%.32s\"", p);
         if (proto_get(m, p))
-            return fail(err, errlen, "the field \"%.32s\" twice", p);
+            return report_into(err, errlen, "the field \"%.32s\" twice", p);
         if (m->nfields == PROTO_MAX_FIELDS)
-            return fail(err, errlen, "more than %d fields", PROTO_MAX_FIELDS);
+            return report_into(err, errlen, "more than %d fields", PROTO_MAX_FIELDS);
         m->field[m->nfields].key = p;
         m->field[m->nfields++].value = eq + 1;
     }

@@ -8,7 +8,7 @@
 #ifndef VRAM_TREND_H
 #define VRAM_TREND_H
 
-#include "snapshot.h"
+#include "../protocol/snapshot.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,14 +1,11 @@
 /* history_view.c: vramd's history as a reader gets it (history_view.h). */
 #include "history_view.h"
 
-#include "client.h"
-#include "snapshot.h"
+#include "../util/report.h"
 
-#include <errno.h>
-#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 void history_view_init(struct history_view *v) { memset(v, 0, sizeof *v); }
 
@@ -28,16 +25,6 @@ void history_view_free(struct history_view *v)
     history_view_init(v);
 }
 
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* Reads the numeric fields `keys` (all required) into out. */
 static int numbers(const struct proto_msg *m, const char *const *keys, const uint64_t *max,
                    int n, uint64_t *out, char *err, size_t errlen)
@@ -46,9 +33,10 @@ static int numbers(const struct proto_msg *m, const char *const *keys, const uin
         char why[256] = "";
         int r = proto_get_u64(m, keys[i], max[i], &out[i], why, sizeof why);
         if (r > 0)
-            return bad(err, errlen, "%s: %s= is missing", proto_verb_name(m->verb), keys[i]);
+            return report_into(err, errlen, "%s: %s= is missing", proto_verb_name(m->verb),
+                               keys[i]);
         if (r < 0)
-            return bad(err, errlen, "%s: %s", proto_verb_name(m->verb), why);
+            return report_into(err, errlen, "%s: %s", proto_verb_name(m->verb), why);
     }
     return 0;
 }
@@ -58,7 +46,7 @@ static int name(const struct proto_msg *m, const char *key, char *out, size_t n,
 {
     const char *v = proto_get(m, key);
     if (!v || !proto_name_ok(v) || strlen(v) >= n)
-        return bad(err, errlen, "SERIES: missing or malformed %s", key);
+        return report_into(err, errlen, "SERIES: missing or malformed %s", key);
     snprintf(out, n, "%s", v);
     return 0;
 }
@@ -73,13 +61,13 @@ static int take_series(struct history_view *v, const struct proto_msg *m, char *
     if (numbers(m, keys, max, 3, f, err, errlen) != 0)
         return -1;
     if (proto_get_u64(m, "end", UINT64_MAX, &end, why, sizeof why) < 0)
-        return bad(err, errlen, "SERIES: %s", why);
+        return report_into(err, errlen, "SERIES: %s", why);
     const char *kind = proto_get(m, "kind");
     struct history_line l = {.key = f[0], .dev = (int)f[1], .begin_ms = f[2], .end_ms = end};
     if (kind && strcmp(kind, "device") == 0) {
         l.kind = 'd';
         if (l.key != (uint64_t)l.dev + 1)
-            return bad(err, errlen, "SERIES: key=%llu is not device %d's",
+            return report_into(err, errlen, "SERIES: key=%llu is not device %d's",
                        (unsigned long long)l.key, l.dev);
     } else if (kind && (strcmp(kind, "process") == 0 || strcmp(kind, "job") == 0)) {
         static const char *const ck[] = {"id", "pid", "uid"};
@@ -93,18 +81,18 @@ static int take_series(struct history_view *v, const struct proto_msg *m, char *
         l.kind = kind[0];
         l.id = (int)c[0], l.pid = (int)c[1], l.uid = (uint32_t)c[2];
         if (l.key != ((uint64_t)l.id << 5 | (unsigned)l.dev))
-            return bad(err, errlen, "SERIES: key=%llu is not client %d's on device %d",
+            return report_into(err, errlen, "SERIES: key=%llu is not client %d's on device %d",
                        (unsigned long long)l.key, l.id, l.dev);
     } else {
-        return bad(err, errlen, "SERIES: kind= must be device, process or job");
+        return report_into(err, errlen, "SERIES: kind= must be device, process or job");
     }
     if (v->n && l.key <= v->line[v->n - 1].key)
-        return bad(err, errlen, "SERIES: key=%llu out of order", (unsigned long long)l.key);
+        return report_into(err, errlen, "SERIES: key=%llu out of order", (unsigned long long)l.key);
     if (v->n == v->cap) {
         int cap = v->cap ? v->cap * 2 : 16;
         struct history_line *g = realloc(v->line, (size_t)cap * sizeof *g);
         if (!g)
-            return bad(err, errlen, "out of memory");
+            return report_into(err, errlen, "out of memory");
         v->line = g;
         v->cap = cap;
     }
@@ -121,7 +109,7 @@ static int take_samples(struct history_view *v, const struct proto_msg *m, char 
     if (numbers(m, keys, max, 3, f, err, errlen) != 0)
         return -1;
     if (!v->n || v->line[v->n - 1].key != f[0])
-        return bad(err, errlen, "SAMPLES: key=%llu is not the series just begun",
+        return report_into(err, errlen, "SAMPLES: key=%llu is not the series just begun",
                    (unsigned long long)f[0]);
     const char *tier = proto_get(m, "tier");
     struct history_line *l = &v->line[v->n - 1];
@@ -129,11 +117,11 @@ static int take_samples(struct history_view *v, const struct proto_msg *m, char 
                              : tier && strcmp(tier, "hour") == 0 ? &l->hour
                                                                  : NULL;
     if (!r)
-        return bad(err, errlen, "SAMPLES: tier= must be recent or hour");
+        return report_into(err, errlen, "SAMPLES: tier= must be recent or hour");
     if (f[2] == 0)
-        return bad(err, errlen, "SAMPLES: step=0");
+        return report_into(err, errlen, "SAMPLES: step=0");
     if (r->n && (f[2] != r->step_ms || f[1] != r->first_ms + (uint64_t)r->n * r->step_ms))
-        return bad(err, errlen, "SAMPLES: first=%llu does not follow the samples before",
+        return report_into(err, errlen, "SAMPLES: first=%llu does not follow the samples before",
                    (unsigned long long)f[1]);
     uint64_t used[PROTO_MAX], budget[PROTO_MAX];
     int nu = 0, nb = 0, room = HISTORY_VIEW_MAX_SAMPLES - r->n;
@@ -141,15 +129,16 @@ static int take_samples(struct history_view *v, const struct proto_msg *m, char 
     char why[256] = "";
     if (proto_get_runs(m, "used", UINT64_MAX, used, most, &nu, why, sizeof why) != 0 ||
         proto_get_runs(m, "budget", UINT64_MAX, budget, most, &nb, why, sizeof why) != 0)
-        return bad(err, errlen, "SAMPLES: %s", why[0] ? why : "used= and budget= are required");
+        return report_into(err, errlen, "SAMPLES: %s",
+                           why[0] ? why : "used= and budget= are required");
     if (nu != nb)
-        return bad(err, errlen, "SAMPLES: %d used and %d budget figures", nu, nb);
+        return report_into(err, errlen, "SAMPLES: %d used and %d budget figures", nu, nb);
     uint64_t *gu = realloc(r->used, (size_t)(r->n + nu) * sizeof *gu);
     if (gu)
         r->used = gu;
     uint64_t *gb = gu ? realloc(r->budget, (size_t)(r->n + nu) * sizeof *gb) : NULL;
     if (!gb)
-        return bad(err, errlen, "out of memory");
+        return report_into(err, errlen, "out of memory");
     r->budget = gb;
     if (!r->n)
         r->first_ms = f[1], r->step_ms = f[2];
@@ -174,75 +163,15 @@ int history_view_take(struct history_view *v, const struct proto_msg *m, uint64_
         if (numbers(m, keys, max, 2, f, err, errlen) != 0)
             return -1;
         if (proto_get_u64(m, "next", UINT64_MAX, next, why, sizeof why) < 0)
-            return bad(err, errlen, "END: %s", why);
+            return report_into(err, errlen, "END: %s", why);
         v->now_ms = f[0];
         v->wall_offset_ms = (int64_t)f[1] - (int64_t)f[0];
         return 1;
     }
     default:
-        return bad(err, errlen, "unexpected %s in a history reply", proto_verb_name(m->verb));
+        return report_into(err, errlen, "unexpected %s in a history reply",
+                           proto_verb_name(m->verb));
     }
-}
-
-int history_fetch(const char *socket_path, const char *job, bool recent_only,
-                  struct history_view *v, char *err, size_t errlen)
-{
-    history_view_init(v);
-    int fd = ledger_connect(socket_path);
-    if (fd < 0)
-        return bad(err, errlen, "cannot reach vramd at %s: %s", socket_path, strerror(errno));
-    char who[256];
-    if (!ledger_peer_trusted(fd, who, sizeof who)) {
-        close(fd);
-        return bad(err, errlen, "not asking %s: %s", socket_path, who);
-    }
-    int rc = -1;
-    uint64_t after = 0;
-    /* A cursor that does not move on would be a daemon gone wrong. */
-    for (int pages = 0; pages < 100000; pages++) {
-        struct proto_writer w;
-        proto_begin(&w, VERB_HISTORY);
-        if (job)
-            proto_add(&w, "job", job);
-        if (recent_only)
-            proto_add(&w, "tier", "recent");
-        if (after)
-            proto_add_u64(&w, "after", after);
-        if (ledger_send(fd, &w) != 0) {
-            bad(err, errlen, "vramd closed the connection");
-            break;
-        }
-        struct proto_msg m;
-        int r = 0;
-        uint64_t next = 0;
-        while (r == 0 && ledger_recv(fd, &m, 5000, err, errlen) == 0) {
-            if (m.verb == VERB_ERR) {
-                const char *text = proto_get(&m, "text");
-                bad(err, errlen, "vramd: %s", text ? text : "refused");
-                r = -1;
-                break;
-            }
-            char why[256] = "";
-            r = history_view_take(v, &m, &next, why, sizeof why);
-            if (r < 0)
-                bad(err, errlen, "a history message that cannot be read: %s", why);
-        }
-        if (r != 1)
-            break;
-        if (!next) {
-            rc = 0;
-            break;
-        }
-        if (next <= after) {
-            bad(err, errlen, "a history page that does not move on");
-            break;
-        }
-        after = next;
-    }
-    close(fd);
-    if (rc != 0)
-        history_view_free(v);
-    return rc;
 }
 
 static const struct history_line *by_key(const struct history_view *v, uint64_t key)
@@ -270,29 +199,3 @@ const struct history_line *history_view_client(const struct history_view *v, int
     return v ? by_key(v, (uint64_t)id << 5 | (unsigned)dev) : NULL;
 }
 
-static void json_ring(FILE *out, const struct history_view *v, const struct history_ring *r,
-                      const char *budget)
-{
-    double start = ((double)r->first_ms + (double)v->wall_offset_ms) / 1000.0;
-    fprintf(out, "{\"start\":%.3f,\"step_s\":%g,\"used\":[", start, (double)r->step_ms / 1000.0);
-    for (int i = 0; i < r->n; i++)
-        fprintf(out, i ? ",%llu" : "%llu", (unsigned long long)r->used[i]);
-    fprintf(out, "],\"%s\":[", budget);
-    for (int i = 0; i < r->n; i++)
-        fprintf(out, i ? ",%llu" : "%llu", (unsigned long long)r->budget[i]);
-    fputs("]}", out);
-}
-
-void history_view_json(FILE *out, const struct history_view *v, const struct history_line *line)
-{
-    if (!line)
-        return;
-    const char *budget = line->kind == 'd' ? "granted" : "budget";
-    fputs(",\"history\":{\"recent\":", out);
-    json_ring(out, v, &line->recent, budget);
-    if (line->hour.n) {
-        fputs(",\"hour\":", out);
-        json_ring(out, v, &line->hour, budget);
-    }
-    fputs("}", out);
-}

@@ -16,15 +16,46 @@
  *   unseen     device, pid, uid, user, command, used: processes NVML sees
  *              using memory no grant covers
  * Each device and process has its "history" where it was fetched too
- * (history_view_json: the recent ring, and the last hour for --json).
+ * (json_history: the recent ring, and the last hour for --json).
  * processes, waiting and unseen hold what the reader may see: root every
  * process, anyone else their own (others are in users only).
  */
-#include "snapshot.h"
-#include "history_view.h"
+#include "snapshot_json.h"
+
+#include "../protocol/history_view.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+static void json_ring(FILE *out, const struct history_view *v, const struct history_ring *r,
+                      const char *budget)
+{
+    double start = ((double)r->first_ms + (double)v->wall_offset_ms) / 1000.0;
+    fprintf(out, "{\"start\":%.3f,\"step_s\":%g,\"used\":[", start, (double)r->step_ms / 1000.0);
+    for (int i = 0; i < r->n; i++)
+        fprintf(out, i ? ",%llu" : "%llu", (unsigned long long)r->used[i]);
+    fprintf(out, "],\"%s\":[", budget);
+    for (int i = 0; i < r->n; i++)
+        fprintf(out, i ? ",%llu" : "%llu", (unsigned long long)r->budget[i]);
+    fputs("]}", out);
+}
+
+/* ,"history":{...} (nothing when line is NULL): each ring as its start
+ * (Unix seconds), step and the arrays "used" and "budget" ("granted" for a
+ * device). */
+static void json_history(FILE *out, const struct history_view *v, const struct history_line *line)
+{
+    if (!line)
+        return;
+    const char *budget = line->kind == 'd' ? "granted" : "budget";
+    fputs(",\"history\":{\"recent\":", out);
+    json_ring(out, v, &line->recent, budget);
+    if (line->hour.n) {
+        fputs(",\"hour\":", out);
+        json_ring(out, v, &line->hour, budget);
+    }
+    fputs("}", out);
+}
 
 static void json_string(FILE *out, const char *s)
 {
@@ -78,7 +109,7 @@ static void devices(const struct snapshot *s, FILE *out)
                 u(x->total > x->used ? x->total - x->used : 0), x->overcommitted ? "true" : "false",
                 x->waiting, u(x->refused), u(x->reclaimed), u(x->reclaimed_bytes), u(x->waits),
                 (double)x->waited_ms / 1000.0);
-        history_view_json(out, s->history, history_view_device(s->history, x->index));
+        json_history(out, s->history, history_view_device(s->history, x->index));
         fputc('}', out);
     }
     fprintf(out, "]");
@@ -124,7 +155,7 @@ static void processes(const struct snapshot *s, FILE *out)
                 "\"waiting_for\":%llu,\"over_budget\":%s",
                 u(e->grant), u(e->used), u(e->peak), u(e->nvml), u(e->want),
                 e->over ? "true" : "false");
-        history_view_json(out, s->history, history_view_client(s->history, e->id, e->dev));
+        json_history(out, s->history, history_view_client(s->history, e->id, e->dev));
         fputc('}', out);
         first = false;
     }

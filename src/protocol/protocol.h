@@ -56,6 +56,9 @@
 #define PROTO_MAX 1024 /* bytes in one message, the longest that is accepted */
 #define PROTO_MAX_FIELDS 24
 #define PROTO_NAME_MAX 64 /* a job, command or user name */
+/* The most devices a daemon keeps and its messages name (dev= below it):
+ * the ledger's, its snapshot's and its history's. */
+#define SNAP_MAX_DEVICES 16
 
 enum proto_verb {
     VERB_HELLO, VERB_REQUEST, VERB_REPORT, VERB_RELEASE, VERB_JOB, VERB_STATUS, VERB_MEMBER,

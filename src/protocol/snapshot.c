@@ -1,10 +1,6 @@
 #include "snapshot.h"
 
-#include "client.h"
 #include "history_view.h"
-
-#include <errno.h>
-#include <unistd.h>
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -269,64 +265,3 @@ int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, si
     return 0;
 }
 
-int snapshot_fetch(const char *socket_path, struct snapshot *s, char *err, size_t errlen)
-{
-    snapshot_init(s);
-    int fd = ledger_connect(socket_path);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot reach vramd at %s: %s", socket_path, strerror(errno));
-        return -1;
-    }
-    char who[256];
-    if (!ledger_peer_trusted(fd, who, sizeof who)) {
-        snprintf(err, errlen, "not asking %s: %s", socket_path, who);
-        close(fd);
-        return -1;
-    }
-    struct proto_writer w;
-    struct proto_msg m;
-    int rc = -1;
-    uint64_t after = 0;
-    /* Page after page, each a bounded answer; a cursor that does not move
-     * on would be a daemon gone wrong: stop there. */
-    for (int pages = 0; rc != 0 && pages < 100000; pages++) {
-        proto_begin(&w, VERB_STATUS);
-        if (after)
-            proto_add_u64(&w, "after", after);
-        if (ledger_send(fd, &w) != 0) {
-            snprintf(err, errlen, "vramd closed the connection");
-            break;
-        }
-        bool more = false, bad = false;
-        while (!bad && ledger_recv(fd, &m, 5000, err, errlen) == 0) {
-            if (m.verb == VERB_END) {
-                uint64_t next = 0;
-                char why[256] = "";
-                if (proto_get_u64(&m, "next", UINT64_MAX, &next, why, sizeof why) < 0 ||
-                    (next && next <= after)) {
-                    snprintf(err, errlen, "a status page that does not move on (%s)", why);
-                    bad = true;
-                    break;
-                }
-                if (next)
-                    after = next, more = true;
-                else
-                    rc = 0;
-                break;
-            }
-            char why[256] = "";
-            if (((m.verb == VERB_DEV || m.verb == VERB_NODE) && after) ||
-                snapshot_decode(s, &m, why, sizeof why) != 0) {
-                snprintf(err, errlen, "a status message that cannot be read: %s",
-                         why[0] ? why : "NODE or DEV after the first page");
-                bad = true;
-            }
-        }
-        if (!more)
-            break;
-    }
-    close(fd);
-    if (rc != 0)
-        snapshot_free(s);
-    return rc;
-}

@@ -1,6 +1,6 @@
-/* history_view: vramd's history (history.h) as a reader gets it, and its
- * forms: the JSON of `vram status --json` and the series `vram top` and
- * `vram plot --job` draw.
+/* history_view: vramd's history (src/ledger/history.h) as a reader gets
+ * it: the series `vram status --json`, `vram top` and `vram plot --job`
+ * show (asked for by history_fetch, src/client/fetch.h).
  *
  * The answer to HISTORY is, per series:
  *   SERIES key=K dev=D kind=device|process|job [id= pid= uid= user= cmd= job=]
@@ -55,20 +55,8 @@ void history_view_free(struct history_view *v);
 int history_view_take(struct history_view *v, const struct proto_msg *m, uint64_t *next,
                       char *err, size_t errlen);
 
-/* Asks the daemon at socket_path for its history (HISTORY page after page;
- * job NULL: the devices and the live clients). v is initialised here; the
- * caller frees it. 0, or -1 with err (the daemon's own words when it
- * refused). */
-int history_fetch(const char *socket_path, const char *job, bool recent_only,
-                  struct history_view *v, char *err, size_t errlen);
-
 /* The series of a device, or of a client on a device; NULL if none. */
 const struct history_line *history_view_device(const struct history_view *v, int dev);
 const struct history_line *history_view_client(const struct history_view *v, int id, int dev);
-
-/* ,"history":{...} for a JSON object (nothing when line is NULL): each
- * ring as its start (Unix seconds), step and the arrays "used" and
- * "budget" ("granted" for a device). */
-void history_view_json(FILE *out, const struct history_view *v, const struct history_line *line);
 
 #endif

@@ -1,6 +1,6 @@
 #include "job.h"
 
-#include "../preload/command_state.h"
+#include "../command/command_state.h"
 #include "../util/parse.h"
 #include "client.h"
 

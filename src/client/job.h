@@ -7,7 +7,7 @@
  * processes start (job_ask), and keeps the connection for the job's life:
  * the connection is the grant, so however the holder ends, vramd takes the
  * grants back at once. The grant is then the budget in the job's command
- * states (src/preload/command_state.h: one for vram run, one per task for
+ * states (src/command/command_state.h: one for vram run, one per task for
  * Slurm), registered there before the processes start (command_grant); the
  * processes hold to it on their own hot path and never talk to vramd. A
  * thread of the holder's (job_start) reports every 200 ms what the job
@@ -23,8 +23,8 @@
 #ifndef VRAM_JOB_H
 #define VRAM_JOB_H
 
-#include "../preload/command.h"
-#include "protocol.h"
+#include "../command/command.h"
+#include "../protocol/protocol.h"
 
 #include <pthread.h>
 #include <stdbool.h>

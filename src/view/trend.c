@@ -2,7 +2,7 @@
 #include "trend.h"
 
 #include "../util/parse.h"
-#include "history_view.h"
+#include "../protocol/history_view.h"
 
 #include <stdlib.h>
 #include <string.h>
