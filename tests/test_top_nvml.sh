@@ -93,6 +93,10 @@ check "k asks first" wait_for 15 footer_has "send SIGTERM to $upid (holder)? y/n
 tm send-keys -t t n
 check "n sends nothing" wait_for 15 footer_has "no signal sent"
 check "and the process runs on" kill -0 "$upid"
+tm send-keys -t t PPage
+check "PgUp keeps a selection: the first row" wait_for 15 selected "$rpid root"
+tm send-keys -t t Down Down
+check "back on the user's process" wait_for 15 selected "$upid $user_u"
 tm send-keys -t t k
 check "k asks again" wait_for 15 footer_has "send SIGTERM to $upid (holder)? y/n"
 tm send-keys -t t y

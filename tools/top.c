@@ -315,7 +315,7 @@ static int live(const struct source *src, struct snapshot s, struct top_view *v,
             continue;
         }
         int page = v->height > 12 ? v->height / 2 : 5;
-        bool moved = true;
+        bool moved = true, selecting = v->cursor >= 0;
         switch (key) {
         case 'q': case 'Q': case KEY_EOF:
             terminal_close();
@@ -344,8 +344,8 @@ static int live(const struct source *src, struct snapshot s, struct top_view *v,
                 }
         }
         if (moved && key != 'r' && key != 'k') {
-            if (v->cursor < -1 || (v->cursor < 0 && key == KEY_UP))
-                v->cursor = 0;
+            if ((selecting || key == KEY_UP || key == KEY_DOWN) && v->cursor < 0)
+                v->cursor = 0; /* a selection stays one; the screen keeps it in bounds */
             v->pick.on = false; /* the row moved: the selection is where it is now */
         }
     }
