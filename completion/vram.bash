@@ -62,6 +62,8 @@ _vram()
         --format)
             if [[ $cmd == plot ]]; then
                 COMPREPLY=($(compgen -W "html svg" -- "$cur"))
+            elif [[ $cmd == devices ]]; then
+                COMPREPLY=($(compgen -W "csv csv,noheader csv,nounits csv,noheader,nounits" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "vrec csv json" -- "$cur"))
             fi

@@ -51,7 +51,9 @@ check "vram run --limit <TAB>: nothing to guess" is "vram run --limit "
 check "vram run --format <TAB>: the recording's forms" is "vram run --format " vrec csv json
 check "vram plot --format <TAB>: the plot's forms" is "vram plot x.vrec --format " html svg
 check "vram plot --j<TAB>: a job from vramd" is "vram plot --j" --job
-check "vram devices --<TAB>" is "vram devices --" --brief --json --help
+check "vram devices --<TAB>" is "vram devices --" --brief --json --format --help
+check "vram devices --format <TAB>: nvidia-smi's csv forms" \
+  is "vram devices --format " csv csv,noheader csv,nounits csv,noheader,nounits
 check "vram top --<TAB>" is "vram top --" --once --interval --sort --socket --help
 check "vram top --sort <TAB>: the orders" is "vram top --sort " memory user pid time gpu
 check "vram status --<TAB>" is "vram status --" --json --no-history --prometheus --socket --help

@@ -7,8 +7,8 @@
 # and waiting; DCGM exporter's labels; per-process series bounded; other
 # users' processes private (as another user, where root can make users).
 set -u
-build=${1:?usage: test_status.sh BUILD_DIR HOLDER PEER}
-holder=${2:?} peer=${3:?}
+build=${1:?usage: test_status.sh BUILD_DIR HOLDER PEER MEMBER}
+holder=${2:?} peer=${3:?} member=${4:?}
 vram=$build/vram vramd=$build/vramd
 . "$(dirname "$0")/lib.sh"
 need_debian_python
@@ -113,6 +113,40 @@ parsed() { [ "$(prom "$1" 'len(fams) > 20' 2>/dev/null)" = True ]; }
 check "the metrics file (anyone may read it) is parsed too" wait_for 20 parsed "$tmp/m.prom"
 check "and has users' totals, no process" test "$(prom "$tmp/m.prom" '(len(samples("vram_user_used_bytes")), len(samples("vram_process_used_bytes")))')" = "(1, 0)"
 kill -9 $many $w; wait $many $w 2>/dev/null
+
+# --- the screen at 80 columns: jobs, free memory, versions ------------------------
+# Two runs of one program, each a job of its own with its process under it.
+for _ in 1 2; do
+  "$vram" run --limit 100MiB -- "$member" hold $((40 * M)) 600 >/dev/null 2>&1 &
+done
+jobs_shown() { [ "$("$vram" status --json | grep -o '"role":"job"' | wc -l)" = 2 ] &&
+  [ "$(COLUMNS=80 "$vram" status | grep -cE '^ *[0-9]+ +[^ ]+ +0 run-[0-9]+ +- +40.00 MiB')" = 2 ]; }
+check "two jobs, each with its process" wait_for 30 jobs_shown
+COLUMNS=80 "$vram" status >"$tmp/screen"
+check "a JOB column at 80 columns" grep -qE '^ +PID USER +GPU JOB +BUDGET +USED' "$tmp/screen"
+check "two jobs of one program tell apart" \
+  test "$(grep -oE '^ +job +[^ ]+ +0 run-[0-9]+' "$tmp/screen" | awk '{ print $4 }' | sort -u | wc -l)" = 2
+check "a job's process: under its job, BUDGET - (the job's budget is its)" \
+  sh -c "[ \$(grep -A1 -E '^ +job ' '$tmp/screen' | grep -cE '^ *[0-9]+ +[^ ]+ +0 run-[0-9]+ +- +40.00 MiB') = 2 ]"
+check "FREE at 80 columns, UNSEEN left out first" \
+  sh -c "grep -qE '^GPU NAME .* USED +FREE\$' '$tmp/screen' && ! grep -q '^GPU .*UNSEEN' '$tmp/screen'"
+nvml_version=$(j 'd["nvml_version"]')
+check "the NVML version whole at 80 columns" grep -qE "(^|  )NVML $nvml_version( |\$)" "$tmp/screen"
+# (characters, not bytes: the trend's marks are UTF-8)
+check "no line wider than 80" test "$(LC_ALL=C sed 's/[\x80-\xbf]//g' "$tmp/screen" | awk '{ if (length > m) m = length } END { print m + 0 }')" -le 80
+"$vram" status >"$tmp/screen.plain"
+check "nor in vram status without COLUMNS" grep -qE "(^|  )NVML $nvml_version( |\$)" "$tmp/screen.plain"
+# Each job's row is followed by its process, whatever the sort.
+grouped() { awk '/^ +job / { job = $4; next } job { if ($4 != job) bad = 1; job = "" } END { exit bad }' "$1"; }
+for key in p g pid gpu mem u t; do
+  COLUMNS=80 "$vram" top --once --sort $key >"$tmp/sorted" 2>&1
+  check "--sort $key: each job with its process" grouped "$tmp/sorted"
+done
+COLUMNS=80 "$vram" top --once --sort p >"$tmp/sorted"
+check "--sort p: jobs in their holders' pid order" \
+  sh -c "grep -oE '^ +job +[^ ]+ +0 run-[0-9]+' '$tmp/sorted' | grep -oE '[0-9]+\$' | sort -c -n"
+check "--sort m: memory, the only sort that starts so" sh -c "'$vram' top --once --sort m >/dev/null"
+kill $(jobs -p | tail -2) 2>/dev/null
 
 # --- another user sees their own processes, and others' totals --------------
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && command -v useradd >/dev/null &&

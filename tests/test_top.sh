@@ -54,13 +54,20 @@ sorted() { # FILE FLAGS: the lines are in that order
   sort -c $2 "$1" 2>/dev/null
 }
 
-tm send-keys -t t "stty -a >$tmp/stty.before; $vram top --interval 200ms" Enter
+# The terminal's settings (stty -g: modes, not the window's size, which is
+# tmux's to set and which tmux may still be changing after a resize).
+tm send-keys -t t "stty -g >$tmp/stty.before; $vram top --interval 200ms" Enter
 check "vram top takes the screen" wait_for 30 shows "q quit"
 sleep 0.5
 screen
 cp "$tmp/screen" "$tmp/screen.first"
 check "a header: host, time and driver version, as nvidia-smi has" \
   sh -c "head -1 '$tmp/screen' | grep -qE '^vram top  $(hostname | cut -c1-20).*[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}  driver $driver'"
+nvml_version=$("$vram" status --json | sed 's/.*"nvml_version":"\([^"]*\)".*/\1/')
+check "the NVML version whole, on the next line where the first has no room" \
+  sh -c "sed -n 2p '$tmp/screen' | grep -qx 'NVML $nvml_version'"
+check "the GPUs' free memory at 80 columns, what is unseen left out first" \
+  sh -c "sed -n 3p '$tmp/screen' | grep -qE '^GPU NAME .* USED +FREE\$'"
 check "the screen is the window's 24 lines" test "$(lines_of)" = 24
 check "no line wider than its 80 columns" test "$(widest)" -le 80
 check "the GPU summary on screen" sh -c "grep -q 'NVIDIA H100' '$tmp/screen' && grep -q 'GPU-' '$tmp/screen'"
@@ -84,12 +91,12 @@ check "p sorts by pid" wait_for 15 sh -c "tmux -S '$tmp/tmux.sock' capture-pane 
 screen
 column_of 1 >"$tmp/pids"
 check "the rows are in pid order" sorted "$tmp/pids" -n
-check "the GPU summary stays at the top" sh -c "sed -n 2,4p '$tmp/screen' | grep -q 'NVIDIA H100' && sed -n 4p '$tmp/screen' | grep -q '^    \['"
+check "the GPU summary stays at the top" sh -c "sed -n 3,5p '$tmp/screen' | grep -q 'NVIDIA H100' && sed -n 5p '$tmp/screen' | grep -q '^    \['"
 first=$(head -1 "$tmp/pids")
 tm send-keys -t t NPage
 check "PgDn scrolls the processes" wait_for 15 sh -c "tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -qE ' [1-9][0-9]*-[0-9]+ of 31\$' && ! tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -q ' 1-'"
 screen
-sed -n 2,4p "$tmp/screen.first" >"$tmp/gpu.first"; sed -n 2,4p "$tmp/screen" >"$tmp/gpu.now"
+sed -n 3,5p "$tmp/screen.first" >"$tmp/gpu.first"; sed -n 3,5p "$tmp/screen" >"$tmp/gpu.now"
 check "and the GPU summary does not move" cmp -s "$tmp/gpu.first" "$tmp/gpu.now"
 column_of 1 >"$tmp/pids2"
 check "the first rows are gone" sh -c "! grep -qx '$first' '$tmp/pids2'"
@@ -102,8 +109,13 @@ sleep 0.5
 screen
 column_of 1 >"$tmp/pids"
 check "r reverses" sorted "$tmp/pids" -nr
+check "and the footer says so" sh -c "tail -1 '$tmp/screen' | grep -q 'r\[reversed\]'"
 tm send-keys -t t m
-check "m sorts by memory again" wait_for 15 sh -c "tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -q 'm\[memory\]'"
+check "m sorts by memory again, in its own order (a new sort is not reversed)" \
+  wait_for 15 sh -c "tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -q 'm\[memory\].* r reverse '"
+screen
+held >"$tmp/held"
+check "the most first again" sorted "$tmp/held" -nr
 
 tm resize-window -t t -x 132 -y 50
 check "a larger window: all of it is used" wait_for 15 sh -c "[ \$(tmux -S '$tmp/tmux.sock' capture-pane -p -t t | awk 'END { print NR }') = 50 ] && tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -qE ' 1-31 of 31\$'"
@@ -119,9 +131,9 @@ check "back to 80x24" wait_for 15 sh -c "[ \$(tmux -S '$tmp/tmux.sock' display-m
 
 tm send-keys -t t q
 check "q quits" wait_for 15 shows '^\$ *$'
-tm send-keys -t t "echo status=\$?; stty -a >$tmp/stty.after" Enter
+tm send-keys -t t "echo status=\$?; stty -g >$tmp/stty.after" Enter
 check "with status 0" wait_for 15 shows '^status=0$'
-check "the terminal is as it was (stty -a)" wait_for 15 cmp -s "$tmp/stty.before" "$tmp/stty.after"
+check "the terminal is as it was (stty -g)" wait_for 15 cmp -s "$tmp/stty.before" "$tmp/stty.after"
 cmp -s "$tmp/stty.before" "$tmp/stty.after" || diff "$tmp/stty.before" "$tmp/stty.after" >&2
 check "and the screen too: top's lines are gone with its screen" sh -c "! grep -q 'q quit' '$tmp/screen'"
 
@@ -129,7 +141,7 @@ tm send-keys -t t "$vram top --interval 200ms" Enter
 check "again" wait_for 30 shows "q quit"
 tm send-keys -t t C-c
 check "Ctrl-C ends it" wait_for 15 shows '^\$ *$'
-tm send-keys -t t "echo status=\$?; stty -a >$tmp/stty.after" Enter
+tm send-keys -t t "echo status=\$?; stty -g >$tmp/stty.after" Enter
 check "as Ctrl-C ends a program (status 130)" wait_for 15 shows '^status=130$'
 check "and gives the terminal back as it was" wait_for 15 cmp -s "$tmp/stty.before" "$tmp/stty.after"
 

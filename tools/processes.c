@@ -58,3 +58,13 @@ bool process_command_line(unsigned pid, char *out, size_t n)
 }
 
 unsigned long long process_start(unsigned pid) { return proc_start_time((pid_t)pid); }
+
+const char *process_without_folder(const char *line)
+{
+    size_t end = strcspn(line, " ");
+    const char *base = line;
+    for (size_t k = 0; k < end; k++)
+        if (line[k] == '/' && k + 1 < end)
+            base = line + k + 1;
+    return base;
+}

@@ -26,5 +26,8 @@ unsigned long long process_start(unsigned pid);
 /* Its command line, arguments joined by spaces, into out; false if it
  * cannot be read or is empty (a kernel thread, a zombie). */
 bool process_command_line(unsigned pid, char *out, size_t n);
+/* A command line from its program's name on, without the program's
+ * folder: the arguments say more (nvitop's COMMAND column). */
+const char *process_without_folder(const char *line);
 
 #endif

@@ -9,9 +9,12 @@
 #include "../src/view/screen.h"
 #include "../src/util/parse.h"
 #include "cli.h"
+#include "nvml_view.h"
 #include "processes.h"
 #include "terminal.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,28 +28,36 @@ static void top_usage(FILE *out)
     fprintf(out,
             "usage: vram top [--once] [--interval DURATION] [--sort KEY] [--socket PATH]\n"
             "\n"
-            "What vramd's ledger holds, refreshed in place, as htop and nvitop show a\n"
-            "machine: a header (host, time, driver, CUDA and NVML versions); each GPU\n"
-            "(name, total, reserved for named users or jobs and not yet theirs, granted\n"
-            "as budgets, used, used outside any grant, free) with a bar (# used,\n"
-            "= granted or reserved, . free) and its UUID; each user (processes, budget,\n"
-            "used, the most they held at once, used outside grants, waiting); each\n"
-            "process (budget, used, peak, what NVML sees, state: ok, OVER its budget,\n"
-            "wait N in the queue, unseen for memory used without a grant; running time,\n"
-            "command); then, where there is room, each GPU's and each job's trend over\n"
-            "the last 2 minutes from vramd's history (Unicode blocks where the locale is\n"
-            "UTF-8, else ASCII). Root sees every process; others see their own\n"
-            "processes and other users' totals. The GPUs stay on screen; the processes\n"
-            "scroll.\n"
+            "Who holds the GPUs' memory, refreshed in place, as htop and nvitop show a\n"
+            "machine. With vramd, its ledger: a header (host, time, driver, CUDA and\n"
+            "NVML versions); each GPU (name, total, reserved for named users or jobs and\n"
+            "not yet theirs, granted as budgets, used, used outside any grant, free) with\n"
+            "a bar (# used, = granted or reserved, . free) and its UUID; each user\n"
+            "(processes, budget, used, the most they held at once, used outside grants,\n"
+            "waiting); each job, its processes under it, and each process (budget, used,\n"
+            "peak, what NVML sees, state: ok, OVER its budget, wait N in the queue,\n"
+            "unseen for memory used without a grant; running time, command); then, where\n"
+            "there is room, each GPU's and each job's trend over the last 2 minutes from\n"
+            "vramd's history (Unicode blocks where the locale is UTF-8, else ASCII). Root\n"
+            "sees every process; others see their own processes and other users' totals.\n"
+            "Without vramd (none found, or VRAM_DAEMON=off), NVML's view, for any user:\n"
+            "each GPU (used, free, the budgets of the commands on it, utilisation,\n"
+            "temperature, power), each user's total, each process NVML lists (any\n"
+            "user's), and each of your vram run commands as a job (run-PID: its budget,\n"
+            "what its processes hold by its count, the most they held). The GPUs stay on\n"
+            "screen; the processes scroll.\n"
             "\n"
             "Keys: q quit; m, u, p, t, g sort the processes by memory, user, pid,\n"
-            "running time or GPU; r reverses; arrows, PgUp, PgDn, Home, End scroll.\n"
+            "running time or GPU (a new sort starts in its own order, the same key again\n"
+            "reverses it); r reverses; arrows select a process, PgUp, PgDn, Home, End\n"
+            "scroll; k sends the selected process SIGTERM after asking (your own\n"
+            "processes; root: anyone's).\n"
             "\n"
             "  --once               print one screen and exit\n"
             "  --interval DURATION  refresh period: seconds (1, 0.5) or 500ms, 2s (default\n"
             "                       1s); 0 is refused: for one screen, --once\n"
             "  --sort KEY           the processes' order at start: memory (default), user,\n"
-            "                       pid, time or gpu\n"
+            "                       pid, time or gpu, or the start of one (mem)\n"
             "  --socket PATH        vramd's socket (default: VRAM_DAEMON,\n"
             "                       " LEDGER_SYSTEM_SOCKET ", then the user's own daemon's)\n"
             "  --help               this text\n");
@@ -71,13 +82,7 @@ static void read_lines(struct lines *l, const struct snapshot *s)
         if ((e->role == 'p' || e->role == 'n') && e->pid > 0 && e->start &&
             process_start((unsigned)e->pid) == e->start &&
             process_command_line((unsigned)e->pid, line, sizeof line)) {
-            /* The program's name without its folder: the arguments say more. */
-            size_t end = strcspn(line, " ");
-            const char *base = line;
-            for (size_t k = 0; k < end; k++)
-                if (line[k] == '/' && k + 1 < end)
-                    base = line + k + 1;
-            snprintf(l->line[i], sizeof l->line[i], "%s", base);
+            snprintf(l->line[i], sizeof l->line[i], "%s", process_without_folder(line));
         }
     }
 }
@@ -102,9 +107,57 @@ static void clocks(struct top_view *v)
     }
 }
 
+/* Where the pictures come from: vramd's ledger, or, where no vramd runs,
+ * NVML and the commands' own states (nvml_view.h). */
+struct source {
+    bool nvml;
+    const char *socket; /* vramd's; NULL: found as every client finds it */
+};
+
+/* A picture: 0, or -1 with the reason (a ledger without its history is
+ * still one). */
+static int take(const struct source *src, struct snapshot *s, char *err, size_t n)
+{
+    if (src->nvml)
+        return nvml_view_take(s, err, n);
+    return cli_take_ledger(src->socket, s, CLI_HISTORY_RECENT, err, n) < 0 ? -1 : 0;
+}
+
+/* vramd where one runs (or --socket names one), else NVML's view; the
+ * first picture in s. 0, or 1 after a message. `note` says why NVML's
+ * view was chosen where a vramd was expected. */
+static int choose(const char *socket_path, struct source *src, struct snapshot *s, char *note,
+                  size_t notelen)
+{
+    char path[256], err[512];
+    note[0] = 0;
+    *src = (struct source){false, socket_path};
+    if (socket_path)
+        return cli_fetch_ledger("top", socket_path, s, CLI_HISTORY_RECENT);
+    int r = ledger_find_socket(path, sizeof path, err, sizeof err);
+    if (r < 0) {
+        fprintf(stderr, "vram top: %s\n", err);
+        return 1;
+    }
+    if (r == 0) {
+        int got = cli_take_ledger(path, s, CLI_HISTORY_RECENT, err, sizeof err);
+        if (got >= 0)
+            return 0;
+        snprintf(note, notelen, "vramd does not answer: %.400s; NVML's view instead", err);
+    }
+    src->nvml = true;
+    char nerr[512];
+    if (nvml_view_open(nerr, sizeof nerr) != 0 || nvml_view_take(s, nerr, sizeof nerr) != 0) {
+        fprintf(stderr, "vram top: no vramd%s%s%s, and NVML cannot be read: %s\n",
+                r == 0 ? " answers (" : "", r == 0 ? err : "", r == 0 ? ")" : "", nerr);
+        return 1;
+    }
+    return 0;
+}
+
 /* Whole screens on standard output: --once, or not a terminal. */
-static int print_screens(const char *socket_path, struct top_view *v, bool once,
-                         uint64_t interval)
+static int print_screens(const struct source *src, struct snapshot s, struct top_view *v,
+                         bool once, uint64_t interval)
 {
     struct winsize ws;
     const char *columns = getenv("COLUMNS");
@@ -113,9 +166,11 @@ static int print_screens(const char *socket_path, struct top_view *v, bool once,
     else
         v->width = columns && atoi(columns) > 0 ? atoi(columns) : 80;
     for (int first = 1;; first = 0) {
-        struct snapshot s;
-        if (cli_fetch_ledger("top", socket_path, &s, CLI_HISTORY_RECENT) != 0)
+        char err[512];
+        if (!first && take(src, &s, err, sizeof err) != 0) {
+            fprintf(stderr, "vram top: %s\n", err);
             return 1;
+        }
         struct lines l = {0};
         read_lines(&l, &s);
         v->command_line = command_line, v->arg = &l;
@@ -155,14 +210,79 @@ static void draw(const struct snapshot *s, struct top_view *v, int *rows)
     free(buf);
 }
 
+/* A signal from the screen, as htop and nvitop send one: to the selected
+ * row's process, this user's own (root: anyone's), after a question. */
+struct signal_ask {
+    bool asking;
+    struct snap_entry who;
+    char name[64];
+};
+
+static void ask_signal(const struct top_view *v, const struct lines *l, struct signal_ask *a,
+                       char *say, size_t n)
+{
+    const struct snap_entry *e = &v->selected;
+    if (!v->pick.on) {
+        snprintf(say, n, "select a process first (arrow keys), then k");
+        return;
+    }
+    if (e->pid <= 0 || e->role == 'u') {
+        snprintf(say, n, "no process on that row to signal");
+        return;
+    }
+    if (e->role == 'j') { /* its holder is vram run, or Slurm's slurmstepd */
+        snprintf(say, n, "a job's row: select one of its processes to signal");
+        return;
+    }
+    if (getuid() != 0 && e->uid != (uint32_t)getuid()) {
+        snprintf(say, n, "%d is %s's process: you may signal only your own", e->pid, e->user);
+        return;
+    }
+    a->asking = true;
+    a->who = *e;
+    /* The name from the snapshot's own entry (command_line's argument). */
+    const char *line = NULL;
+    for (int i = 0; i < l->s->n && !line; i++) {
+        const struct snap_entry *x = &l->s->e[i];
+        if (x->pid == e->pid && x->dev == e->dev && x->id == e->id && x->role == e->role)
+            line = command_line(x, (void *)l);
+    }
+    if (!line)
+        line = e->cmd;
+    snprintf(a->name, sizeof a->name, "%.*s", (int)strcspn(line, " "), line);
+    snprintf(say, n, "send SIGTERM to %d (%s)? y/n", e->pid, a->name);
+}
+
+static void answer_signal(struct signal_ask *a, int key, char *say, size_t n)
+{
+    a->asking = false;
+    const struct snap_entry *e = &a->who;
+    if (key != 'y' && key != 'Y') {
+        snprintf(say, n, "no signal sent");
+        return;
+    }
+    /* The pid may be another process's by now. */
+    if (e->start && process_start((unsigned)e->pid) != e->start) {
+        snprintf(say, n, "%d (%s) has ended: no signal sent", e->pid, a->name);
+        return;
+    }
+    if (kill(e->pid, SIGTERM) != 0)
+        snprintf(say, n, "SIGTERM to %d (%s): %s", e->pid, a->name, strerror(errno));
+    else
+        snprintf(say, n, "sent SIGTERM to %d (%s)", e->pid, a->name);
+}
+
 /* The live screen: keys and a refresh every interval. */
-static int live(const char *socket_path, struct snapshot s, struct top_view *v, uint64_t interval)
+static int live(const struct source *src, struct snapshot s, struct top_view *v,
+                uint64_t interval)
 {
     struct lines l = {0};
     read_lines(&l, &s);
     v->live = true;
+    v->cursor = -1;
     v->command_line = command_line, v->arg = &l;
-    char problem[600] = "";
+    char problem[600] = "", say[300] = "";
+    struct signal_ask ask = {0};
     uint64_t next = now_ms() + interval;
     int rows = 0;
     for (;;) {
@@ -170,21 +290,32 @@ static int live(const char *socket_path, struct snapshot s, struct top_view *v, 
         if (now >= next) {
             struct snapshot fresh;
             char err[512];
-            if (cli_take_ledger(socket_path, &fresh, CLI_HISTORY_RECENT, err, sizeof err) >= 0) {
+            if (take(src, &fresh, err, sizeof err) == 0) {
                 snapshot_free(&s);
                 s = fresh;
                 read_lines(&l, &s);
                 problem[0] = 0;
             } else {
-                snprintf(problem, sizeof problem, "vramd: %s (trying again)", err);
+                snprintf(problem, sizeof problem, "%s: %s (trying again)",
+                         src->nvml ? "NVML" : "vramd", err);
             }
             v->problem = problem[0] ? problem : NULL;
             next = now + interval;
         }
+        v->prompt = say[0] ? say : NULL;
         draw(&s, v, &rows);
         now = now_ms();
         int key = terminal_key(next > now ? (int)(next - now) : 0);
+        if (key == KEY_NONE || key == KEY_RESIZE)
+            continue;
+        say[0] = 0; /* an answer stays until the next key */
+        if (ask.asking && key != KEY_EOF) {
+            answer_signal(&ask, key, say, sizeof say);
+            next = now; /* show what it did */
+            continue;
+        }
         int page = v->height > 12 ? v->height / 2 : 5;
+        bool moved = true, selecting = v->cursor >= 0;
         switch (key) {
         case 'q': case 'Q': case KEY_EOF:
             terminal_close();
@@ -192,18 +323,30 @@ static int live(const char *socket_path, struct snapshot s, struct top_view *v, 
             snapshot_free(&s);
             return 0;
         case 'r': v->reverse = !v->reverse; break;
-        case KEY_UP: case 'k': v->scroll--; break;
-        case KEY_DOWN: case 'j': v->scroll++; break;
-        case KEY_PGUP: v->scroll -= page; break;
-        case KEY_PGDN: case ' ': v->scroll += page; break;
-        case KEY_HOME: v->scroll = 0; break;
-        case KEY_END: v->scroll = rows; break; /* the screen keeps it within bounds */
+        case 'k': ask_signal(v, &l, &ask, say, sizeof say); break;
+        case KEY_UP: v->cursor = v->cursor < 0 ? v->scroll : v->cursor - 1; break;
+        case KEY_DOWN: v->cursor = v->cursor < 0 ? v->scroll : v->cursor + 1; break;
+        case KEY_PGUP: v->scroll -= page, v->cursor -= v->cursor >= 0 ? page : 0; break;
+        case KEY_PGDN: case ' ': v->scroll += page, v->cursor += v->cursor >= 0 ? page : 0; break;
+        case KEY_HOME: v->scroll = 0, v->cursor = v->cursor >= 0 ? 0 : -1; break;
+        case KEY_END: /* the screen keeps both within bounds */
+            v->scroll = rows, v->cursor = v->cursor >= 0 ? rows : -1;
+            break;
         default:
+            moved = false;
             for (int k = 0; k < SORT_COUNT; k++)
                 if (key == top_sort_key[k] || key == top_sort_key[k] - 'a' + 'A') {
+                    /* A new sort starts in its own order (as nvitop's);
+                     * the same key again turns it round. */
+                    v->reverse = (int)v->sort == k ? !v->reverse : false;
                     v->sort = (enum top_sort)k;
                     v->scroll = 0;
                 }
+        }
+        if (moved && key != 'r' && key != 'k') {
+            if ((selecting || key == KEY_UP || key == KEY_DOWN) && v->cursor < 0)
+                v->cursor = 0; /* a selection stays one; the screen keeps it in bounds */
+            v->pick.on = false; /* the row moved: the selection is where it is now */
         }
     }
 }
@@ -235,24 +378,29 @@ int cmd_top(int argc, char **argv)
         return cli_usage_error("top", "--interval \"%s\": the refresh period must be more than "
                                "0 (for one screen, use --once); accepted: %s",
                                interval_text, PARSE_DURATION_FORMS);
-    struct top_view v = {.width = 80, .sort = SORT_MEMORY};
+    struct top_view v = {.width = 80, .sort = SORT_MEMORY, .cursor = -1};
     if (sort) {
-        int k = 0;
-        while (k < SORT_COUNT && strcmp(sort, top_sort_name[k]) != 0)
-            k++;
-        if (k == SORT_COUNT)
-            return cli_usage_error("top", "--sort \"%s\": not a sort; accepted: memory, user, "
-                                   "pid, time or gpu", sort);
+        int k = top_sort_named(sort);
+        if (k < 0)
+            return cli_usage_error("top", "--sort \"%s\": names no sort; accepted: memory, user, "
+                                   "pid, time or gpu, or the start of just one of them (mem)",
+                                   sort);
         v.sort = (enum top_sort)k;
     }
-    if (!once && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
-        /* The first look decides: no daemon, no screen taken. */
-        struct snapshot s;
-        if (cli_fetch_ledger("top", socket_path, &s, CLI_HISTORY_RECENT) != 0)
-            return 1;
-        if (terminal_open() == 0)
-            return live(socket_path, s, &v, interval);
-        snapshot_free(&s);
-    }
-    return print_screens(socket_path, &v, once != NULL, interval);
+    /* The first look decides: no vramd and no NVML, no screen taken. */
+    struct source src;
+    struct snapshot s;
+    char note[600];
+    if (choose(socket_path, &src, &s, note, sizeof note) != 0)
+        return 1;
+    v.nvml_view = src.nvml;
+    v.problem = note[0] ? note : NULL;
+    int rc;
+    if (!once && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) && terminal_open() == 0)
+        rc = live(&src, s, &v, interval);
+    else
+        rc = print_screens(&src, s, &v, once != NULL, interval);
+    if (src.nvml)
+        nvml_view_close();
+    return rc;
 }

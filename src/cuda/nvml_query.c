@@ -22,6 +22,11 @@ static struct {
     PFN_nvmlSystemGetNVMLVersion nvml_version;
     PFN_nvmlSystemGetCudaDriverVersion_v2 cuda_version;
     PFN_nvmlErrorString error_string;
+    PFN_nvmlDeviceGetUtilizationRates utilization;
+    PFN_nvmlDeviceGetTemperature temperature;
+    PFN_nvmlDeviceGetPowerUsage power;
+    PFN_nvmlDeviceGetPowerManagementLimit power_limit;
+    PFN_nvmlDeviceGetEnforcedPowerLimit enforced_limit;
 } nv;
 
 static const char *nvml_error(nvmlReturn_t rc, char buf[32])
@@ -62,6 +67,11 @@ int nvml_open(const char *library, const char *who, char *err, size_t n)
     FIND(nvml_version, PFN_nvmlSystemGetNVMLVersion, "nvmlSystemGetNVMLVersion");
     FIND(cuda_version, PFN_nvmlSystemGetCudaDriverVersion_v2, "nvmlSystemGetCudaDriverVersion_v2");
     FIND(error_string, PFN_nvmlErrorString, "nvmlErrorString");
+    FIND(utilization, PFN_nvmlDeviceGetUtilizationRates, "nvmlDeviceGetUtilizationRates");
+    FIND(temperature, PFN_nvmlDeviceGetTemperature, "nvmlDeviceGetTemperature");
+    FIND(power, PFN_nvmlDeviceGetPowerUsage, "nvmlDeviceGetPowerUsage");
+    FIND(power_limit, PFN_nvmlDeviceGetPowerManagementLimit, "nvmlDeviceGetPowerManagementLimit");
+    FIND(enforced_limit, PFN_nvmlDeviceGetEnforcedPowerLimit, "nvmlDeviceGetEnforcedPowerLimit");
 #undef FIND
     if (!init || !nv.count || !nv.by_index || !nv.uuid || !nv.memory ||
         (!nv.processes.v3 && !nv.processes.v1)) {
@@ -187,4 +197,25 @@ void nvml_versions(struct nvml_versions *v)
     /* CUDA's encoding: 1000 * major + 10 * minor. */
     if (nv.cuda_version && nv.cuda_version(&cuda) == NVML_SUCCESS && cuda > 0)
         snprintf(v->cuda, sizeof v->cuda, "%d.%d", cuda / 1000, cuda % 1000 / 10);
+}
+
+void nvml_sensors(nvmlDevice_t d, struct nvml_sensors *s)
+{
+    *s = (struct nvml_sensors){-1, -1, -1, -1, -1};
+    if (!nv.lib)
+        return;
+    /* Each figure on its own: a GPU (or an older driver, or a library
+     * without the symbol) may answer some and not others. */
+    nvmlUtilization_t u;
+    if (nv.utilization && nv.utilization(d, &u) == NVML_SUCCESS && u.gpu <= 100 && u.memory <= 100)
+        s->gpu_percent = (int)u.gpu, s->memory_percent = (int)u.memory;
+    unsigned v;
+    if (nv.temperature && nv.temperature(d, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS && v < 1000)
+        s->celsius = (int)v;
+    if (nv.power && nv.power(d, &v) == NVML_SUCCESS && v < 100000000u)
+        s->milliwatts = (long)v;
+    /* The limit in force where the driver says it, else the one set. */
+    if ((nv.enforced_limit && nv.enforced_limit(d, &v) == NVML_SUCCESS && v < 100000000u) ||
+        (nv.power_limit && nv.power_limit(d, &v) == NVML_SUCCESS && v < 100000000u))
+        s->limit_milliwatts = (long)v;
 }

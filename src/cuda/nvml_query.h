@@ -1,7 +1,8 @@
 /* nvml_query: NVML loaded at run time, and the questions vram asks it.
  *
- * One loader for the two programs that read NVML: vramd (its GPUs, and the
- * processes it reconciles against its ledger) and `vram devices`.
+ * One loader for the programs that read NVML: vramd (its GPUs, and the
+ * processes it reconciles against its ledger), `vram devices` and `vram top`
+ * without vramd.
  * libnvidia-ml.so.1 is dlopen()ed, never linked (the real one on a GPU
  * node, the simulated one here); nothing here creates a CUDA context.
  *
@@ -51,6 +52,16 @@ int nvml_memory(nvmlDevice_t d, struct nvml_memory *m, char *err, size_t n);
  * the reason. The list can change while it is read; it is asked again a
  * few times with room for what NVML last said. */
 int nvml_processes_on(nvmlDevice_t d, struct nvml_process **out, char *err, size_t n);
+
+/* What the GPU is doing, as nvidia-smi and nvitop show it: each figure -1
+ * where NVML cannot say (NVML_ERROR_NOT_SUPPORTED, as for an H100 SXM's
+ * fan, or a library without the function). */
+struct nvml_sensors {
+    int gpu_percent, memory_percent; /* utilisation over NVML's last sample */
+    int celsius;                     /* the GPU's temperature */
+    long milliwatts, limit_milliwatts; /* power drawn, and the limit */
+};
+void nvml_sensors(nvmlDevice_t d, struct nvml_sensors *s);
 
 /* The versions of the node's driver, of NVML and of the CUDA driver API
  * ("580.65.06", "13.580.65.06", "13.0"); "" for one NVML cannot say. */

@@ -34,6 +34,12 @@ struct snap_device {
      * waiting), grants taken back from clients that went (and their
      * bytes), waits that ended and the time they took together. */
     uint64_t refused, reclaimed, reclaimed_bytes, waits, waited_ms;
+    /* What NVML says the GPU is doing, where the reader asked it (vram top
+     * without vramd): sensors false when not asked; each figure -1 where
+     * NVML cannot say. Not in vramd's messages. */
+    bool sensors;
+    int gpu_percent, celsius;
+    long milliwatts, limit_milliwatts;
 };
 
 /* One entry on one device:

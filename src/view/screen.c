@@ -10,10 +10,27 @@
 const char top_sort_key[SORT_COUNT] = {'m', 'u', 'p', 't', 'g'};
 const char *const top_sort_name[SORT_COUNT] = {"memory", "user", "pid", "time", "gpu"};
 
+int top_sort_named(const char *name)
+{
+    int found = -1;
+    size_t n = strlen(name);
+    for (int k = 0; n && k < SORT_COUNT; k++) {
+        if (strcmp(name, top_sort_name[k]) == 0)
+            return k;
+        if (strncmp(name, top_sort_name[k], n) == 0)
+            found = found < 0 ? k : -2; /* -2: more than one begins so */
+    }
+    return found < 0 ? -1 : found;
+}
+
 struct ctx {
     const struct snapshot *s;
     const struct top_view *v;
+    const int *leader; /* by entry: the index of its job's row, or its own */
 };
+
+/* Which view a column belongs to: both, vramd's ledger, or NVML's alone. */
+enum { BOTH, LEDGER, NVML_VIEW };
 
 /* ------------------------------------------------------------- tables */
 
@@ -28,6 +45,7 @@ struct column {
     int drop;     /* 0: always shown; else left out when the width is short, highest first */
     bool right;
     void (*cell)(const struct ctx *c, const void *row, char *buf, size_t n);
+    int view; /* BOTH, LEDGER, NVML_VIEW */
 };
 
 struct table {
@@ -87,8 +105,17 @@ static void plan(struct table *t, const struct ctx *c, const void *const *rows, 
     }
 }
 
-/* One line of a table: the cells, or the titles when row is NULL. */
-static void line(const struct table *t, const struct ctx *c, const void *row, FILE *out)
+/* The columns of the view the screen shows. */
+static void view_columns(struct table *t, const struct ctx *c)
+{
+    for (int i = 0; i < t->ncol; i++)
+        t->on[i] = t->col[i].view == BOTH || t->col[i].view == (c->v->nvml_view ? NVML_VIEW : LEDGER);
+}
+
+/* One line of a table: the cells, or the titles when row is NULL; `mark`
+ * in reverse video, across the whole width. */
+static void line_marked(const struct table *t, const struct ctx *c, const void *row, bool mark,
+                        FILE *out)
 {
     char text[CELL * 2], buf[CELL];
     size_t len = 0;
@@ -113,33 +140,62 @@ static void line(const struct table *t, const struct ctx *c, const void *row, FI
     while (len > 0 && text[len - 1] == ' ')
         len--;
     text[len] = 0;
-    fprintf(out, "%.*s\n", c->v->width, text);
+    if (mark)
+        fprintf(out, "\033[7m%-*.*s\033[m\n", c->v->width, c->v->width, text);
+    else
+        fprintf(out, "%.*s\n", c->v->width, text);
+}
+
+static void line(const struct table *t, const struct ctx *c, const void *row, FILE *out)
+{
+    line_marked(t, c, row, false, out);
 }
 
 static void size_cell(uint64_t b, char *buf, size_t n) { snprintf(buf, n, "%s", format_size(b).text); }
 
 /* ------------------------------------------------------------- header */
 
-static void header(const struct ctx *c, FILE *out)
+/* The header's parts, each whole: a part that does not fit on a line
+ * begins the next, so that no version is cut. Returns the lines written. */
+static int header(const struct ctx *c, FILE *out)
 {
     const struct snap_node *node = &c->s->node;
-    char when[32] = "", text[512];
+    char when[32] = "", part[6][128];
+    int n = 0;
     struct tm tm;
     if (localtime_r(&c->v->now, &tm))
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-    int len = snprintf(text, sizeof text, "vram top  %s  %s", node->host[0] ? node->host : "-",
-                       when);
+    snprintf(part[n++], sizeof part[0], "vram top  %s  %s", node->host[0] ? node->host : "-", when);
     if (node->driver[0])
-        len += snprintf(text + len, sizeof text - (size_t)len, "  driver %s", node->driver);
+        snprintf(part[n++], sizeof part[0], "driver %s", node->driver);
     if (node->cuda[0])
-        len += snprintf(text + len, sizeof text - (size_t)len, "  CUDA %s", node->cuda);
+        snprintf(part[n++], sizeof part[0], "CUDA %s", node->cuda);
     if (node->nvml[0])
-        snprintf(text + len, sizeof text - (size_t)len, "  NVML %s", node->nvml);
+        snprintf(part[n++], sizeof part[0], "NVML %s", node->nvml);
     if (!node->driver[0])
-        snprintf(text + len, sizeof text - (size_t)len, "  (vramd has no NVML)");
-    fprintf(out, "%.*s\n", c->v->width, text);
-    if (c->v->problem)
-        fprintf(out, "%.*s\n", c->v->width, c->v->problem);
+        snprintf(part[n++], sizeof part[0], c->v->nvml_view ? "(no NVML)" : "(vramd has no NVML)");
+    if (c->v->nvml_view)
+        snprintf(part[n++], sizeof part[0], "(no vramd: NVML's view)");
+    int lines = 1, at = 0;
+    for (int i = 0; i < n; i++) {
+        int w = text_width(part[i]);
+        if (at && at + 2 + w > c->v->width) {
+            fputc('\n', out);
+            lines++;
+            at = 0;
+        }
+        fprintf(out, "%s%.*s", at ? "  " : "", c->v->width, part[i]);
+        at += (at ? 2 : 0) + w;
+    }
+    fputc('\n', out);
+    /* A problem is said whole, over up to three lines. */
+    const char *p = c->v->problem;
+    for (int k = 0; p && *p && k < 3; k++, lines++) {
+        int len = text_width(p) > c->v->width ? c->v->width : text_width(p);
+        fprintf(out, "%.*s\n", len, p);
+        p += len;
+    }
+    return lines;
 }
 
 /* ------------------------------------------------------------ devices */
@@ -178,17 +234,53 @@ static void d_waiting(const struct ctx *c, const void *r, char *b, size_t n)
     (void)c;
     snprintf(b, n, "%d", ((const struct snap_device *)r)->waiting);
 }
+/* NVML's figures: "-" where it cannot say. */
+static void figure(char *b, size_t n, long v, long unit, const char *suffix)
+{
+    if (v < 0)
+        snprintf(b, n, "-");
+    else
+        snprintf(b, n, "%ld%s", v / unit, suffix);
+}
+static void d_util(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    figure(b, n, ((const struct snap_device *)r)->gpu_percent, 1, "%");
+}
+static void d_temp(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    figure(b, n, ((const struct snap_device *)r)->celsius, 1, "C");
+}
+static void d_power(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    figure(b, n, ((const struct snap_device *)r)->milliwatts, 1000, "W");
+}
+static void d_limit(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    figure(b, n, ((const struct snap_device *)r)->limit_milliwatts, 1000, "W");
+}
 
+/* Drops, the highest first: NVML's figures before the memory, the ledger's
+ * waiting and unseen before what is reserved, and that before what is free. */
+enum { D_UTIL = 9 }; /* the first of NVML's figures */
 static const struct column device_columns[] = {
-    {"GPU", 3, 0, 0, 0, true, d_index},
-    {"NAME", 0, 8, 40, 0, false, d_name},
-    {"TOTAL", 11, 0, 0, 0, true, d_total},
-    {"RESERVED", 11, 0, 0, 3, true, d_reserved},
-    {"GRANTED", 11, 0, 0, 0, true, d_granted},
-    {"USED", 11, 0, 0, 0, true, d_used},
-    {"UNSEEN", 11, 0, 0, 2, true, d_unseen},
-    {"FREE", 11, 0, 0, 4, true, d_free},
-    {"WAIT", 4, 0, 0, 5, true, d_waiting},
+    {"GPU", 3, 0, 0, 0, true, d_index, BOTH},
+    {"NAME", 0, 8, 40, 0, false, d_name, BOTH},
+    {"TOTAL", 11, 0, 0, 0, true, d_total, BOTH},
+    {"RESERVED", 11, 0, 0, 3, true, d_reserved, LEDGER},
+    {"GRANTED", 11, 0, 0, 0, true, d_granted, LEDGER},
+    {"USED", 11, 0, 0, 0, true, d_used, BOTH},
+    {"UNSEEN", 11, 0, 0, 5, true, d_unseen, LEDGER},
+    {"FREE", 11, 0, 0, 2, true, d_free, BOTH},
+    {"BUDGETS", 11, 0, 0, 2, true, d_granted, NVML_VIEW}, /* the commands' on it */
+    {"UTIL", 4, 0, 0, 8, true, d_util, BOTH},             /* D_UTIL */
+    {"TEMP", 4, 0, 0, 7, true, d_temp, BOTH},
+    {"POWER", 5, 0, 0, 9, true, d_power, BOTH},
+    {"LIMIT", 5, 0, 0, 10, true, d_limit, BOTH},
+    {"WAIT", 4, 0, 0, 6, true, d_waiting, LEDGER},
 };
 
 /* The device's bar and UUID: '#' used, '=' granted or reserved beyond it,
@@ -221,10 +313,14 @@ static int devices(const struct ctx *c, FILE *out)
     const struct snapshot *s = c->s;
     struct table t = {device_columns, (int)(sizeof device_columns / sizeof *device_columns), {0}, {0}};
     const void *rows[SNAP_MAX_DEVICES];
-    for (int d = 0; d < s->ndev; d++)
+    bool sensors = false;
+    for (int d = 0; d < s->ndev; d++) {
         rows[d] = &s->dev[d];
-    for (int i = 0; i < t.ncol; i++)
-        t.on[i] = true;
+        sensors |= s->dev[d].sensors;
+    }
+    view_columns(&t, c);
+    for (int i = D_UTIL; i < D_UTIL + 4; i++)
+        t.on[i] = sensors;
     plan(&t, c, rows, s->ndev, c->v->width);
     line(&t, c, NULL, out);
     for (int d = 0; d < s->ndev; d++) {
@@ -232,7 +328,7 @@ static int devices(const struct ctx *c, FILE *out)
         device_bar(c, &s->dev[d], out);
     }
     if (s->ndev == 0)
-        fprintf(out, "(vramd knows no GPU yet)\n");
+        fprintf(out, c->v->nvml_view ? "(NVML lists no GPU)\n" : "(vramd knows no GPU yet)\n");
     return 1 + (s->ndev ? 2 * s->ndev : 1);
 }
 
@@ -255,10 +351,17 @@ static void u_procs(const struct ctx *c, const void *r, char *b, size_t n)
     (void)c;
     snprintf(b, n, "%d", E(r)->procs);
 }
+/* A process of a job that holds no grant of its own: it draws on its
+ * job's, which the job's row shows. */
+static bool in_job(const struct ctx *c, const struct snap_entry *e)
+{
+    ptrdiff_t i = e - c->s->e;
+    return c->leader && i >= 0 && i < c->s->n && c->leader[i] != i;
+}
 static void e_grant(const struct ctx *c, const void *r, char *b, size_t n)
 {
-    (void)c;
-    if (E(r)->role == 'n')
+    if (E(r)->role == 'n' || (E(r)->role == 'p' && !E(r)->grant && !E(r)->waiting && in_job(c, E(r))) ||
+        (E(r)->role == 'u' && c->v->nvml_view && !E(r)->grant))
         snprintf(b, n, "-");
     else
         size_cell(E(r)->waiting && E(r)->role != 'u' ? E(r)->want : E(r)->grant, b, n);
@@ -270,8 +373,10 @@ static void e_used(const struct ctx *c, const void *r, char *b, size_t n)
 }
 static void e_peak(const struct ctx *c, const void *r, char *b, size_t n)
 {
-    (void)c;
-    size_cell(E(r)->peak, b, n);
+    if (c->v->nvml_view && !E(r)->peak) /* NVML keeps no peak: only a command's slots do */
+        snprintf(b, n, "-");
+    else
+        size_cell(E(r)->peak, b, n);
 }
 static void u_unseen(const struct ctx *c, const void *r, char *b, size_t n)
 {
@@ -285,14 +390,14 @@ static void u_waiting(const struct ctx *c, const void *r, char *b, size_t n)
 }
 
 static const struct column user_columns[] = {
-    {"USER", 0, 6, 24, 0, false, u_user},
-    {"GPU", 3, 0, 0, 0, true, e_dev},
-    {"PROCS", 5, 0, 0, 3, true, u_procs},
-    {"BUDGET", 11, 0, 0, 0, true, e_grant},
-    {"USED", 11, 0, 0, 0, true, e_used},
-    {"PEAK", 11, 0, 0, 0, true, e_peak},
-    {"UNSEEN", 11, 0, 0, 1, true, u_unseen},
-    {"WAITING", 11, 0, 0, 2, true, u_waiting},
+    {"USER", 0, 6, 24, 0, false, u_user, BOTH},
+    {"GPU", 3, 0, 0, 0, true, e_dev, BOTH},
+    {"PROCS", 5, 0, 0, 3, true, u_procs, BOTH},
+    {"BUDGET", 11, 0, 0, 0, true, e_grant, BOTH},
+    {"USED", 11, 0, 0, 0, true, e_used, BOTH},
+    {"PEAK", 11, 0, 0, 0, true, e_peak, LEDGER},
+    {"UNSEEN", 11, 0, 0, 1, true, u_unseen, LEDGER},
+    {"WAITING", 11, 0, 0, 2, true, u_waiting, LEDGER},
 };
 
 static int by_user(const void *a, const void *b)
@@ -373,19 +478,21 @@ static void p_command(const struct ctx *c, const void *r, char *b, size_t n)
             *p = '?';
 }
 
-enum { P_JOB = 3, P_TIME = 9 };
+/* Where there are jobs, their names tell two runs of one program apart:
+ * NVML's figure, the running time and the peak go before the job does. */
+enum { P_JOB = 3 };
 static const struct column process_columns[] = {
-    {"PID", 7, 0, 0, 0, true, p_pid},
-    {"USER", 0, 6, 16, 0, false, u_user},
-    {"GPU", 3, 0, 0, 0, true, e_dev},
-    {"JOB", 0, 6, 20, 3, false, p_job}, /* P_JOB: only where some entry has a job */
-    {"BUDGET", 11, 0, 0, 0, true, e_grant},
-    {"USED", 11, 0, 0, 0, true, e_used},
-    {"PEAK", 11, 0, 0, 0, true, e_peak},
-    {"NVML", 11, 0, 0, 2, true, p_nvml},
-    {"STATE", 7, 0, 0, 0, false, p_state},
-    {"TIME", 10, 0, 0, 1, true, p_time}, /* P_TIME */
-    {"COMMAND", 0, 10, 0, 0, false, p_command},
+    {"PID", 7, 0, 0, 0, true, p_pid, BOTH},
+    {"USER", 0, 6, 16, 0, false, u_user, BOTH},
+    {"GPU", 3, 0, 0, 0, true, e_dev, BOTH},
+    {"JOB", 0, 10, 20, 1, false, p_job, BOTH}, /* P_JOB: where some entry has a job; run-PID */
+    {"BUDGET", 11, 0, 0, 0, true, e_grant, BOTH},
+    {"USED", 11, 0, 0, 0, true, e_used, BOTH},
+    {"PEAK", 11, 0, 0, 2, true, e_peak, BOTH},
+    {"NVML", 11, 0, 0, 4, true, p_nvml, LEDGER},
+    {"STATE", 7, 0, 0, 0, false, p_state, LEDGER},
+    {"TIME", 10, 0, 0, 3, true, p_time, BOTH},
+    {"COMMAND", 0, 10, 0, 0, false, p_command, BOTH},
 };
 
 static uint64_t memory_of(const struct snap_entry *e)
@@ -395,12 +502,12 @@ static uint64_t memory_of(const struct snap_entry *e)
 }
 
 static int sort_how; /* qsort has no argument: the sort of the screen being drawn */
+static bool sort_reverse;
 static const struct ctx *sort_ctx;
 
-static int by_sort(const void *a, const void *b)
+/* Two rows by the sort alone: <0 when x goes first. */
+static int by_key(const struct snap_entry *x, const struct snap_entry *y)
 {
-    const struct snap_entry *x = *(const struct snap_entry *const *)a,
-                            *y = *(const struct snap_entry *const *)b;
     int k = 0;
     switch (sort_how) {
     case SORT_MEMORY: k = memory_of(x) > memory_of(y) ? -1 : memory_of(x) < memory_of(y); break;
@@ -419,7 +526,74 @@ static int by_sort(const void *a, const void *b)
         k = x->pid != y->pid ? (x->pid > y->pid) - (x->pid < y->pid)
                              : x->dev != y->dev ? (x->dev > y->dev) - (x->dev < y->dev)
                                                 : (x->id > y->id) - (x->id < y->id);
-    return k;
+    return sort_reverse ? -k : k;
+}
+
+/* A job's processes stay under its row: jobs and lone processes are
+ * sorted among themselves, a job's processes among themselves. */
+static int by_sort(const void *a, const void *b)
+{
+    const struct snap_entry *x = *(const struct snap_entry *const *)a,
+                            *y = *(const struct snap_entry *const *)b;
+    const struct snap_entry *e = sort_ctx->s->e;
+    const struct snap_entry *lx = &e[sort_ctx->leader[x - e]], *ly = &e[sort_ctx->leader[y - e]];
+    if (lx != ly)
+        return by_key(lx, ly);
+    if (x == lx || y == ly)
+        return (y == ly) - (x == lx);
+    return by_key(x, y);
+}
+
+/* Each entry's job row: the 'j' entry of its job (same name, user and
+ * device), or itself. */
+static void find_leaders(const struct snapshot *s, int *leader)
+{
+    for (int i = 0; i < s->n; i++) {
+        const struct snap_entry *e = &s->e[i];
+        leader[i] = i;
+        if (e->role != 'p' && e->role != 'n')
+            continue;
+        if (!strcmp(e->job, "-") || !e->job[0])
+            continue;
+        for (int k = 0; k < s->n; k++) {
+            const struct snap_entry *j = &s->e[k];
+            if (j->role == 'j' && j->dev == e->dev && j->uid == e->uid && !strcmp(j->job, e->job)) {
+                leader[i] = k;
+                break;
+            }
+        }
+    }
+}
+
+static bool picked(const struct top_pick *p, const struct snap_entry *e)
+{
+    return p->on && p->pid == e->pid && p->dev == e->dev && p->id == e->id && p->role == e->role;
+}
+
+/* The live screen's last line: the keys (the sort in brackets, and r's
+ * state), or the prompt; and which rows are shown. */
+static void footer(const struct top_view *v, int first, int last, int np, FILE *out)
+{
+    char keys[512], where[64] = "";
+    if (v->prompt) {
+        snprintf(keys, sizeof keys, "%s", v->prompt);
+    } else {
+        int len = snprintf(keys, sizeof keys, "q quit  sort:");
+        for (int k = 0; k < SORT_COUNT; k++)
+            len += snprintf(keys + len, sizeof keys - (size_t)len, " %c%s%s%s", top_sort_key[k],
+                            (int)v->sort == k ? "[" : " ", top_sort_name[k],
+                            (int)v->sort == k ? "]" : "");
+        snprintf(keys + len, sizeof keys - (size_t)len, "  %s  k kill",
+                 v->reverse ? "r[reversed]" : "r reverse");
+    }
+    if (np)
+        snprintf(where, sizeof where, "%d-%d of %d", first, last, np);
+    int room = v->width - text_width(where) - 1;
+    if (room < 0)
+        room = 0;
+    if (text_width(keys) > room)
+        keys[room] = 0;
+    fprintf(out, "%-*s %s\n", room, keys, where);
 }
 
 /* --------------------------------------------------------------- all */
@@ -428,15 +602,18 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
 {
     if (v->width < 40)
         v->width = 40;
-    struct ctx c = {s, v};
     const struct snap_entry **users = malloc((size_t)(s->n + 1) * sizeof *users);
     const struct snap_entry **procs = malloc((size_t)(s->n + 1) * sizeof *procs);
-    if (!users || !procs) {
+    int *leader = malloc((size_t)(s->n + 1) * sizeof *leader);
+    if (!users || !procs || !leader) {
         free(users);
         free(procs);
+        free(leader);
         fprintf(out, "out of memory\n");
         return 0;
     }
+    find_leaders(s, leader);
+    struct ctx c = {s, v, leader};
     int nu = 0, np = 0;
     bool jobs = false;
     for (int i = 0; i < s->n; i++) {
@@ -449,16 +626,11 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
     }
     qsort(users, (size_t)nu, sizeof *users, by_user);
     sort_how = v->sort;
+    sort_reverse = v->reverse;
     sort_ctx = &c;
     qsort(procs, (size_t)np, sizeof *procs, by_sort);
-    if (v->reverse)
-        for (int i = 0; i < np / 2; i++) {
-            const struct snap_entry *t = procs[i];
-            procs[i] = procs[np - 1 - i], procs[np - 1 - i] = t;
-        }
 
-    header(&c, out);
-    int used_lines = 1 + (v->problem != NULL);
+    int used_lines = header(&c, out);
     used_lines += devices(&c, out);
 
     /* What is left below the devices: the users take up to a third (at
@@ -493,8 +665,7 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
             show_procs = 0;
     }
     struct table ut = {user_columns, (int)(sizeof user_columns / sizeof *user_columns), {0}, {0}};
-    for (int i = 0; i < ut.ncol; i++)
-        ut.on[i] = true;
+    view_columns(&ut, &c);
     plan(&ut, &c, (const void *const *)users, nu, v->width);
     line(&ut, &c, NULL, out);
     for (int i = 0; i < show_users; i++) {
@@ -508,10 +679,32 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
 
     struct table pt = {process_columns, (int)(sizeof process_columns / sizeof *process_columns),
                        {0}, {0}};
-    for (int i = 0; i < pt.ncol; i++)
-        pt.on[i] = i != P_JOB || jobs;
+    view_columns(&pt, &c);
+    pt.on[P_JOB] = jobs;
     plan(&pt, &c, (const void *const *)procs, np, v->width);
     line(&pt, &c, NULL, out);
+
+    /* The selection: on the entry it was on, where that is still shown;
+     * else on the same row. The rows scroll to keep it on screen. */
+    bool selecting = v->live && v->cursor >= 0 && np > 0;
+    if (selecting) {
+        for (int i = 0; i < np; i++)
+            if (picked(&v->pick, procs[i]))
+                v->cursor = i;
+        if (v->cursor >= np)
+            v->cursor = np - 1;
+        if (v->height && show_procs > 0) {
+            if (v->cursor < v->scroll)
+                v->scroll = v->cursor;
+            if (v->cursor >= v->scroll + show_procs)
+                v->scroll = v->cursor - show_procs + 1;
+        }
+        const struct snap_entry *e = procs[v->cursor];
+        v->pick = (struct top_pick){true, e->pid, e->dev, e->id, e->role};
+        v->selected = *e;
+    } else {
+        v->pick.on = false;
+    }
     if (v->scroll > np - show_procs)
         v->scroll = np - show_procs;
     if (v->scroll < 0 || !v->height)
@@ -520,9 +713,10 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
     if (last > np)
         last = np;
     for (int i = v->scroll; i < last; i++)
-        line(&pt, &c, procs[i], out);
+        line_marked(&pt, &c, procs[i], selecting && i == v->cursor, out);
     if (np == 0 && (!v->height || show_procs > 0))
-        fprintf(out, "(no process holds, waits for or uses memory that you may see)\n");
+        fprintf(out, v->nvml_view ? "(NVML lists no process holding GPU memory)\n"
+                                  : "(no process holds, waits for or uses memory that you may see)\n");
 
     if (v->live) {
         /* Blank rows down to the footer, so that it stays at the bottom. */
@@ -533,24 +727,10 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
     if (trend_rows)
         fwrite(trend, 1, trend_len, out);
     free(trend);
-    if (v->live) {
-        char keys[512], where[64] = "";
-        int len = snprintf(keys, sizeof keys, "q quit  sort:");
-        for (int k = 0; k < SORT_COUNT; k++)
-            len += snprintf(keys + len, sizeof keys - (size_t)len, " %c%s%s%s", top_sort_key[k],
-                            (int)v->sort == k ? "[" : " ", top_sort_name[k],
-                            (int)v->sort == k ? "]" : "");
-        snprintf(keys + len, sizeof keys - (size_t)len, "  r reverse  arrows PgUp PgDn");
-        if (np)
-            snprintf(where, sizeof where, "%d-%d of %d", np ? v->scroll + 1 : 0, last, np);
-        int room = v->width - text_width(where) - 1;
-        if (room < 0)
-            room = 0;
-        if (text_width(keys) > room)
-            keys[room] = 0;
-        fprintf(out, "%-*s %s\n", room, keys, where);
-    }
+    if (v->live)
+        footer(v, np ? v->scroll + 1 : 0, last, np, out);
     free(users);
     free(procs);
+    free(leader);
     return np;
 }

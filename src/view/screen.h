@@ -23,6 +23,16 @@ enum top_sort { SORT_MEMORY, SORT_USER, SORT_PID, SORT_TIME, SORT_GPU, SORT_COUN
 /* The key that chooses each sort ('m', 'u', 'p', 't', 'g'), and its name. */
 extern const char top_sort_key[SORT_COUNT];
 extern const char *const top_sort_name[SORT_COUNT];
+/* The sort a name or an unambiguous prefix of one names ("mem"), or -1. */
+int top_sort_named(const char *name);
+
+/* Which entry a selected row is, so that the selection stays on it when
+ * the rows change. */
+struct top_pick {
+    bool on;
+    int pid, dev, id;
+    char role;
+};
 
 struct top_view {
     int width;  /* columns; 80 at least is assumed */
@@ -35,15 +45,28 @@ struct top_view {
     double uptime; /* seconds since boot, for processes' running time; 0: unknown */
     long ticks;    /* clock ticks per second (processes' start times are in them) */
     const char *problem; /* said under the header (vramd does not answer...), or NULL */
+    /* No vramd: the snapshot is NVML's figures and the commands' own
+     * budgets (jobs are vram run commands), so the ledger's columns
+     * (reserved, granted, unseen, waiting, state) are left out. */
+    bool nvml_view;
+    /* Live: the selected process row (-1: none), shown in reverse video and
+     * kept on screen; `pick` in: the entry to keep it on (else the row
+     * stays); out: the entry selected, with a copy in `selected`. */
+    int cursor;
+    struct top_pick pick;
+    struct snap_entry selected;
+    /* Live: a line that takes the footer's place (a question, an answer). */
+    const char *prompt;
     /* A process's full command line where the viewer can read it, or NULL
      * for the name the ledger has. */
     const char *(*command_line)(const struct snap_entry *e, void *arg);
     void *arg;
 };
 
-/* Writes the screen: at most v->height lines, none wider than v->width,
- * each ended by a newline. Returns the number of process rows, for
- * scrolling. */
+/* Writes the screen: at most v->height lines, none wider than v->width
+ * (the selected row's reverse video aside), each ended by a newline.
+ * Returns the number of process rows, for scrolling. Processes of a job
+ * follow its row, whatever the sort. */
 int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out);
 
 #endif
