@@ -216,7 +216,8 @@ void reconcile_tick(uint64_t now)
 {
     pthread_mutex_lock(&R.mu);
     uint64_t started = R.started_ms;
-    bool say = started && now - started >= STALL_MS && !R.stalled;
+    /* The reading may have begun after the caller read its clock. */
+    bool say = started && now > started && now - started >= STALL_MS && !R.stalled;
     if (say)
         R.stalled = true;
     pthread_mutex_unlock(&R.mu);
