@@ -69,8 +69,12 @@ bench: build
 	@echo "recording GPU memory events, and reading a million of them:"
 	@bench/record.sh $(BUILD)
 
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: as people expect of it.
+# Without PREFIX, the prefix the build was configured with (CMAKE_INSTALL_PREFIX,
+# /usr/local unless set). DESTDIR is passed on explicitly: a variable given on
+# make's command line is not in the commands' environment.
 install: build
-	cmake --install $(BUILD)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) $(if $(PREFIX),--prefix "$(PREFIX)")
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
