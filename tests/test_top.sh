@@ -113,9 +113,14 @@ check "no line wider than its 132 columns, the bar reaching the edge" \
 check "more columns where there is room: NVML's figure, the running time" \
   grep -qE 'NVML STATE +TIME COMMAND' "$tmp/screen"
 tm resize-window -t t -x 80 -y 24
-# tmux resizes the pane on its own time: top (and the shell after it) must
-# have the 80x24 it began with before the terminal is compared.
-check "back to 80x24" wait_for 15 sh -c "[ \$(tmux -S '$tmp/tmux.sock' display-message -p -t t '#{pane_width}x#{pane_height}') = 80x24 ] && [ \$(tmux -S '$tmp/tmux.sock' capture-pane -p -t t | awk 'END { print NR }') = 24 ] && tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -q 'q quit'"
+# tmux takes the new size at once (display-message says 80x24, capture-pane
+# cuts its copy of the screen to 24 lines, top's footer last), but tells the
+# terminal (TIOCSWINSZ, which top and stty read) only when its resize timer
+# lets it, up to 250 ms later on an idle machine, later on a loaded one (the
+# shell's stty -a said rows 50; columns 132): the terminal itself must be
+# 80x24 again before it is compared.
+pane_tty=$(tm display-message -p -t t '#{pane_tty}')
+check "back to 80x24" wait_for 15 sh -c "[ \"\$(stty -F '$pane_tty' size)\" = '24 80' ] && [ \$(tmux -S '$tmp/tmux.sock' capture-pane -p -t t | awk 'END { print NR }') = 24 ] && tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -q 'q quit'"
 
 tm send-keys -t t q
 check "q quits" wait_for 15 shows '^\$ *$'
