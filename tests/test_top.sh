@@ -54,7 +54,9 @@ sorted() { # FILE FLAGS: the lines are in that order
   sort -c $2 "$1" 2>/dev/null
 }
 
-tm send-keys -t t "stty -a >$tmp/stty.before; $vram top --interval 200ms" Enter
+# Typed into a shell: the paths quoted for it (a checkout's may have a space).
+qvram=$(printf %q "$vram") qtmp=$(printf %q "$tmp")
+tm send-keys -t t "stty -a >$qtmp/stty.before; $qvram top --interval 200ms" Enter
 check "vram top takes the screen" wait_for 30 shows "q quit"
 sleep 0.5
 screen
@@ -124,17 +126,17 @@ check "back to 80x24" wait_for 15 sh -c "[ \"\$(stty -F '$pane_tty' size)\" = '2
 
 tm send-keys -t t q
 check "q quits" wait_for 15 shows '^\$ *$'
-tm send-keys -t t "echo status=\$?; stty -a >$tmp/stty.after" Enter
+tm send-keys -t t "echo status=\$?; stty -a >$qtmp/stty.after" Enter
 check "with status 0" wait_for 15 shows '^status=0$'
 check "the terminal is as it was (stty -a)" wait_for 15 cmp -s "$tmp/stty.before" "$tmp/stty.after"
 cmp -s "$tmp/stty.before" "$tmp/stty.after" || diff "$tmp/stty.before" "$tmp/stty.after" >&2
 check "and the screen too: top's lines are gone with its screen" sh -c "! grep -q 'q quit' '$tmp/screen'"
 
-tm send-keys -t t "$vram top --interval 200ms" Enter
+tm send-keys -t t "$qvram top --interval 200ms" Enter
 check "again" wait_for 30 shows "q quit"
 tm send-keys -t t C-c
 check "Ctrl-C ends it" wait_for 15 shows '^\$ *$'
-tm send-keys -t t "echo status=\$?; stty -a >$tmp/stty.after" Enter
+tm send-keys -t t "echo status=\$?; stty -a >$qtmp/stty.after" Enter
 check "as Ctrl-C ends a program (status 130)" wait_for 15 shows '^status=130$'
 check "and gives the terminal back as it was" wait_for 15 cmp -s "$tmp/stty.before" "$tmp/stty.after"
 
