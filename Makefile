@@ -13,11 +13,11 @@ endif
 all: build
 
 build:
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake -S . -B "$(BUILD)" $(CMAKE_FLAGS) >/dev/null
+	@cmake --build "$(BUILD)" -j $(JOBS)
 
 demo: build
-	@demo/demo.sh $(BUILD)
+	@demo/demo.sh "$(BUILD)"
 
 # Every test, plainly, then under AddressSanitizer + UndefinedBehaviorSanitizer,
 # then the threaded tests under ThreadSanitizer.
@@ -30,17 +30,17 @@ test-deps:
 # scripts/ctest.sh runs ctest with a /tmp of the tests' own and fails the run
 # if anything is left there.
 test-plain: build
-	scripts/ctest.sh $(BUILD) --output-on-failure -j $(JOBS)
+	scripts/ctest.sh "$(BUILD)" --output-on-failure -j $(JOBS)
 
 test-asan:
-	@cmake -S . -B $(BUILD)-asan $(CMAKE_FLAGS) -DVRAM_SANITIZE=address,undefined >/dev/null
-	@cmake --build $(BUILD)-asan -j $(JOBS)
-	scripts/ctest.sh $(BUILD)-asan --output-on-failure -j $(JOBS)
+	@cmake -S . -B "$(BUILD)-asan" $(CMAKE_FLAGS) -DVRAM_SANITIZE=address,undefined >/dev/null
+	@cmake --build "$(BUILD)-asan" -j $(JOBS)
+	scripts/ctest.sh "$(BUILD)-asan" --output-on-failure -j $(JOBS)
 
 test-tsan:
-	@cmake -S . -B $(BUILD)-tsan $(CMAKE_FLAGS) -DVRAM_SANITIZE=thread >/dev/null
-	@cmake --build $(BUILD)-tsan -j $(JOBS)
-	scripts/ctest.sh $(BUILD)-tsan --output-on-failure -j $(JOBS) -L threads
+	@cmake -S . -B "$(BUILD)-tsan" $(CMAKE_FLAGS) -DVRAM_SANITIZE=thread >/dev/null
+	@cmake --build "$(BUILD)-tsan" -j $(JOBS)
+	scripts/ctest.sh "$(BUILD)-tsan" --output-on-failure -j $(JOBS) -L threads
 
 # make bench: the allocator on the W1 and W2 traces (those in TRACES when
 # they are there, else written by vram-tracegen), the interposer's overhead,
@@ -48,29 +48,33 @@ test-tsan:
 TRACES ?= ../shared/traces
 bench: build
 	@echo "machine: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$(nproc) cores"
-	@bench/allocator.sh $(BUILD) $(TRACES)
+	@bench/allocator.sh "$(BUILD)" $(TRACES)
 	@echo "interposer overhead (null driver: the difference is what vram adds per call):"
-	@LD_LIBRARY_PATH=$(BUILD)/bench-driver taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
-	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_MEMORY_LIMIT=1TiB LD_PRELOAD=$(CURDIR)/$(BUILD)/libvram-preload.so \
-	  taskset -c $$(( $$(nproc) - 1 )) $(BUILD)/vram-bench-overhead
-	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
-	  $(BUILD)/vram run --limit 1TiB --log off -- $(BUILD)/vram-bench-overhead
-	@LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
-	  $(BUILD)/vram run --limit 1TiB --log off -- $(BUILD)/vram-bench-overhead --members 7
-	@tmp=$$(mktemp -d) && LD_LIBRARY_PATH=$(BUILD)/bench-driver VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
-	  $(BUILD)/vram run --limit 1TiB --log off --record $$tmp/overhead.vrec -- $(BUILD)/vram-bench-overhead --pairs 200000; \
+	@LD_LIBRARY_PATH="$(BUILD)/bench-driver" taskset -c $$(( $$(nproc) - 1 )) "$(BUILD)/vram-bench-overhead"
+	@LD_LIBRARY_PATH="$(BUILD)/bench-driver" VRAM_MEMORY_LIMIT=1TiB LD_PRELOAD="$(CURDIR)/$(BUILD)/libvram-preload.so" \
+	  taskset -c $$(( $$(nproc) - 1 )) "$(BUILD)/vram-bench-overhead"
+	@LD_LIBRARY_PATH="$(BUILD)/bench-driver" VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
+	  "$(BUILD)/vram" run --limit 1TiB --log off -- "$(BUILD)/vram-bench-overhead"
+	@LD_LIBRARY_PATH="$(BUILD)/bench-driver" VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
+	  "$(BUILD)/vram" run --limit 1TiB --log off -- "$(BUILD)/vram-bench-overhead" --members 7
+	@tmp=$$(mktemp -d) && LD_LIBRARY_PATH="$(BUILD)/bench-driver" VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
+	  "$(BUILD)/vram" run --limit 1TiB --log off --record $$tmp/overhead.vrec -- "$(BUILD)/vram-bench-overhead" --pairs 200000; \
 	  rc=$$?; rm -rf $$tmp; exit $$rc
 	@echo "contexts and modules charged to the budget (simulated driver and NVML):"
-	@bench/contexts.sh $(BUILD)
+	@bench/contexts.sh "$(BUILD)"
 	@echo "vramd with 1000 clients, then under attack (simulated NVML):"
-	@LD_LIBRARY_PATH=$(BUILD)/sim $(BUILD)/vram-bench-daemon $(BUILD)/vramd
+	@LD_LIBRARY_PATH="$(BUILD)/sim" "$(BUILD)/vram-bench-daemon" "$(BUILD)/vramd"
 	@echo "vramd's history with 1000 clients (CPU time):"
-	@$(BUILD)/vram-bench-history
+	@"$(BUILD)/vram-bench-history"
 	@echo "recording GPU memory events, and reading a million of them:"
-	@bench/record.sh $(BUILD)
+	@bench/record.sh "$(BUILD)"
 
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: as people expect of it.
+# Without PREFIX, the prefix the build was configured with (CMAKE_INSTALL_PREFIX,
+# /usr/local unless set). DESTDIR, from make's command line or the environment,
+# is what cmake --install reads from its environment.
 install: build
-	cmake --install $(BUILD)
+	DESTDIR="$(DESTDIR)" cmake --install "$(BUILD)" $(if $(PREFIX),--prefix "$(PREFIX)")
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf "$(BUILD)" "$(BUILD)-asan" "$(BUILD)-tsan"

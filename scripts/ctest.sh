@@ -1,39 +1,98 @@
 #!/usr/bin/env bash
 # ctest BUILD_DIR [CTEST_ARGS...], checking that the tests leave nothing
-# behind in /tmp.
+# behind: no file in /tmp, no process.
 #
-# Other people's programs use /tmp at the same time, so a before/after
-# listing of it proves nothing. Instead the tests get a /tmp of their own:
-# where we may (root, with unshare), a private mount namespace with an
-# empty tmpfs on /tmp, which catches every path, fixed or not; elsewhere a
-# fresh folder as TMPDIR, which catches the tests that honour TMPDIR (all of
-# ours do, except those that name /tmp/NAME.XXXXXX themselves). Whatever is
-# left there when ctest ends is listed, and fails the run.
+# Files. Other people's programs use /tmp at the same time, so a
+# before/after listing of it proves nothing. Instead the tests get a /tmp of
+# their own: where we may (root, with unshare), a private mount namespace
+# with an empty tmpfs on /tmp, which catches every path, fixed or not;
+# elsewhere a fresh folder as TMPDIR, which catches the tests that honour
+# TMPDIR (all of ours do, except those that name /tmp/NAME.XXXXXX
+# themselves). A checkout or build under /tmp (where many people try a
+# project) is bound back into the private /tmp at its own path, and is not
+# counted as left there. Whatever else is left when ctest ends is listed,
+# and fails the run.
+#
+# Processes. Every process the tests start inherits VRAM_CTEST_RUN, a token
+# of this run, in its environment; one that still runs a few seconds after
+# ctest ended is listed, killed, and fails the run. (A process that empties
+# its environment escapes this; none of ours does.)
 set -u
+src=$(cd "$(dirname "$0")/.." && pwd)
 if [ "${1:-}" = --inside ]; then
-  shift
+  build=$2; shift 2
+  # The real /tmp stays reachable through descriptor 9 once the tmpfs hides it.
+  exec 9</tmp
   mount -t tmpfs -o mode=1777 vram-tests /tmp || exit 3
+  kept=()
+  for d in "$src" "$build"; do
+    case $d in /tmp/?*) ;; *) continue ;; esac
+    rel=${d#/tmp/}
+    # --no-canonicalize: mount would otherwise resolve the path to its text
+    # (/tmp/...), which names the new, empty /tmp.
+    if ! mkdir -p "/tmp/$rel" || ! mount --no-canonicalize --bind "/proc/self/fd/9/$rel" "/tmp/$rel"; then
+      echo "ctest.sh: cannot show $d inside the tests' private /tmp"; exit 1
+    fi
+    kept+=("${rel%%/*}")
+  done
+  exec 9<&-
   tmp=/tmp
 else
-  build=${1:?usage: ctest.sh BUILD_DIR [CTEST_ARGS...]}
+  build=$(cd "${1:?usage: ctest.sh BUILD_DIR [CTEST_ARGS...]}" && pwd) || exit 1
+  shift
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
      unshare -m --propagation private true 2>/dev/null; then
-    unshare -m --propagation private "$0" --inside "$@"
+    unshare -m --propagation private "$0" --inside "$build" "$@"
     rc=$?
     [ $rc = 3 ] || exit $rc   # 3: no tmpfs could be mounted there; use TMPDIR
   fi
   tmp=$(mktemp -d /tmp/vram-ctest.XXXXXX) || exit 1
   export TMPDIR=$tmp
+  kept=()
 fi
-build=$1; shift
+
+token=$$-$(date +%s%N)
+export VRAM_CTEST_RUN=$token
 (cd "$build" && ctest "$@")
 rc=$?
+
+# The processes of this run still there (this shell aside), into `strays`.
+find_strays() {
+  local p v env
+  strays=()
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [ "$p" = $$ ] && continue
+    mapfile -t -d '' env 2>/dev/null <"/proc/$p/environ" || continue
+    for v in "${env[@]}"; do
+      [ "$v" = "VRAM_CTEST_RUN=$token" ] && { strays+=("$p"); break; }
+    done
+  done
+}
+for _ in $(seq 50); do   # a process killed at a test's end takes a moment to go
+  find_strays
+  [ ${#strays[@]} = 0 ] && break
+  sleep 0.1
+done
+status=$rc
+if [ ${#strays[@]} != 0 ]; then
+  echo "FAIL: the tests left these processes running (each test stops what it starts):"
+  for p in "${strays[@]}"; do
+    echo "  pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+  done
+  kill -9 "${strays[@]}" 2>/dev/null
+  status=1
+fi
+
 left=$(cd "$tmp" && ls -A)
+for k in "${kept[@]}"; do
+  left=$(echo "$left" | grep -vxF -- "$k")
+done
 [ "$tmp" = /tmp ] || rm -rf "$tmp"
 if [ -n "$left" ]; then
   echo "FAIL: the tests left these in /tmp (each test removes what it makes):"
   echo "$left" | sed 's/^/  /'
-  exit 1
+  status=1
 fi
-[ $rc = 0 ] && echo "nothing was left in /tmp"
-exit $rc
+[ $status = 0 ] && echo "nothing was left in /tmp, and no process"
+exit $status

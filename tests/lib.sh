@@ -121,3 +121,32 @@ json_field() { $py -c 'import json,sys; d=json.load(open(sys.argv[1])); print(ev
 # The command a `vram run` started in the background runs as its child.
 child_of() { local c=; read -r c _ <"/proc/$1/task/$1/children" 2>/dev/null; [ -n "$c" ] && echo "$c"; }
 command_of() { wait_for 5 child_of "$1" >/dev/null && child_of "$1"; }
+# What vram costs while nothing happens (issue 22). `cost_of DIR`: what the
+# process /proc/PID (all its threads) or the thread /proc/PID/task/TID has
+# cost so far, "TICKS SWITCHES": CPU (user + system, clock ticks) and how
+# often it left the CPU (slept, or was preempted while spinning).
+# `idle_cost NAME DIR SECONDS MAX_SWITCHES` measures over SECONDS, prints the
+# figures and checks under 0.1 s of CPU (over 10 s) and under MAX_SWITCHES.
+cost_of() {
+  local d=$1 f s t n=0 v
+  read -r -a f < <(sed 's/^.*) //' "$d/stat" 2>/dev/null) || return 1
+  t=$((f[11] + f[12]))
+  if [ -d "$d/task" ]; then set -- "$d"/task/*/status; else set -- "$d/status"; fi
+  for s in "$@"; do
+    for v in $(awk '/^(non)?voluntary_ctxt_switches/ {print $2}' "$s" 2>/dev/null); do
+      n=$((n + v))
+    done
+  done
+  echo "$t $n"
+}
+idle_cost() {
+  local name=$1 dir=$2 secs=$3 max=$4 a b hz ms n
+  hz=$(getconf CLK_TCK)
+  a=($(cost_of "$dir")) || { check "$name: $dir is there to measure" false; return; }
+  sleep "$secs"
+  b=($(cost_of "$dir")) || { check "$name: $dir lived through the measurement" false; return; }
+  ms=$(( (b[0] - a[0]) * 1000 / hz )) n=$((b[1] - a[1]))
+  echo "$name: ${ms} ms of CPU and $n switches in $secs s"
+  check "$name: under 0.1 s of CPU in $secs s (used $ms ms)" test $((ms * 10)) -lt $((100 * secs))
+  check "$name: fewer than $max switches in $secs s ($n)" test "$n" -lt "$max"
+}

@@ -54,6 +54,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
 {
     (void)device, (void)infos;
     const char *stall = getenv("NVML_STALL_FILE");
+    /* Says that a reading is under way and stalled, for a test to go on. */
+    const char *stalled = getenv("NVML_STALLED_FILE");
+    FILE *f = stall && stalled && access(stall, F_OK) == 0 ? fopen(stalled, "w") : NULL;
+    if (f)
+        fclose(f);
     while (stall && access(stall, F_OK) == 0) {
         struct timespec t = {0, 50000000};
         nanosleep(&t, NULL);

@@ -267,6 +267,18 @@ check "item 15: so is one cut short" wait_for 5 contains "$tmp/daemon.out" "$tmp
 timeout 10 "${as_b[@]}" "$kit/peer" "$S" hold "$uuid" $((2 * G)) >"$tmp/p15" 2>&1
 check "item 15: and the cap in force still holds" contains "$tmp/p15" "DENY.*may hold 1.00 GiB"
 printf 'when-full fail\n' >"$tmp/policy"
+# Issue 22, item 17: a policy replaced by a FIFO (opening one waits for a
+# writer, forever) or a link is refused, and the daemon goes on answering.
+rm "$tmp/policy" && mkfifo "$tmp/policy"
+kill -HUP $daemon_pid
+check "a FIFO for a policy is refused on reload, by name" \
+  wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: not a regular file but a FIFO.*keeping the policy in force"
+check "and the daemon still answers" sh -c "timeout 10 '$vram' status --json >/dev/null"
+rm "$tmp/policy" && printf 'when-full fail\n' >"$tmp/policy.real" && ln -s policy.real "$tmp/policy"
+kill -HUP $daemon_pid
+check "so is a symbolic link" \
+  wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: a symbolic link; name the policy file itself"
+rm "$tmp/policy" "$tmp/policy.real" && printf 'when-full fail\n' >"$tmp/policy"
 
 # --- item 5: a restart never overcommits ------------------------------------------
 # Holders with grants and (almost) no memory in use are stopped across the
@@ -323,7 +335,7 @@ daemon_pid=$!
 daemon_up
 check "item 12: a FIFO where the metrics go does not stop the daemon" sh -c "timeout 5 '$vram' status --json >/dev/null"
 check "item 12: the metrics file is the daemon's" wait_for 5 sh -c "[ \"\$(stat -c %U:%a '$shared/m.prom' 2>/dev/null)\" = root:644 ]"
-timeout 10 "$peer" "$S" hold "$uuid" $G >"$tmp/h12" 2>&1 &
+"$peer" "$S" hold "$uuid" $G >"$tmp/h12" 2>&1 &
 h12=$!
 wait_for 5 contains "$tmp/h12" GRANT
 check "item 12: the state file is the daemon's alone" wait_for 5 sh -c "[ \"\$(stat -c %U:%a '$shared/state' 2>/dev/null)\" = root:600 ] && grep -q '^p .* GPU-' '$shared/state'"

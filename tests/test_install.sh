@@ -97,5 +97,23 @@ check "DESTDIR: vram.pc names the final prefix" grep -qx "prefix=/opt/vram" "$tm
 check "DESTDIR: the unit names the final prefix" \
   grep -qx "ExecStart=/opt/vram/bin/vramd" "$tmp/stage/opt/vram/lib/systemd/system/vramd.service"
 
+# The same through the front door (issue 22, item 10): make install honours
+# PREFIX and DESTDIR, and writes nothing anywhere else.
+make -C "$src" BUILD="$build" PREFIX=/opt/vram-make DESTDIR="$tmp/mstage" install >"$tmp/make.out" 2>&1; rc=$?
+check "make install PREFIX= DESTDIR= succeeds" test $rc = 0
+check "make install: under DESTDIR/PREFIX" test -x "$tmp/mstage/opt/vram-make/bin/vram"
+check "make install: vram.pc names PREFIX" grep -qx "prefix=/opt/vram-make" "$tmp/mstage/opt/vram-make/lib/pkgconfig/vram.pc"
+check "make install: nothing installed elsewhere" \
+  sh -c "! grep 'Installing: ' '$tmp/make.out' | grep -v 'Installing: $tmp/mstage/opt/vram-make/'"
+# Without DESTDIR only once PREFIX is known to be honoured: else this would
+# install into the configured prefix, /usr/local.
+if [ $failures = 0 ]; then
+  make -C "$src" BUILD="$build" PREFIX="$tmp/mprefix" install >"$tmp/make.out" 2>&1; rc=$?
+  check "make install PREFIX= (no DESTDIR) installs there" sh -c "[ $rc = 0 ] && [ -x '$tmp/mprefix/bin/vramd' ]"
+  check "make install PREFIX=: nothing installed elsewhere" \
+    sh -c "! grep 'Installing: ' '$tmp/make.out' | grep -v 'Installing: $tmp/mprefix/'"
+fi
+[ $failures = 0 ] || cat "$tmp/make.out"
+
 echo "$passed passed, $failures failed"
 [ "$failures" = 0 ]

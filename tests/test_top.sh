@@ -56,7 +56,9 @@ sorted() { # FILE FLAGS: the lines are in that order
 
 # The terminal's settings (stty -g: modes, not the window's size, which is
 # tmux's to set and which tmux may still be changing after a resize).
-tm send-keys -t t "stty -g >$tmp/stty.before; $vram top --interval 200ms" Enter
+# Typed into a shell: the paths quoted for it (a checkout's may have a space).
+qvram=$(printf %q "$vram") qtmp=$(printf %q "$tmp")
+tm send-keys -t t "stty -g >$qtmp/stty.before; $qvram top --interval 200ms" Enter
 check "vram top takes the screen" wait_for 30 shows "q quit"
 sleep 0.5
 screen
@@ -125,23 +127,28 @@ check "no line wider than its 132 columns, the bar reaching the edge" \
 check "more columns where there is room: NVML's figure, the running time" \
   grep -qE 'NVML STATE +TIME COMMAND' "$tmp/screen"
 tm resize-window -t t -x 80 -y 24
-# tmux resizes the pane on its own time: top (and the shell after it) must
-# have the 80x24 it began with before the terminal is compared.
-check "back to 80x24" wait_for 15 sh -c "[ \$(tmux -S '$tmp/tmux.sock' display-message -p -t t '#{pane_width}x#{pane_height}') = 80x24 ] && [ \$(tmux -S '$tmp/tmux.sock' capture-pane -p -t t | awk 'END { print NR }') = 24 ] && tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -q 'q quit'"
+# tmux takes the new size at once (display-message says 80x24, capture-pane
+# cuts its copy of the screen to 24 lines, top's footer last), but tells the
+# terminal (TIOCSWINSZ, which top and stty read) only when its resize timer
+# lets it, up to 250 ms later on an idle machine, later on a loaded one (the
+# shell's stty -a said rows 50; columns 132): the terminal itself must be
+# 80x24 again before it is compared.
+pane_tty=$(tm display-message -p -t t '#{pane_tty}')
+check "back to 80x24" wait_for 15 sh -c "[ \"\$(stty -F '$pane_tty' size)\" = '24 80' ] && [ \$(tmux -S '$tmp/tmux.sock' capture-pane -p -t t | awk 'END { print NR }') = 24 ] && tmux -S '$tmp/tmux.sock' capture-pane -p -t t | tail -1 | grep -q 'q quit'"
 
 tm send-keys -t t q
 check "q quits" wait_for 15 shows '^\$ *$'
-tm send-keys -t t "echo status=\$?; stty -g >$tmp/stty.after" Enter
+tm send-keys -t t "echo status=\$?; stty -g >$qtmp/stty.after" Enter
 check "with status 0" wait_for 15 shows '^status=0$'
 check "the terminal is as it was (stty -g)" wait_for 15 cmp -s "$tmp/stty.before" "$tmp/stty.after"
 cmp -s "$tmp/stty.before" "$tmp/stty.after" || diff "$tmp/stty.before" "$tmp/stty.after" >&2
 check "and the screen too: top's lines are gone with its screen" sh -c "! grep -q 'q quit' '$tmp/screen'"
 
-tm send-keys -t t "$vram top --interval 200ms" Enter
+tm send-keys -t t "$qvram top --interval 200ms" Enter
 check "again" wait_for 30 shows "q quit"
 tm send-keys -t t C-c
 check "Ctrl-C ends it" wait_for 15 shows '^\$ *$'
-tm send-keys -t t "echo status=\$?; stty -g >$tmp/stty.after" Enter
+tm send-keys -t t "echo status=\$?; stty -g >$qtmp/stty.after" Enter
 check "as Ctrl-C ends a program (status 130)" wait_for 15 shows '^status=130$'
 check "and gives the terminal back as it was" wait_for 15 cmp -s "$tmp/stty.before" "$tmp/stty.after"
 

@@ -47,8 +47,8 @@ static void chart_data(FILE *out, const struct timeline *t, const struct timelin
 static void device_data(FILE *out, const struct timeline *t, const struct timeline_device *td)
 {
     fprintf(out, "<script type=\"application/json\" class=\"data\">{\"device\":%d,\"ncols\":%d,"
-                 "\"span_ns\":%llu,\"total_min\":",
-            td->dev, t->ncols, (unsigned long long)(t->end - t->start + 1));
+                 "\"span_ns\":%.0f,\"total_min\":",
+            td->dev, t->ncols, timeline_span_ns(t));
     u64_array(out, td->total_min, 1, 0, t->ncols);
     fputs(",\"total_max\":", out);
     u64_array(out, td->total_max, 1, 0, t->ncols);
@@ -66,7 +66,7 @@ static void device_data(FILE *out, const struct timeline *t, const struct timeli
 
 static double column_seconds(const struct timeline *t)
 {
-    return (double)(t->end - t->start + 1) / 1e9 / t->ncols;
+    return timeline_span_ns(t) / 1e9 / t->ncols;
 }
 
 /* "1234 events of 3 processes over 12.500 s, from 2024-05-01 10:00:00 CEST". */

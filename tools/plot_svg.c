@@ -111,7 +111,7 @@ static void axes(FILE *out, const struct timeline *t, const struct plot_scale *s
                 v, PLOT_LEFT, PLOT_LEFT + width, y, y, PLOT_LEFT - 6, y + 4, label);
     }
     fputs("</g><g class=\"axis x\">", out);
-    double span = (double)(t->end - t->start + 1) / 1e9;
+    double span = timeline_span_ns(t) / 1e9;
     double step = nice_step(span / 8);
     for (double sec = 0; sec <= span * 1.0000001; sec += step) {
         double x = PLOT_LEFT + sec / span * width;
@@ -193,7 +193,7 @@ static void refusals(FILE *out, const struct timeline *t, const struct timeline_
         return;
     fputs("<g class=\"refusals\">", out);
     size_t listed = 0;
-    double col = (double)(t->end - t->start + 1) / 1e9 / t->ncols;
+    double col = timeline_span_ns(t) / 1e9 / t->ncols;
     for (int c = 0; c < t->ncols; c++) {
         if (!td->refusals[c])
             continue;
@@ -228,7 +228,7 @@ static void peak(FILE *out, const struct timeline *t, const struct timeline_devi
     double x = PLOT_LEFT + c + 0.5, y = y_of(s, (double)td->peak);
     double at = (double)(td->peak_time - t->start) / 1e9;
     char when[40];
-    plot_seconds(when, sizeof when, at, (double)(t->end - t->start + 1) / 1e9 / t->ncols);
+    plot_seconds(when, sizeof when, at, timeline_span_ns(t) / 1e9 / t->ncols);
     bool left = c > t->ncols * 6 / 10;
     fprintf(out, "<g class=\"peak\" data-bytes=\"%llu\" data-seconds=\"%.9f\">"
                  "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>"

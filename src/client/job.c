@@ -453,6 +453,9 @@ void job_start(struct job *j)
     pthread_sigmask(SIG_SETMASK, &all, &old);
     j->thread = pthread_create(&j->tid, NULL, holder, j) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* Named, so that it can be found in slurmstepd (its cost is measured). */
+    if (j->thread)
+        pthread_setname_np(j->tid, "vram-job");
 }
 
 void job_end(struct job *j)

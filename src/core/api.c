@@ -26,6 +26,8 @@ const char *vram_version(void) { return "0.1.0"; }
 
 const char *vram_last_error(void) { return report_last(); }
 
+const char *vram_status_name(vram_status status) { return report_status_name(status); }
+
 /* ------------------------------------------------------- configuration */
 
 static struct options *call_layer(void)

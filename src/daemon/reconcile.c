@@ -138,6 +138,14 @@ int reconcile_start(int ngpus, uint64_t period_ms)
     R.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (!R.shared || !R.taken || R.event_fd < 0)
         return -1;
+    /* The thread's deadlines are CLOCK_MONOTONIC's (a clock set back must
+     * not stop the readings); a condition variable waits on CLOCK_REALTIME
+     * unless told, and would take every such deadline as long past. */
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0 || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&R.changed, &ca) != 0)
+        return -1;
+    pthread_condattr_destroy(&ca);
     /* Signals are the loop's (its signalfd): the thread takes none. */
     sigset_t all, old;
     sigfillset(&all);
@@ -208,7 +216,8 @@ void reconcile_tick(uint64_t now)
 {
     pthread_mutex_lock(&R.mu);
     uint64_t started = R.started_ms;
-    bool say = started && now - started >= STALL_MS && !R.stalled;
+    /* The reading may have begun after the caller read its clock. */
+    bool say = started && now > started && now - started >= STALL_MS && !R.stalled;
     if (say)
         R.stalled = true;
     pthread_mutex_unlock(&R.mu);

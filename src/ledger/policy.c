@@ -3,6 +3,7 @@
 #include "../util/parse.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <grp.h>
 #include <pwd.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define AMOUNT_FORMS "a size (" "4GiB, 512MiB" ") or a share of the device (25% or 0.25)"
 
@@ -293,21 +295,44 @@ int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
     /* How to change a policy without the daemon ever reading half of one. */
     static const char *const atomically =
         "write the new policy to another file and rename it over this one";
-    FILE *f = fopen(path, "re");
+    /* Checked before it is read: a FIFO put in its place would block the
+     * daemon in open or read, and a link would make it read what the link's
+     * owner chooses. Non-blocking until it is known to be a regular file. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ELOOP)
+            snprintf(err, errlen, "%s: a symbolic link; name the policy file itself", path);
+        else
+            snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat before, after;
+    if (fstat(fd, &before) != 0) {
+        snprintf(err, errlen, "%s: cannot read the policy file: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(before.st_mode)) {
+        mode_t m = before.st_mode;
+        snprintf(err, errlen, "%s: not a regular file but %s; the policy is a plain file", path,
+                 S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket"
+                 : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "something else");
+        close(fd);
+        return -1;
+    }
+    FILE *f = fcntl(fd, F_SETFL, 0) == 0 ? fdopen(fd, "r") : NULL;
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot read the policy file: %s", path, strerror(errno));
+        close(fd);
         return -1;
     }
     enum { MAX_TEXT = 1 << 16 };
     char *text = malloc(MAX_TEXT);
     struct policy *q = malloc(sizeof *q);
-    struct stat before, after;
     size_t len = 0;
     int rc = -1;
     if (!text || !q) {
         snprintf(err, errlen, "%s: out of memory", path);
-    } else if (fstat(fileno(f), &before) != 0 || !S_ISREG(before.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
     } else if ((len = fread(text, 1, MAX_TEXT, f)) == MAX_TEXT) {
         snprintf(err, errlen, "%s: longer than the 64 KiB a policy file may be", path);
     } else if (ferror(f) || fstat(fileno(f), &after) != 0 || (off_t)len != after.st_size ||

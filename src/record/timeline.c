@@ -6,18 +6,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* end - start + 1 in 128 bits: events at 0 and at 2^64 - 1 make it 2^64,
+ * which wraps to 0 in 64 (a file may say anything). */
+static unsigned __int128 span(const struct timeline *t)
+{
+    return t->end >= t->start ? (unsigned __int128)(t->end - t->start) + 1 : 1;
+}
+
+double timeline_span_ns(const struct timeline *t) { return (double)span(t); }
+
 uint64_t timeline_column_time(const struct timeline *t, int c)
 {
-    unsigned __int128 span = t->end - t->start + 1;
-    return t->start + (uint64_t)(span * (unsigned)c / (unsigned)t->ncols);
+    return t->start + (uint64_t)(span(t) * (unsigned)c / (unsigned)t->ncols);
 }
 
 int timeline_column_of(const struct timeline *t, uint64_t time)
 {
     if (time <= t->start)
         return 0;
-    unsigned __int128 span = t->end - t->start + 1;
-    uint64_t c = (uint64_t)((unsigned __int128)(time - t->start) * (unsigned)t->ncols / span);
+    uint64_t c = (uint64_t)((unsigned __int128)(time - t->start) * (unsigned)t->ncols / span(t));
     return c >= (uint64_t)t->ncols ? t->ncols - 1 : (int)c;
 }
 

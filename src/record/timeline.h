@@ -75,5 +75,7 @@ void timeline_free(struct timeline *t);
 /* Where column c begins, and the column of a time. */
 uint64_t timeline_column_time(const struct timeline *t, int c);
 int timeline_column_of(const struct timeline *t, uint64_t time);
+/* How long the columns together are, ns (end - start + 1: up to 2^64). */
+double timeline_span_ns(const struct timeline *t);
 
 #endif

@@ -7,7 +7,7 @@
 
 #define MESSAGE_MAX 2048
 
-const char *vram_status_name(vram_status s)
+const char *report_status_name(vram_status s)
 {
     static const char *names[] = {
         "VRAM_OK",
@@ -36,7 +36,7 @@ vram_status report_fail(vram_status status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    vlog(LOG_DEBUG, "%s: %s", vram_status_name(status), message);
+    vlog(LOG_DEBUG, "%s: %s", report_status_name(status), message);
     return status;
 }
 

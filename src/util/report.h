@@ -18,6 +18,8 @@ vram_status report_fail(vram_status status, const char *fmt, ...)
 /* Prefixes the current message: "while X: <message>". */
 void report_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *report_last(void);
+/* The name of a status (vram_status_name, which api.c exports). */
+const char *report_status_name(vram_status status);
 void report_clear(void);
 /* For a function that answers -1 with its reason in the caller's buffer:
  * writes the message into err (n bytes) and returns -1, so that a failure

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes with libFuzzer, for a bounded time each, from the kept corpus
-# (tests/fuzz/corpus): the protocol parser, the policy parser, and vramd's
+# (tests/fuzz/corpus): the protocol parser, the policy parser, vramd's
 # message handling end to end (fuzz_daemon: the real handlers and ledger,
-# without the loop, through tests/fake_conns.c). The kept corpus is only
+# without the loop, through tests/fake_conns.c), and the recording reader
+# with the summary and timeline vram record and vram plot make of it. The kept corpus is only
 # read: what the fuzzers find goes to a temporary folder, removed at the
 # end, so a run leaves the checkout as it was (a failing input is kept in
 # BUILD_DIR/fuzz, to reproduce it with the binary there).
@@ -36,11 +37,16 @@ daemon="$src/src/daemon/daemon.c $src/src/daemon/identity.c $src/src/daemon/answ
         $src/src/ledger/ledger_held.c $src/src/ledger/ledger_view.c $src/src/ledger/policy.c
         $src/src/view/metrics.c $src/src/ledger/history.c $src/src/util/proc.c
         $src/tests/fake_conns.c"
-for target in ${FUZZ_TARGETS:-protocol policy daemon}; do
+record="$src/src/record/reader.c $src/src/record/usage.c $src/src/record/summary.c
+        $src/src/record/timeline.c $src/src/record/recording.c $src/src/record/formats.c
+        $src/src/record/export_csv.c $src/src/record/export_trace.c
+        $src/src/util/addrmap.c"
+for target in ${FUZZ_TARGETS:-protocol policy daemon record}; do
   case $target in
     protocol) extra=$ledger ;;
     policy) extra="$src/src/ledger/policy.c" ;;
     daemon) extra="$ledger $daemon" ;;
+    record) extra=$record ;;
   esac
   "$cc" -g -O1 -std=c11 -D_GNU_SOURCE -DFAKE_KEEP=8 -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=all "$src/tests/fuzz/fuzz_$target.c" $extra $common \

@@ -129,6 +129,13 @@ check "record: an unknown option points to --help" \
 "$vram" plot --help >"$tmp/out"
 check "plot --help" contains "$tmp/out" "no peak is lost"
 check "plot --help fits 80 columns" awk 'length($0) > 80 { bad = 1 } END { exit bad }' "$tmp/out"
+# Issue 22, item 16: events at 0 and at 2^64 - 1 (a file may say anything)
+# were a division by zero; the fuzzer keeps the file in its corpus.
+span=$here/../fuzz/corpus/record/span-0-to-max.vrec
+"$vram" plot "$span" -o "$tmp/span.html" 2>"$tmp/err"; rc=$?
+check "plot: a recording spanning all of time is drawn" sh -c "[ $rc = 0 ] && [ -s '$tmp/span.html' ]"
+"$vram" plot "$span" -o "$tmp/span.svg" 2>"$tmp/err"; rc=$?
+check "plot: and as SVG" test $rc = 0
 "$vram" --help >"$tmp/out"
 check "vram --help lists plot and record" sh -c "grep -q '  plot FILE' '$tmp/out' && grep -q '  record convert' '$tmp/out'"
 
