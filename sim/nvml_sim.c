@@ -9,7 +9,8 @@
  * names of the calls, versions, PCI, processes (compute; there are no
  * graphics ones), BAR1, utilization (0: no kernels run), temperatures,
  * clocks and power of an idle H100. */
-#include "../src/cuda/nvml_abi.h"
+#include "../src/cuda/nvml_api.h"
+#include "nvml_sim.h"
 #include "config.h"
 #include "occupancy.h"
 
@@ -51,7 +52,7 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
         }
     }
     if (rc == NVML_SUCCESS)
-        inits++;
+        __atomic_add_fetch(&inits, 1, __ATOMIC_RELAXED); /* read without the lock */
     pthread_mutex_unlock(&mu);
     return rc;
 }
@@ -68,12 +69,13 @@ EXPORT nvmlReturn_t nvmlShutdown(void)
     pthread_mutex_lock(&mu);
     nvmlReturn_t rc = inits ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
     if (inits)
-        inits--;
+        __atomic_sub_fetch(&inits, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&mu);
     return rc;
 }
 
-static bool ready(void) { return inits > 0; }
+bool nvml_sim_ready(void) { return __atomic_load_n(&inits, __ATOMIC_RELAXED) > 0; }
+static bool ready(void) { return nvml_sim_ready(); }
 
 static nvmlReturn_t check(nvmlDevice_t d)
 {
@@ -269,8 +271,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p)
     return rc;
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_v1_t *p)
+/* nvml.h declares the original names with today's struct, but a program
+ * built when they were current passes the original, shorter layout: only
+ * its bytes are written. */
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_t *out)
 {
+    nvmlPciInfo_v1_t *p = (nvmlPciInfo_v1_t *)(void *)out;
     nvmlPciInfo_t v3;
     nvmlReturn_t rc = p ? pci(d, &v3) : NVML_ERROR_INVALID_ARGUMENT;
     if (rc == NVML_SUCCESS) {
@@ -281,7 +287,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_v1_t *p)
     return rc;
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_v1_t *p)
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_t *p)
 {
     return nvmlDeviceGetPciInfo_v2(d, p);
 }
@@ -542,54 +548,3 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t r)
     default: return "Unknown Error";
     }
 }
-
-#define SAME_TYPE(fn, pfn) _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), pfn), #fn)
-SAME_TYPE(nvmlInit_v2, PFN_nvmlInit_v2);
-SAME_TYPE(nvmlShutdown, PFN_nvmlShutdown);
-SAME_TYPE(nvmlDeviceGetCount_v2, PFN_nvmlDeviceGetCount_v2);
-SAME_TYPE(nvmlDeviceGetHandleByIndex_v2, PFN_nvmlDeviceGetHandleByIndex_v2);
-SAME_TYPE(nvmlDeviceGetHandleByUUID, PFN_nvmlDeviceGetHandleByUUID);
-SAME_TYPE(nvmlDeviceGetUUID, PFN_nvmlDeviceGetUUID);
-SAME_TYPE(nvmlDeviceGetName, PFN_nvmlDeviceGetName);
-SAME_TYPE(nvmlDeviceGetMemoryInfo, PFN_nvmlDeviceGetMemoryInfo);
-SAME_TYPE(nvmlDeviceGetMemoryInfo_v2, PFN_nvmlDeviceGetMemoryInfo_v2);
-SAME_TYPE(nvmlDeviceGetComputeRunningProcesses, PFN_nvmlDeviceGetComputeRunningProcesses);
-SAME_TYPE(nvmlDeviceGetComputeRunningProcesses_v3, PFN_nvmlDeviceGetComputeRunningProcesses_v3);
-SAME_TYPE(nvmlErrorString, PFN_nvmlErrorString);
-SAME_TYPE(nvmlInit, PFN_nvmlInit);
-SAME_TYPE(nvmlInitWithFlags, PFN_nvmlInitWithFlags);
-SAME_TYPE(nvmlDeviceGetCount, PFN_nvmlDeviceGetCount);
-SAME_TYPE(nvmlDeviceGetHandleByIndex, PFN_nvmlDeviceGetHandleByIndex);
-SAME_TYPE(nvmlDeviceGetHandleByPciBusId, PFN_nvmlDeviceGetHandleByPciBusId);
-SAME_TYPE(nvmlDeviceGetHandleByPciBusId_v2, PFN_nvmlDeviceGetHandleByPciBusId_v2);
-SAME_TYPE(nvmlDeviceGetIndex, PFN_nvmlDeviceGetIndex);
-SAME_TYPE(nvmlDeviceGetMinorNumber, PFN_nvmlDeviceGetMinorNumber);
-SAME_TYPE(nvmlSystemGetDriverVersion, PFN_nvmlSystemGetDriverVersion);
-SAME_TYPE(nvmlSystemGetNVMLVersion, PFN_nvmlSystemGetNVMLVersion);
-SAME_TYPE(nvmlSystemGetCudaDriverVersion, PFN_nvmlSystemGetCudaDriverVersion);
-SAME_TYPE(nvmlSystemGetCudaDriverVersion_v2, PFN_nvmlSystemGetCudaDriverVersion_v2);
-SAME_TYPE(nvmlDeviceGetPciInfo, PFN_nvmlDeviceGetPciInfo);
-SAME_TYPE(nvmlDeviceGetPciInfo_v2, PFN_nvmlDeviceGetPciInfo_v2);
-SAME_TYPE(nvmlDeviceGetPciInfo_v3, PFN_nvmlDeviceGetPciInfo_v3);
-SAME_TYPE(nvmlDeviceGetCurrPcieLinkGeneration, PFN_nvmlDeviceGetCurrPcieLinkGeneration);
-SAME_TYPE(nvmlDeviceGetCurrPcieLinkWidth, PFN_nvmlDeviceGetCurrPcieLinkWidth);
-SAME_TYPE(nvmlDeviceGetComputeRunningProcesses_v2, PFN_nvmlDeviceGetComputeRunningProcesses_v2);
-SAME_TYPE(nvmlDeviceGetGraphicsRunningProcesses, PFN_nvmlDeviceGetGraphicsRunningProcesses);
-SAME_TYPE(nvmlDeviceGetGraphicsRunningProcesses_v2, PFN_nvmlDeviceGetGraphicsRunningProcesses_v2);
-SAME_TYPE(nvmlDeviceGetGraphicsRunningProcesses_v3, PFN_nvmlDeviceGetGraphicsRunningProcesses_v3);
-SAME_TYPE(nvmlDeviceGetBAR1MemoryInfo, PFN_nvmlDeviceGetBAR1MemoryInfo);
-SAME_TYPE(nvmlDeviceGetUtilizationRates, PFN_nvmlDeviceGetUtilizationRates);
-SAME_TYPE(nvmlDeviceGetTemperature, PFN_nvmlDeviceGetTemperature);
-SAME_TYPE(nvmlDeviceGetTemperatureThreshold, PFN_nvmlDeviceGetTemperatureThreshold);
-SAME_TYPE(nvmlDeviceGetFanSpeed, PFN_nvmlDeviceGetFanSpeed);
-SAME_TYPE(nvmlDeviceGetClockInfo, PFN_nvmlDeviceGetClockInfo);
-SAME_TYPE(nvmlDeviceGetMaxClockInfo, PFN_nvmlDeviceGetMaxClockInfo);
-SAME_TYPE(nvmlDeviceGetCurrentClocksThrottleReasons, PFN_nvmlDeviceGetCurrentClocksThrottleReasons);
-SAME_TYPE(nvmlDeviceGetSupportedClocksThrottleReasons, PFN_nvmlDeviceGetSupportedClocksThrottleReasons);
-SAME_TYPE(nvmlDeviceGetPowerUsage, PFN_nvmlDeviceGetPowerUsage);
-SAME_TYPE(nvmlDeviceGetEnforcedPowerLimit, PFN_nvmlDeviceGetEnforcedPowerLimit);
-SAME_TYPE(nvmlDeviceGetPowerManagementLimit, PFN_nvmlDeviceGetPowerManagementLimit);
-SAME_TYPE(nvmlDeviceGetComputeMode, PFN_nvmlDeviceGetComputeMode);
-SAME_TYPE(nvmlDeviceGetPerformanceState, PFN_nvmlDeviceGetPerformanceState);
-SAME_TYPE(nvmlDeviceGetPersistenceMode, PFN_nvmlDeviceGetPersistenceMode);
-SAME_TYPE(nvmlDeviceGetCudaComputeCapability, PFN_nvmlDeviceGetCudaComputeCapability);

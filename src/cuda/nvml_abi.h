@@ -110,8 +110,8 @@ typedef nvmlReturn_t (*PFN_nvmlSystemGetDriverVersion)(char *version, unsigned i
 typedef nvmlReturn_t (*PFN_nvmlSystemGetNVMLVersion)(char *version, unsigned int length);
 typedef nvmlReturn_t (*PFN_nvmlSystemGetCudaDriverVersion)(int *cudaDriverVersion);
 typedef nvmlReturn_t (*PFN_nvmlSystemGetCudaDriverVersion_v2)(int *cudaDriverVersion);
-typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo)(nvmlDevice_t device, nvmlPciInfo_v1_t *pci);
-typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo_v2)(nvmlDevice_t device, nvmlPciInfo_v1_t *pci);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo)(nvmlDevice_t device, nvmlPciInfo_t *pci);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo_v2)(nvmlDevice_t device, nvmlPciInfo_t *pci);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo_v3)(nvmlDevice_t device, nvmlPciInfo_t *pci);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetCurrPcieLinkGeneration)(nvmlDevice_t device,
                                                                 unsigned int *currLinkGen);
