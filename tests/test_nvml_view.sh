@@ -17,16 +17,10 @@ if [ ! -x "$py" ]; then
 fi
 . "$tests/clients/setup.sh"
 MiB=$((1 << 20)) ctx=$((392 * MiB))
-hold() { # SIZE: a process of another user of the device, holding SIZE
-  coproc HOLD { exec "$holder" "$1"; }
-  read -r line <&"${HOLD[0]}"
-  test "$line" = held
-}
-stop_hold() { eval "exec ${HOLD[1]}>&-"; wait "$HOLD_PID" 2>/dev/null; }
 
 # A device with room: the command sees its budget and its own process only.
 unset VRAM_SIM_DEVICES # the profile's H100, whose NVML reserves 483 MiB
-check "another process holds 3 GiB" hold 3GiB
+check "another process holds 3 GiB" hold "$holder" 3GiB
 "$build/vram" run --limit 2GiB -- "$py" "$tests/nvml_view.py" $((512 * MiB)) >"$tmp/roomy" 2>&1
 check "nvml_view ran under vram run" test $? = 0
 own=$((ctx + 512 * MiB))
@@ -42,7 +36,7 @@ stop_hold
 # A device the other process nearly fills: what it takes from the budget
 # is in used, and it is listed at that much, no more.
 export VRAM_SIM_DEVICES=4GiB
-check "another process holds 3 GiB of 4" hold 3GiB
+check "another process holds 3 GiB of 4" hold "$holder" 3GiB
 "$build/vram" run --limit 2GiB -- "$py" "$tests/nvml_view.py" 0 >"$tmp/full" 2>&1
 check "nvml_view ran under vram run" test $? = 0
 phys_free=$((4096 * MiB - (3072 * MiB + ctx) - ctx))
@@ -54,7 +48,7 @@ check "the list: the command's process, then the other one as far as it fits" \
 stop_hold
 
 # No budget: NVML's own figures, the other process at its size.
-check "another process holds 3 GiB" hold 3GiB
+check "another process holds 3 GiB" hold "$holder" 3GiB
 "$py" "$tests/nvml_view.py" 0 >"$tmp/plain" 2>&1
 check "without vram run: NVML's total and every process at its size" \
   contains "$tmp/plain" "^proc3 \(self:$ctx other:$((3072 * MiB + ctx))\|other:$((3072 * MiB + ctx)) self:$ctx\)$"
