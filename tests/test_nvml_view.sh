@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Inside `vram run --limit`, NVML answers with the command's own view, as
+# vram devices' total, used and free add up on the measured H100. Inside
+# `vram run --limit`, NVML answers with the command's own view, as
 # cuMemGetInfo does: the device's total is the budget, free is what the
 # command can still have, used the rest, and the compute process list adds
 # up to used: the command's processes at their size, other processes only
@@ -17,6 +18,16 @@ if [ ! -x "$py" ]; then
 fi
 . "$tests/clients/setup.sh"
 MiB=$((1 << 20)) ctx=$((392 * MiB))
+
+# vram devices on the profile's H100 (NVML's total with its 483 MiB reserve,
+# CUDA's without): total, used and free add up, used being the processes'.
+unset VRAM_SIM_DEVICES
+check "another process holds 3 GiB" hold "$holder" 3GiB
+"$build/vram" devices --json >"$tmp/devices" 2>&1
+check "vram devices: total = CUDA's 81,076 MiB = used + free; used = the process's 3,464 MiB" \
+  "$py" -c 'import json, sys; g = json.load(open(sys.argv[1]))["gpus"][0]
+sys.exit(not (g["total"] == 81076 << 20 == g["used"] + g["free"] and g["used"] == 3464 << 20))' "$tmp/devices"
+stop_hold
 
 # A device with room: the command sees its budget and its own process only.
 unset VRAM_SIM_DEVICES # the profile's H100, whose NVML reserves 483 MiB
@@ -53,6 +64,6 @@ check "another process holds 3 GiB" hold "$holder" 3GiB
 check "without vram run: NVML's total and every process at its size" \
   contains "$tmp/plain" "^proc3 \(self:$ctx other:$((3072 * MiB + ctx))\|other:$((3072 * MiB + ctx)) self:$ctx\)$"
 stop_hold
-for f in roomy full plain; do echo "--- $f"; cat "$tmp/$f"; done
+for f in devices roomy full plain; do echo "--- $f"; cat "$tmp/$f"; done
 echo "$passed passed, $failures failed"
 [ $failures = 0 ]
