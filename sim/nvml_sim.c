@@ -4,11 +4,11 @@
  * its device (name, UUID, PCI address) is the one CUDA shows.
  *
  * Like the real NVML, it lists every device of the machine whatever
- * CUDA_VISIBLE_DEVICES says (that variable is the CUDA driver's). It answers
- * what monitoring tools and NVML bindings ask: the original and versioned
- * names of the calls, versions, PCI, processes (compute; there are no
- * graphics ones), BAR1, utilization (0: no kernels run), temperatures,
- * clocks and power of an idle H100. */
+ * CUDA_VISIBLE_DEVICES says (that variable is the CUDA driver's). This file
+ * answers initialisation, handles, versions, PCI, memory and processes
+ * (compute; there are no graphics ones), under the original and the
+ * versioned names; nvml_board.c the board's other figures; nvml_stubs.c
+ * every other function of nvml.h. */
 #include "nvml_sim.h"
 #include "config.h"
 #include "occupancy.h"
