@@ -425,17 +425,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
                                                     nvmlProcessUtilizationSample_t *samples,
                                                     unsigned int *count, unsigned long long last_seen)
 {
-    nvmlReturn_t rc = nvml_sim_check(d);
+    struct occ_process p[NVML_SIM_MAX_PROCESSES];
+    int n;
+    nvmlReturn_t rc = nvml_sim_processes(d, count, samples != NULL, p, &n);
     if (rc != NVML_SUCCESS)
         return rc;
-    if (!count)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    struct occ_process p[256];
-    int n = occ_processes(d->index, p, 256);
-    if (!samples || (unsigned)n > *count) {
-        *count = (unsigned)n;
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     unsigned long long now = (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;

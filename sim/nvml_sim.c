@@ -332,27 +332,34 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *
     return NVML_SUCCESS;
 }
 
-/* Fills up to *count entries through put(); NVML's convention: with too
- * small a buffer, *count says how many there are. */
-static nvmlReturn_t processes(nvmlDevice_t d, unsigned int *count,
-                              void (*put)(void *infos, int i, const struct occ_process *p),
-                              void *infos)
+nvmlReturn_t nvml_sim_processes(nvmlDevice_t d, unsigned int *count, bool buffer,
+                                struct occ_process *p, int *n)
 {
     nvmlReturn_t rc = nvml_sim_check(d);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!count)
         return NVML_ERROR_INVALID_ARGUMENT;
-    struct occ_process p[256];
-    int n = occ_processes(d->index, p, 256);
-    if ((unsigned)n > *count || (!infos && n > 0)) {
-        *count = (unsigned)n;
+    *n = occ_processes(d->index, p, NVML_SIM_MAX_PROCESSES);
+    if ((unsigned)*n > *count || (!buffer && *n > 0)) {
+        *count = (unsigned)*n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    for (int i = 0; i < n; i++)
-        put(infos, i, &p[i]);
-    *count = (unsigned)n;
+    *count = (unsigned)*n;
     return NVML_SUCCESS;
+}
+
+/* The list through put(), in the caller's layout. */
+static nvmlReturn_t processes(nvmlDevice_t d, unsigned int *count,
+                              void (*put)(void *infos, int i, const struct occ_process *p),
+                              void *infos)
+{
+    struct occ_process p[NVML_SIM_MAX_PROCESSES];
+    int n;
+    nvmlReturn_t rc = nvml_sim_processes(d, count, infos != NULL, p, &n);
+    for (int i = 0; rc == NVML_SUCCESS && i < n; i++)
+        put(infos, i, &p[i]);
+    return rc;
 }
 
 static void put_v1(void *infos, int i, const struct occ_process *p)

@@ -5,6 +5,7 @@
 #define VRAM_NVML_SIM_H
 
 #include "../src/cuda/nvml_api.h"
+#include "occupancy.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,5 +32,12 @@ nvmlReturn_t nvml_sim_figure64(nvmlDevice_t d, unsigned long long *out, unsigned
 nvmlReturn_t nvml_sim_text(char *out, unsigned int length, const char *value);
 /* The bytes processes hold on physical device `dev` (contexts included). */
 uint64_t nvml_sim_used(int dev);
+/* The processes holding memory on d, into p (*n of them), after the
+ * checks; NVML's convention for lists: NVML_ERROR_INSUFFICIENT_SIZE, with
+ * *count saying how many there are, when the caller's buffer (`buffer`:
+ * whether it gave one) of *count entries cannot hold them. */
+#define NVML_SIM_MAX_PROCESSES 256
+nvmlReturn_t nvml_sim_processes(nvmlDevice_t d, unsigned int *count, bool buffer,
+                                struct occ_process *p, int *n);
 
 #endif
