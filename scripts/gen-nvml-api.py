@@ -7,10 +7,12 @@ Reads nvml.h (from a CUDA toolkit's include folder, or NVIDIA's go-nvml
 repository, gen/nvml/nvml.h) and writes, in the repository:
 
   src/cuda/nvml_api.h        the prototype of every function nvml.h declares,
-                             as the library exports it: the versioned names
-                             and the original ones nvml.h declares only under
-                             NVML_NO_UNVERSIONED_FUNC_DEFS (libnvidia-ml.so.1
-                             exports both); the parameter types that
+                             as the library exports it: the versioned names,
+                             the original ones nvml.h declares only under
+                             NVML_NO_UNVERSIONED_FUNC_DEFS, and the retired
+                             names it maps to functions with #define
+                             (nvmlGetBlacklistDeviceCount): libnvidia-ml.so.1
+                             exports them all; the parameter types that
                              src/cuda/nvml_abi.h does not declare, as
                              incomplete structs (every struct is passed by
                              pointer), ints (enums) or nvml.h's own scalar
@@ -24,7 +26,8 @@ repository, gen/nvml/nvml.h) and writes, in the repository:
 Both outputs are committed: building vram needs no NVML header, and the
 header itself is NVIDIA's and is not part of vram. Python 3's standard
 library only. --check-lib compares the exported set with a library's
-(nm -D) and fails on any difference.
+(nm -D; or a list of its exported names, one a line) and fails on any
+difference.
 """
 
 import argparse
@@ -123,6 +126,15 @@ def main():
     text = re.sub(r"\\\n", " ", text)
     code = re.sub(r"^\s*#.*$", "", text, flags=re.M)
     funcs = functions(code)
+    # Names nvml.h maps to a function without declaring them (the old
+    # nvmlGetBlacklist* for nvmlGetExcluded*): the library still exports
+    # them for programs built with the old names, with the new signature.
+    declared = {f[1]: f for f in funcs}
+    for alias, target in re.findall(r"#define\s+(nvml\w+)\s+(nvml\w+)\s*$", text, re.M):
+        if alias not in declared and target in declared:
+            ret, _, params = declared[target]
+            declared[alias] = (ret, alias, params)
+            funcs.append((ret, alias, params))
     types = typedefs(code)
     macros = dict(re.findall(r"#define\s+(nvml\w+_t)\s+(nvml\w+_t)\b", text))
 
@@ -178,8 +190,11 @@ def main():
             entries.append(f"NVML_OTHER({name})")
 
     if args.check_lib:
-        nm = subprocess.run(["nm", "-D", "--defined-only", args.check_lib], capture_output=True,
-                            text=True, check=True).stdout
+        if open(args.check_lib, "rb").read(4) == b"\x7fELF":
+            nm = subprocess.run(["nm", "-D", "--defined-only", args.check_lib], capture_output=True,
+                                text=True, check=True).stdout
+        else:  # a list of the names a library exports, one a line
+            nm = open(args.check_lib).read()
         lib = {l.split()[-1] for l in nm.splitlines() if l.split() and l.split()[-1].startswith("nvml")}
         ours = {f[1] for f in funcs}
         problems = [f"{args.check_lib} exports {s}, nvml.h declares no such function" for s in sorted(lib - ours)]

@@ -3,7 +3,8 @@
  * bindings: identity (serial, VBIOS, board, InfoROM), PCIe (Gen5 x16),
  * clocks, power and its 700 W limit, energy, temperature, utilisation, ECC
  * (enabled, no errors), the video engines (idle), display (none), MIG
- * (off), NVLink (18 links, none active: one GPU with no peers).
+ * (off). NVLink is NOT_SUPPORTED (nvml_stubs.c), as the measured H100, a
+ * single GPU, answered on driver 580: hwloc's plugin then lists no link.
  *
  * No kernel runs on the simulated GPU, so load is read from what it can
  * see cheaply: the share of the device's memory that processes hold.
@@ -24,7 +25,6 @@ enum { DISABLED = 0, ENABLED = 1 }; /* nvmlEnableState_t */
 #define IDLE_MW 70000u
 #define LIMIT_MW 700000u
 #define MIN_LIMIT_MW 200000u
-#define NVLINKS 18 /* NVML_NVLINK_MAX_LINKS; an H100 SXM5 has all 18 */
 
 /* Percent of the device's memory its processes hold. */
 static unsigned load(nvmlDevice_t d)
@@ -513,38 +513,4 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, 
 EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t d, nvmlGpuVirtualizationMode_t *mode)
 {
     return nvml_sim_figure(d, (unsigned *)mode, 0); /* NVML_GPU_VIRTUALIZATION_MODE_NONE */
-}
-
-/* --------------------------------------------------------------- NVLink */
-
-/* The links exist and none is up: there is no peer to train with. */
-EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link,
-                                             nvmlEnableState_t *active)
-{
-    if (link >= NVLINKS)
-        return nvml_sim_check(d) == NVML_SUCCESS ? NVML_ERROR_INVALID_ARGUMENT : nvml_sim_check(d);
-    return nvml_sim_figure(d, (unsigned *)active, DISABLED);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t d, unsigned int link, unsigned int *version)
-{
-    if (link >= NVLINKS)
-        return nvml_sim_check(d) == NVML_SUCCESS ? NVML_ERROR_INVALID_ARGUMENT : nvml_sim_check(d);
-    return nvml_sim_figure(d, version, 4); /* NVLink 4.0 */
-}
-
-/* An inactive link has no remote end. */
-EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int link,
-                                                        nvmlPciInfo_t *pci)
-{
-    nvmlReturn_t rc = nvml_sim_check(d);
-    if (rc == NVML_SUCCESS && (link >= NVLINKS || !pci))
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t d, unsigned int link,
-                                                     nvmlPciInfo_t *pci)
-{
-    return nvmlDeviceGetNvLinkRemotePciInfo_v2(d, link, pci);
 }

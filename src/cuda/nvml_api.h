@@ -9,12 +9,11 @@
 
 #include "nvml_abi.h"
 
-#define VRAM_NVML_API_FUNCTIONS 413
+#define VRAM_NVML_API_FUNCTIONS 400
 
 typedef struct nvmlHwbcEntry_st nvmlHwbcEntry_t;
 typedef struct nvmlSystemDriverBranchInfo_v1_t_opaque nvmlSystemDriverBranchInfo_v1_t;
 typedef nvmlSystemDriverBranchInfo_v1_t nvmlSystemDriverBranchInfo_t;
-typedef struct nvmlGetCPER_v1_t_opaque nvmlGetCPER_v1_t;
 typedef struct nvmlUnit_st * nvmlUnit_t;
 typedef struct nvmlUnitInfo_st nvmlUnitInfo_t;
 typedef struct nvmlLedState_st nvmlLedState_t;
@@ -30,12 +29,10 @@ typedef struct nvmlDeviceAddressingMode_v1_t_opaque nvmlDeviceAddressingMode_v1_
 typedef nvmlDeviceAddressingMode_v1_t nvmlDeviceAddressingMode_t;
 typedef struct nvmlRepairStatus_v1_t_opaque nvmlRepairStatus_v1_t;
 typedef nvmlRepairStatus_v1_t nvmlRepairStatus_t;
-typedef struct nvmlUnrepairableMemoryStatus_v1_t_opaque nvmlUnrepairableMemoryStatus_v1_t;
 typedef int nvmlGpuTopologyLevel_t; /* an enum */
 typedef int nvmlGpuP2PCapsIndex_t; /* an enum */
 typedef int nvmlGpuP2PStatus_t; /* an enum */
 typedef int nvmlInforomObject_t; /* an enum */
-typedef struct nvmlBBXTimeData_v1_t_opaque nvmlBBXTimeData_v1_t;
 typedef struct nvmlPciInfoExt_v1_t_opaque nvmlPciInfoExt_v1_t;
 typedef nvmlPciInfoExt_v1_t nvmlPciInfoExt_t;
 typedef int nvmlPcieUtilCounter_t; /* an enum */
@@ -99,12 +96,10 @@ typedef struct nvmlEccSramErrorStatus_v1_t_opaque nvmlEccSramErrorStatus_v1_t;
 typedef nvmlEccSramErrorStatus_v1_t nvmlEccSramErrorStatus_t;
 typedef struct nvmlPowerValue_v2_t_opaque nvmlPowerValue_v2_t;
 typedef struct nvmlAccountingStats_st nvmlAccountingStats_t;
-typedef struct nvmlAccountingStats_v2_t_opaque nvmlAccountingStats_v2_t;
 typedef int nvmlPageRetirementCause_t; /* an enum */
 typedef struct nvmlRowRemapperHistogramValues_st nvmlRowRemapperHistogramValues_t;
 typedef unsigned int nvmlDeviceArchitecture_t;
 typedef struct nvmlClkMonStatus_status nvmlClkMonStatus_t;
-typedef struct nvmlProcessUtilizationSample_st nvmlProcessUtilizationSample_t;
 typedef struct nvmlProcessesUtilizationInfo_v1_t_opaque nvmlProcessesUtilizationInfo_v1_t;
 typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
 typedef struct nvmlPlatformInfo_v2_t_opaque nvmlPlatformInfo_v2_t;
@@ -173,16 +168,13 @@ typedef struct nvmlVgpuSchedulerLogInfo_v1_t_opaque nvmlVgpuSchedulerLogInfo_v1_
 typedef nvmlVgpuSchedulerLogInfo_v1_t nvmlVgpuSchedulerLogInfo_t;
 typedef struct nvmlVgpuCreatablePlacementInfo_v1_t_opaque nvmlVgpuCreatablePlacementInfo_v1_t;
 typedef nvmlVgpuCreatablePlacementInfo_v1_t nvmlVgpuCreatablePlacementInfo_t;
-typedef struct nvmlVgpuSchedulerStateInfo_v2_t_opaque nvmlVgpuSchedulerStateInfo_v2_t;
-typedef struct nvmlVgpuSchedulerLogInfo_v2_t_opaque nvmlVgpuSchedulerLogInfo_v2_t;
-typedef struct nvmlVgpuSchedulerState_v2_t_opaque nvmlVgpuSchedulerState_v2_t;
 typedef struct nvmlVgpuMetadata_st nvmlVgpuMetadata_t;
 typedef struct nvmlVgpuPgpuMetadata_st nvmlVgpuPgpuMetadata_t;
 typedef struct nvmlVgpuPgpuCompatibility_st nvmlVgpuPgpuCompatibility_t;
 typedef struct nvmlVgpuSchedulerLog_st nvmlVgpuSchedulerLog_t;
 typedef struct nvmlVgpuSchedulerGetState_st nvmlVgpuSchedulerGetState_t;
-typedef struct nvmlVgpuSchedulerSetState_st nvmlVgpuSchedulerSetState_t;
 typedef struct nvmlVgpuSchedulerCapabilities_st nvmlVgpuSchedulerCapabilities_t;
+typedef struct nvmlVgpuSchedulerSetState_st nvmlVgpuSchedulerSetState_t;
 typedef struct nvmlVgpuVersion_st nvmlVgpuVersion_t;
 typedef struct nvmlVgpuInstanceUtilizationSample_st nvmlVgpuInstanceUtilizationSample_t;
 typedef struct nvmlVgpuInstancesUtilizationInfo_v1_t_opaque nvmlVgpuInstancesUtilizationInfo_v1_t;
@@ -193,7 +185,6 @@ typedef nvmlVgpuProcessesUtilizationInfo_v1_t nvmlVgpuProcessesUtilizationInfo_t
 typedef struct nvmlVgpuLicenseInfo_st nvmlVgpuLicenseInfo_t;
 typedef struct nvmlExcludedDeviceInfo_st nvmlExcludedDeviceInfo_t;
 typedef struct nvmlPRMTLV_v1_t_opaque nvmlPRMTLV_v1_t;
-typedef struct nvmlPRMCounterList_v1_t_opaque nvmlPRMCounterList_v1_t;
 typedef struct nvmlGpuInstanceProfileInfo_st nvmlGpuInstanceProfileInfo_t;
 typedef struct nvmlGpuInstanceProfileInfo_v2_st nvmlGpuInstanceProfileInfo_v2_t;
 typedef struct nvmlGpuInstancePlacement_st nvmlGpuInstancePlacement_t;
@@ -214,15 +205,12 @@ typedef struct nvmlWorkloadPowerProfileCurrentProfiles_v1_t_opaque nvmlWorkloadP
 typedef nvmlWorkloadPowerProfileCurrentProfiles_v1_t nvmlWorkloadPowerProfileCurrentProfiles_t;
 typedef struct nvmlWorkloadPowerProfileRequestedProfiles_v1_t_opaque nvmlWorkloadPowerProfileRequestedProfiles_v1_t;
 typedef nvmlWorkloadPowerProfileRequestedProfiles_v1_t nvmlWorkloadPowerProfileRequestedProfiles_t;
-typedef struct nvmlWorkloadPowerProfileUpdateProfiles_v1_t_opaque nvmlWorkloadPowerProfileUpdateProfiles_v1_t;
 typedef struct nvmlPowerSmoothingProfile_v1_t_opaque nvmlPowerSmoothingProfile_v1_t;
 typedef nvmlPowerSmoothingProfile_v1_t nvmlPowerSmoothingProfile_t;
 typedef struct nvmlPowerSmoothingState_v1_t_opaque nvmlPowerSmoothingState_v1_t;
 typedef nvmlPowerSmoothingState_v1_t nvmlPowerSmoothingState_t;
 typedef struct nvmlEccSramUniqueUncorrectedErrorCounts_v1_t_opaque nvmlEccSramUniqueUncorrectedErrorCounts_v1_t;
 typedef nvmlEccSramUniqueUncorrectedErrorCounts_v1_t nvmlEccSramUniqueUncorrectedErrorCounts_t;
-typedef struct nvmlRemappedRowsInfo_v2_t nvmlRemappedRowsInfo_v2_t;
-typedef struct nvmlRusdSettings_v1_t_opaque nvmlRusdSettings_v1_t;
 typedef nvmlProcessInfo_t nvmlProcessInfo_v2_t;
 
 nvmlReturn_t nvmlInit_v2(void);
@@ -237,7 +225,6 @@ nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int
 nvmlReturn_t nvmlSystemGetHicVersion(unsigned int *hwbcCount, nvmlHwbcEntry_t *hwbcEntries);
 nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, unsigned int *count, nvmlDevice_t *deviceArray);
 nvmlReturn_t nvmlSystemGetDriverBranch(nvmlSystemDriverBranchInfo_t *branchInfo, unsigned int length);
-nvmlReturn_t nvmlSystemGetCPER_v1(nvmlGetCPER_v1_t *cper);
 nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount);
 nvmlReturn_t nvmlUnitGetHandleByIndex(unsigned int index, nvmlUnit_t *unit);
 nvmlReturn_t nvmlUnitGetUnitInfo(nvmlUnit_t unit, nvmlUnitInfo_t *info);
@@ -267,7 +254,6 @@ nvmlReturn_t nvmlDeviceClearCpuAffinity(nvmlDevice_t device);
 nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node);
 nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode);
 nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device, nvmlRepairStatus_t *repairStatus);
-nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(nvmlDevice_t device, nvmlUnrepairableMemoryStatus_v1_t *unrepairableMemoryStatus);
 nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t *pathInfo);
 nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvmlGpuTopologyLevel_t level, unsigned int *count, nvmlDevice_t *deviceArray);
 nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t p2pIndex, nvmlGpuP2PStatus_t *p2pStatus);
@@ -279,7 +265,6 @@ nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *version
 nvmlReturn_t nvmlDeviceGetInforomConfigurationChecksum(nvmlDevice_t device, unsigned int *checksum);
 nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device);
 nvmlReturn_t nvmlDeviceGetLastBBXFlushTime(nvmlDevice_t device, unsigned long long *timestamp, unsigned long *durationUs);
-nvmlReturn_t nvmlDeviceGetBBXTimeData_v1(nvmlDevice_t device, nvmlBBXTimeData_v1_t *timeData);
 nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableState_t *display);
 nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive);
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);
@@ -406,7 +391,6 @@ nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t 
 nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int pid, nvmlAccountingStats_t *stats);
 nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int *count, unsigned int *pids);
 nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, unsigned int *bufferSize);
-nvmlReturn_t nvmlDeviceGetAccountingStats_v2(nvmlDevice_t device, nvmlAccountingStats_v2_t *stats);
 nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause, unsigned int *pageCount, unsigned long long *addresses);
 nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, nvmlPageRetirementCause_t cause, unsigned int *pageCount, unsigned long long *addresses, unsigned long long *timestamps);
 nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t *isPending);
@@ -491,7 +475,6 @@ nvmlReturn_t nvmlVgpuTypeGetGspHeapSize(nvmlVgpuTypeId_t vgpuTypeId, unsigned lo
 nvmlReturn_t nvmlVgpuTypeGetFbReservation(nvmlVgpuTypeId_t vgpuTypeId, unsigned long long *fbReservation);
 nvmlReturn_t nvmlVgpuInstanceGetRuntimeStateSize(nvmlVgpuInstance_t vgpuInstance, nvmlVgpuRuntimeState_t *pState);
 nvmlReturn_t nvmlDeviceSetVgpuCapabilities(nvmlDevice_t device, nvmlDeviceVgpuCapability_t capability, nvmlEnableState_t state);
-nvmlReturn_t nvmlDeviceVgpuForceGspUnload(nvmlDevice_t device);
 nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v4(nvmlDevice_t device, nvmlGridLicensableFeatures_t *pGridLicensableFeatures);
 nvmlReturn_t nvmlGetVgpuDriverCapabilities(nvmlVgpuDriverCapability_t capability, unsigned int *capResult);
 nvmlReturn_t nvmlDeviceGetVgpuCapabilities(nvmlDevice_t device, nvmlDeviceVgpuCapability_t capability, unsigned int *capResult);
@@ -537,20 +520,14 @@ nvmlReturn_t nvmlGpuInstanceGetVgpuSchedulerLog(nvmlGpuInstance_t gpuInstance, n
 nvmlReturn_t nvmlGpuInstanceGetVgpuTypeCreatablePlacements(nvmlGpuInstance_t gpuInstance, nvmlVgpuCreatablePlacementInfo_t *pCreatablePlacementInfo);
 nvmlReturn_t nvmlGpuInstanceGetVgpuHeterogeneousMode(nvmlGpuInstance_t gpuInstance, nvmlVgpuHeterogeneousMode_t *pHeterogeneousMode);
 nvmlReturn_t nvmlGpuInstanceSetVgpuHeterogeneousMode(nvmlGpuInstance_t gpuInstance, const nvmlVgpuHeterogeneousMode_t *pHeterogeneousMode);
-nvmlReturn_t nvmlDeviceGetVgpuSchedulerState_v2(nvmlDevice_t device, nvmlVgpuSchedulerStateInfo_v2_t *pSchedulerStateInfo);
-nvmlReturn_t nvmlGpuInstanceGetVgpuSchedulerState_v2(nvmlGpuInstance_t gpuInstance, nvmlVgpuSchedulerStateInfo_v2_t *pSchedulerStateInfo);
-nvmlReturn_t nvmlDeviceGetVgpuSchedulerLog_v2(nvmlDevice_t device, nvmlVgpuSchedulerLogInfo_v2_t *pSchedulerLogInfo);
-nvmlReturn_t nvmlGpuInstanceGetVgpuSchedulerLog_v2(nvmlGpuInstance_t gpuInstance, nvmlVgpuSchedulerLogInfo_v2_t *pSchedulerLogInfo);
-nvmlReturn_t nvmlDeviceSetVgpuSchedulerState_v2(nvmlDevice_t device, nvmlVgpuSchedulerState_v2_t *pSchedulerState);
-nvmlReturn_t nvmlGpuInstanceSetVgpuSchedulerState_v2(nvmlGpuInstance_t gpuInstance, nvmlVgpuSchedulerState_v2_t *pSchedulerState);
 nvmlReturn_t nvmlVgpuInstanceGetMetadata(nvmlVgpuInstance_t vgpuInstance, nvmlVgpuMetadata_t *vgpuMetadata, unsigned int *bufferSize);
 nvmlReturn_t nvmlDeviceGetVgpuMetadata(nvmlDevice_t device, nvmlVgpuPgpuMetadata_t *pgpuMetadata, unsigned int *bufferSize);
 nvmlReturn_t nvmlGetVgpuCompatibility(nvmlVgpuMetadata_t *vgpuMetadata, nvmlVgpuPgpuMetadata_t *pgpuMetadata, nvmlVgpuPgpuCompatibility_t *compatibilityInfo);
 nvmlReturn_t nvmlDeviceGetPgpuMetadataString(nvmlDevice_t device, char *pgpuMetadata, unsigned int *bufferSize);
 nvmlReturn_t nvmlDeviceGetVgpuSchedulerLog(nvmlDevice_t device, nvmlVgpuSchedulerLog_t *pSchedulerLog);
 nvmlReturn_t nvmlDeviceGetVgpuSchedulerState(nvmlDevice_t device, nvmlVgpuSchedulerGetState_t *pSchedulerState);
-nvmlReturn_t nvmlDeviceSetVgpuSchedulerState(nvmlDevice_t device, nvmlVgpuSchedulerSetState_t *pSchedulerState);
 nvmlReturn_t nvmlDeviceGetVgpuSchedulerCapabilities(nvmlDevice_t device, nvmlVgpuSchedulerCapabilities_t *pCapabilities);
+nvmlReturn_t nvmlDeviceSetVgpuSchedulerState(nvmlDevice_t device, nvmlVgpuSchedulerSetState_t *pSchedulerState);
 nvmlReturn_t nvmlGetVgpuVersion(nvmlVgpuVersion_t *supported, nvmlVgpuVersion_t *current);
 nvmlReturn_t nvmlSetVgpuVersion(nvmlVgpuVersion_t *vgpuVersion);
 nvmlReturn_t nvmlDeviceGetVgpuUtilization(nvmlDevice_t device, unsigned long long lastSeenTimeStamp, nvmlValueType_t *sampleValType, unsigned int *vgpuInstanceSamplesCount, nvmlVgpuInstanceUtilizationSample_t *utilizationSamples);
@@ -565,7 +542,6 @@ nvmlReturn_t nvmlVgpuInstanceGetLicenseInfo_v2(nvmlVgpuInstance_t vgpuInstance, 
 nvmlReturn_t nvmlGetExcludedDeviceCount(unsigned int *deviceCount);
 nvmlReturn_t nvmlGetExcludedDeviceInfoByIndex(unsigned int index, nvmlExcludedDeviceInfo_t *info);
 nvmlReturn_t nvmlDeviceReadWritePRM_v1(nvmlDevice_t device, nvmlPRMTLV_v1_t *buffer);
-nvmlReturn_t nvmlDeviceReadPRMCounters_v1(nvmlDevice_t device, nvmlPRMCounterList_v1_t *counterList);
 nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus);
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode);
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile, nvmlGpuInstanceProfileInfo_t *info);
@@ -608,13 +584,10 @@ nvmlReturn_t nvmlDeviceWorkloadPowerProfileGetProfilesInfo(nvmlDevice_t device, 
 nvmlReturn_t nvmlDeviceWorkloadPowerProfileGetCurrentProfiles(nvmlDevice_t device, nvmlWorkloadPowerProfileCurrentProfiles_t *currentProfiles);
 nvmlReturn_t nvmlDeviceWorkloadPowerProfileSetRequestedProfiles(nvmlDevice_t device, nvmlWorkloadPowerProfileRequestedProfiles_t *requestedProfiles);
 nvmlReturn_t nvmlDeviceWorkloadPowerProfileClearRequestedProfiles(nvmlDevice_t device, nvmlWorkloadPowerProfileRequestedProfiles_t *requestedProfiles);
-nvmlReturn_t nvmlDeviceWorkloadPowerProfileUpdateProfiles_v1(nvmlDevice_t device, nvmlWorkloadPowerProfileUpdateProfiles_v1_t *updateProfiles);
 nvmlReturn_t nvmlDevicePowerSmoothingActivatePresetProfile(nvmlDevice_t device, nvmlPowerSmoothingProfile_t *profile);
 nvmlReturn_t nvmlDevicePowerSmoothingUpdatePresetProfileParam(nvmlDevice_t device, nvmlPowerSmoothingProfile_t *profile);
 nvmlReturn_t nvmlDevicePowerSmoothingSetState(nvmlDevice_t device, nvmlPowerSmoothingState_t *state);
 nvmlReturn_t nvmlDeviceGetSramUniqueUncorrectedEccErrorCounts(nvmlDevice_t device, nvmlEccSramUniqueUncorrectedErrorCounts_t *errorCounts);
-nvmlReturn_t nvmlDeviceGetRemappedRows_v2(nvmlDevice_t device, nvmlRemappedRowsInfo_v2_t *info);
-nvmlReturn_t nvmlDeviceSetRusdSettings_v1(nvmlDevice_t device, nvmlRusdSettings_v1_t *settings);
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount);
 nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);
@@ -638,6 +611,8 @@ nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device, uns
 nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t *placements, unsigned int *count);
 nvmlReturn_t nvmlVgpuInstanceGetLicenseInfo(nvmlVgpuInstance_t vgpuInstance, nvmlVgpuLicenseInfo_t *licenseInfo);
 nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, nvmlDriverModel_t *current, nvmlDriverModel_t *pending);
+nvmlReturn_t nvmlGetBlacklistDeviceCount(unsigned int *deviceCount);
+nvmlReturn_t nvmlGetBlacklistDeviceInfoByIndex(unsigned int index, nvmlExcludedDeviceInfo_t *info);
 
 /* nvml_abi.h's function types are those of the functions. */
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlInit_v2), PFN_nvmlInit_v2), "PFN_nvmlInit_v2");
