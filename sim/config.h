@@ -10,12 +10,14 @@
 
 /* The profile. */
 #define SIM_DEVICE_NAME "NVIDIA H100 80GB HBM3"
-/* An H100 80GB HBM3's memory as measured (driver 580.159.04, issue 21):
- * NVML's total is 81,559 MiB, of which nvmlDeviceGetMemoryInfo_v2 says
- * 483 MiB are reserved for the driver and firmware; CUDA's total
- * (cuDeviceTotalMem, cuMemGetInfo) is the rest, 81,076 MiB (79.18 GiB). */
+/* An H100 80GB HBM3's memory as measured (driver 580.159.04, 2026-11-26,
+ * tests/gpu/facts.cu; issue 21 estimated the reserve at 483 MiB): NVML's
+ * total is 81,559 MiB, of which nvmlDeviceGetMemoryInfo_v2 says 480 MiB
+ * (503,316,480 bytes) are reserved for the driver and firmware; CUDA's
+ * total (cuDeviceTotalMem, cuMemGetInfo) is exactly the rest, 81,079 MiB
+ * (79.18 GiB). */
 #define SIM_DEVICE_TOTAL (81559ull << 20)
-#define SIM_DEVICE_RESERVED (483ull << 20)
+#define SIM_DEVICE_RESERVED (480ull << 20)
 #define SIM_PCI_VENDOR 0x10de
 #define SIM_PCI_DEVICE 0x2330    /* GH100 [H100 SXM5 80GB] */
 #define SIM_PCI_SUBSYSTEM 0x16c1 /* and NVIDIA's subsystem id for it */

@@ -294,7 +294,7 @@ uint64_t nvml_sim_used(int dev)
 }
 
 /* NVML's two answers, as nvml.h documents them: the original counts what
- * the driver reserves as used (an idle H100 shows 483 MiB used); _v2 gives
+ * the driver reserves as used (an idle H100 shows 480 MiB used); _v2 gives
  * it apart, and its used is what processes allocated. free is the same in
  * both, and is what CUDA's cuMemGetInfo says with no context of its own. */
 static void memory(nvmlDevice_t d, uint64_t *reserved, uint64_t *used, uint64_t *free_b)

@@ -15,18 +15,18 @@ tests=$(cd "$(dirname "$0")" && pwd)
 . "$tests/clients/setup.sh"
 MiB=$((1 << 20)) ctx=$((392 * MiB))
 
-# vram devices on the profile's H100 (NVML's total with its 483 MiB reserve,
+# vram devices on the profile's H100 (NVML's total with its 480 MiB reserve,
 # CUDA's without): total, used and free add up, used being the processes'.
 unset VRAM_SIM_DEVICES
 check "another process holds 3 GiB" hold "$holder" 3GiB
 "$build/vram" devices --json >"$tmp/devices" 2>&1
-total=$((81076 * MiB)) used=$((3464 * MiB))
-check "vram devices: total = CUDA's 81,076 MiB = used + free; used = the process's 3,464 MiB" \
+total=$((81079 * MiB)) used=$((3464 * MiB))
+check "vram devices: total = CUDA's 81,079 MiB = used + free; used = the process's 3,464 MiB" \
   contains "$tmp/devices" "\"total\":$total,\"used\":$used,\"free\":$((total - used)),"
 stop_hold
 
 # A device with room: the command sees its budget and its own process only.
-unset VRAM_SIM_DEVICES # the profile's H100, whose NVML reserves 483 MiB
+unset VRAM_SIM_DEVICES # the profile's H100, whose NVML reserves 480 MiB
 check "another process holds 3 GiB" hold "$holder" 3GiB
 "$build/vram" run --limit 2GiB -- "$view" $((512 * MiB)) >"$tmp/roomy" 2>&1
 check "nvml_view ran under vram run" test $? = 0

@@ -150,7 +150,7 @@ int nvml_about(nvmlDevice_t d, struct nvml_about *a, char *err, size_t n)
 }
 
 /* NVML's original figures count what the driver reserves as used and in
- * the total (an idle H100: 81,559 MiB, 483 MiB used); CUDA's total leaves
+ * the total (an idle H100: 81,559 MiB, 480 MiB used); CUDA's total leaves
  * it out (79.18 GiB). _v2 gives it apart: the total here is what processes
  * can have, as CUDA counts it, so that total = used + free. */
 int nvml_memory(nvmlDevice_t d, struct nvml_memory *m, char *err, size_t n)

@@ -34,7 +34,7 @@ tmux -S "$sock" -f /dev/null new-session -d -x 150 -y 45 "exec $nvtop"
 check "nvtop shows the device" wait_for 20 screen "Device 0 \[NVIDIA H100 80GB HBM3\]"
 check "its PCIe link: Gen 5 x16" screen "PCIe GEN 5@16x"
 check "its memory: NVML's total (81,559 MiB) and the other process's 3,464 MiB with the reserve" \
-  screen "3.854Gi/79.647Gi"
+  screen "3.852Gi/79.647Gi"
 check "the power limit: 700 W" screen "/ 700 W"
 check "the other process at its size" wait_for 10 screen "^ *$other .*Compute .*3464MiB"
 cp "$tmp/screen" "$tmp/alone"
