@@ -31,6 +31,21 @@
 #                              real programs that use the CUDA driver, run on
 #                              the simulated GPU alone and under vram run
 #                              (tests/clients)
+#   hwloc, python3-pytools, python3-appdirs, python3-decorator, python3-mako,
+#   libboost-python1.74.0, libboost-thread1.74.0
+#                              lstopo, and what PyCUDA needs from main
+#   nvtop, python3-pycuda, libhwloc-contrib-plugins (contrib), libcurand10
+#   (non-free: PyCUDA's _driver links it)
+#                              real programs that use NVML (nvtop, hwloc's
+#                              NVML plugin) and the CUDA driver (PyCUDA), in
+#                              sections this machine's apt sources may not
+#                              list: fetched from the same Debian archive
+#                              and suite with a private sources list and
+#                              lists folder (the machine's sources are not
+#                              changed), unpacked with dpkg -x into
+#                              .cache/debian/root in the source tree
+#                              (VRAM_DEB_CACHE=DIR elsewhere); the tests
+#                              look for them there
 set -u
 want=()
 have_fuzzer() {
@@ -55,6 +70,55 @@ command -v tmux >/dev/null || want+=(tmux)
 /usr/bin/python3 -c 'import prometheus_client.parser' 2>/dev/null || want+=(python3-prometheus-client)
 command -v ffmpeg >/dev/null || want+=(ffmpeg)
 command -v hashcat >/dev/null || want+=(hashcat)
+command -v lstopo-no-graphics >/dev/null || want+=(hwloc)
+/usr/bin/python3 -c 'import pytools, appdirs, decorator, mako' 2>/dev/null ||
+  want+=(python3-pytools python3-appdirs python3-decorator python3-mako)
+[ -e /usr/lib/x86_64-linux-gnu/libboost_python311.so.1.74.0 ] || want+=(libboost-python1.74.0)
+[ -e /usr/lib/x86_64-linux-gnu/libboost_thread.so.1.74.0 ] || want+=(libboost-thread1.74.0)
+
+# Packages from Debian's contrib and non-free sections, unpacked (never
+# installed) into the project's cache; "" when everything is there.
+root=$(cd "$(dirname "$0")/.." && pwd)
+cache=${VRAM_DEB_CACHE:-$root/.cache/debian}
+unpacked() {
+  [ -x "$cache/root/usr/bin/nvtop" ] && [ -f "$cache/root/usr/lib/python3/dist-packages/pycuda/driver.py" ] &&
+    [ -f "$cache/root/usr/lib/x86_64-linux-gnu/hwloc/hwloc_nvml.so" ] &&
+    ls "$cache"/root/usr/lib/x86_64-linux-gnu/libcurand.so.10* >/dev/null 2>&1
+}
+fetch_unpacked() {
+  local pkgs=(nvtop python3-pycuda libhwloc-contrib-plugins libcurand10)
+  local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+  # The archive and suite this machine installs Debian from: the main
+  # section's source without a -updates/-security suffix.
+  local archive suite
+  read -r archive suite < <(apt-cache policy 2>/dev/null |
+    awk '$3 ~ /^[a-z]+\/main$/ && $2 ~ /^https?:/ {sub("/main", "", $3); print $2, $3; exit}')
+  if [ -z "${archive:-}" ] || [ ! -f "$keyring" ]; then
+    echo "cannot fetch ${pkgs[*]}: no Debian archive in apt's sources, or no $keyring; the tests needing them will be skipped"
+    return 0
+  fi
+  local apt=$cache/apt
+  mkdir -p "$apt/lists/partial" "$apt/parts" "$apt/archives/partial" "$apt/debs" "$cache/root"
+  echo "deb [signed-by=$keyring] $archive $suite contrib non-free" >"$apt/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/parts"
+              -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt" -o "APT::Sandbox::User=root")
+  echo "fetching for the tests, from $archive $suite contrib/non-free into $cache: ${pkgs[*]}"
+  local log
+  log=$(mktemp "${TMPDIR:-/tmp}/vram-test-deps.XXXXXX.log")
+  if { apt-get "${opts[@]}" update -qq && (cd "$apt/debs" && apt-get "${opts[@]}" download "${pkgs[@]}") &&
+       for deb in "$apt"/debs/*.deb; do dpkg -x "$deb" "$cache/root" || exit 1; done; } >"$log" 2>&1; then
+    rm -rf "$log" "$apt/debs" "$apt/archives"
+  else
+    echo "could not fetch ${pkgs[*]} (see $log); the tests needing them will be skipped"
+  fi
+}
+if ! unpacked; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && command -v dpkg >/dev/null; then
+    fetch_unpacked
+  else
+    echo "not fetched: nvtop, python3-pycuda, libhwloc-contrib-plugins, libcurand10 (needs root and apt-get); the tests needing them will be skipped"
+  fi
+fi
 [ ${#want[@]} = 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing for the tests: ${want[*]}"

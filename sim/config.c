@@ -12,7 +12,7 @@ int sim_config_devices(uint64_t *total)
 {
     const char *spec = getenv("VRAM_SIM_DEVICES");
     if (!spec || !*spec) {
-        total[0] = SIM_DEVICE_TOTAL;
+        total[0] = SIM_DEVICE_TOTAL - SIM_DEVICE_RESERVED;
         return 1;
     }
     char items[SIM_MAX_DEVICES][64];
@@ -40,6 +40,12 @@ int sim_config_devices(uint64_t *total)
         total[i] = bytes;
     }
     return n;
+}
+
+uint64_t sim_config_reserved(void)
+{
+    const char *spec = getenv("VRAM_SIM_DEVICES");
+    return spec && *spec ? 0 : SIM_DEVICE_RESERVED;
 }
 
 int sim_config_context_size(uint64_t *bytes)

@@ -10,8 +10,14 @@
 
 /* The profile. */
 #define SIM_DEVICE_NAME "NVIDIA H100 80GB HBM3"
-/* What an H100 80GB reports as its total memory (81559 MiB). */
+/* An H100 80GB HBM3's memory as measured (driver 580.159.04, 2026-11-26,
+ * tests/gpu/facts.cu; issue 21 estimated the reserve at 483 MiB): NVML's
+ * total is 81,559 MiB, of which nvmlDeviceGetMemoryInfo_v2 says 480 MiB
+ * (503,316,480 bytes) are reserved for the driver and firmware; CUDA's
+ * total (cuDeviceTotalMem, cuMemGetInfo) is exactly the rest, 81,079 MiB
+ * (79.18 GiB). */
 #define SIM_DEVICE_TOTAL (81559ull << 20)
+#define SIM_DEVICE_RESERVED (480ull << 20)
 #define SIM_PCI_VENDOR 0x10de
 #define SIM_PCI_DEVICE 0x2330    /* GH100 [H100 SXM5 80GB] */
 #define SIM_PCI_SUBSYSTEM 0x16c1 /* and NVIDIA's subsystem id for it */
@@ -28,9 +34,14 @@
  * the H100's 132 SMs, rounded to whole 2 MiB pages, is 392 MiB. */
 #define SIM_CONTEXT_SIZE_DEFAULT (392ull << 20)
 
-/* Fills total[] (SIM_MAX_DEVICES entries) and returns the device count, or
- * -1 after printing what is wrong with VRAM_SIM_DEVICES. */
+/* Fills total[] (SIM_MAX_DEVICES entries) with each device's memory as CUDA
+ * sees it and returns the device count, or -1 after printing what is wrong
+ * with VRAM_SIM_DEVICES. */
 int sim_config_devices(uint64_t *total);
+/* What NVML says the driver reserves on each device, beyond CUDA's total:
+ * the profile's on its own device; none on devices VRAM_SIM_DEVICES sizes
+ * (a size given is the whole of what NVML and CUDA both count). */
+uint64_t sim_config_reserved(void);
 /* VRAM_SIM_CONTEXT_SIZE, or the profile's; -1 after printing what is wrong. */
 int sim_config_context_size(uint64_t *bytes);
 void sim_config_uuid(int phys, unsigned char out[16]);

@@ -4,12 +4,12 @@
  * its device (name, UUID, PCI address) is the one CUDA shows.
  *
  * Like the real NVML, it lists every device of the machine whatever
- * CUDA_VISIBLE_DEVICES says (that variable is the CUDA driver's). It answers
- * what monitoring tools and NVML bindings ask: the original and versioned
- * names of the calls, versions, PCI, processes (compute; there are no
- * graphics ones), BAR1, utilization (0: no kernels run), temperatures,
- * clocks and power of an idle H100. */
-#include "../src/cuda/nvml_abi.h"
+ * CUDA_VISIBLE_DEVICES says (that variable is the CUDA driver's). This file
+ * answers initialisation, handles, versions, PCI, memory and processes
+ * (compute; there are no graphics ones), under the original and the
+ * versioned names; nvml_board.c the board's other figures; nvml_stubs.c
+ * every other function of nvml.h. */
+#include "nvml_sim.h"
 #include "config.h"
 #include "occupancy.h"
 
@@ -18,14 +18,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
-
-struct nvmlDevice_st {
-    int index;
-    uint64_t total;
-    char uuid[48];
-    int bus;
-};
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct nvmlDevice_st devices[SIM_MAX_DEVICES];
@@ -36,14 +28,15 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
     pthread_mutex_lock(&mu);
     nvmlReturn_t rc = NVML_SUCCESS;
     if (inits == 0) {
-        uint64_t total[SIM_MAX_DEVICES];
+        uint64_t total[SIM_MAX_DEVICES], reserved = sim_config_reserved();
         int n = sim_config_devices(total);
         if (n < 0) {
             rc = NVML_ERROR_UNKNOWN;
         } else {
             for (int i = 0; i < n; i++) {
                 devices[i].index = i;
-                devices[i].total = total[i];
+                devices[i].reserved = reserved;
+                devices[i].total = total[i] + reserved;
                 sim_config_uuid_text(i, devices[i].uuid);
                 devices[i].bus = sim_config_pci_bus(i);
             }
@@ -51,7 +44,7 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
         }
     }
     if (rc == NVML_SUCCESS)
-        inits++;
+        __atomic_add_fetch(&inits, 1, __ATOMIC_RELAXED); /* read without the lock */
     pthread_mutex_unlock(&mu);
     return rc;
 }
@@ -68,14 +61,15 @@ EXPORT nvmlReturn_t nvmlShutdown(void)
     pthread_mutex_lock(&mu);
     nvmlReturn_t rc = inits ? NVML_SUCCESS : NVML_ERROR_UNINITIALIZED;
     if (inits)
-        inits--;
+        __atomic_sub_fetch(&inits, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&mu);
     return rc;
 }
 
-static bool ready(void) { return inits > 0; }
+bool nvml_sim_ready(void) { return __atomic_load_n(&inits, __ATOMIC_RELAXED) > 0; }
+static bool ready(void) { return nvml_sim_ready(); }
 
-static nvmlReturn_t check(nvmlDevice_t d)
+nvmlReturn_t nvml_sim_check(nvmlDevice_t d)
 {
     if (!ready())
         return NVML_ERROR_UNINITIALIZED;
@@ -149,7 +143,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *de
 
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length)
 {
-    nvmlReturn_t rc = check(d);
+    nvmlReturn_t rc = nvml_sim_check(d);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!uuid)
@@ -162,7 +156,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int l
 
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int length)
 {
-    nvmlReturn_t rc = check(d);
+    nvmlReturn_t rc = nvml_sim_check(d);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!name || !length)
@@ -175,7 +169,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int l
 
 EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t d, unsigned int *index)
 {
-    nvmlReturn_t rc = check(d);
+    nvmlReturn_t rc = nvml_sim_check(d);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!index)
@@ -191,7 +185,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t d, unsigned int *minor
 
 /* ---------------------------------------------------------------- system */
 
-static nvmlReturn_t text(char *out, unsigned int length, const char *value)
+nvmlReturn_t nvml_sim_text(char *out, unsigned int length, const char *value)
 {
     if (!out)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -203,12 +197,12 @@ static nvmlReturn_t text(char *out, unsigned int length, const char *value)
 
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
-    return ready() ? text(version, length, SIM_DRIVER_VERSION_TEXT) : NVML_ERROR_UNINITIALIZED;
+    return ready() ? nvml_sim_text(version, length, SIM_DRIVER_VERSION_TEXT) : NVML_ERROR_UNINITIALIZED;
 }
 
 EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
 {
-    return text(version, length, SIM_NVML_VERSION_TEXT);
+    return nvml_sim_text(version, length, SIM_NVML_VERSION_TEXT);
 }
 
 EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v)
@@ -221,10 +215,9 @@ EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v)
 
 EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v) { return nvmlSystemGetCudaDriverVersion(v); }
 
-/* An unsigned figure of the idle profile. */
-static nvmlReturn_t figure(nvmlDevice_t d, unsigned int *out, unsigned int value)
+nvmlReturn_t nvml_sim_figure(nvmlDevice_t d, unsigned int *out, unsigned int value)
 {
-    nvmlReturn_t rc = check(d);
+    nvmlReturn_t rc = nvml_sim_check(d);
     if (rc == NVML_SUCCESS && !out)
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc == NVML_SUCCESS)
@@ -232,9 +225,9 @@ static nvmlReturn_t figure(nvmlDevice_t d, unsigned int *out, unsigned int value
     return rc;
 }
 
-static nvmlReturn_t figure64(nvmlDevice_t d, unsigned long long *out, unsigned long long value)
+nvmlReturn_t nvml_sim_figure64(nvmlDevice_t d, unsigned long long *out, unsigned long long value)
 {
-    nvmlReturn_t rc = check(d);
+    nvmlReturn_t rc = nvml_sim_check(d);
     if (rc == NVML_SUCCESS && !out)
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc == NVML_SUCCESS)
@@ -247,7 +240,7 @@ static nvmlReturn_t figure64(nvmlDevice_t d, unsigned long long *out, unsigned l
 /* The first 36 bytes, common to every layout. */
 static nvmlReturn_t pci(nvmlDevice_t d, nvmlPciInfo_t *p)
 {
-    nvmlReturn_t rc = check(d);
+    nvmlReturn_t rc = nvml_sim_check(d);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!p)
@@ -269,8 +262,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p)
     return rc;
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_v1_t *p)
+/* nvml.h declares the original names with today's struct, but a program
+ * built when they were current passes the original, shorter layout: only
+ * its bytes are written. */
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_t *out)
 {
+    nvmlPciInfo_v1_t *p = (nvmlPciInfo_v1_t *)(void *)out;
     nvmlPciInfo_t v3;
     nvmlReturn_t rc = p ? pci(d, &v3) : NVML_ERROR_INVALID_ARGUMENT;
     if (rc == NVML_SUCCESS) {
@@ -281,22 +278,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t d, nvmlPciInfo_v1_t *p)
     return rc;
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_v1_t *p)
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_t *p)
 {
     return nvmlDeviceGetPciInfo_v2(d, p);
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned int *gen)
-{
-    return figure(d, gen, 5);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned int *width)
-{
-    return figure(d, width, 16);
-}
-
-static uint64_t used_on(int dev)
+uint64_t nvml_sim_used(int dev)
 {
     struct occ_process p[256];
     int n = occ_processes(dev, p, 256);
@@ -306,56 +293,73 @@ static uint64_t used_on(int dev)
     return sum;
 }
 
+/* NVML's two answers, as nvml.h documents them: the original counts what
+ * the driver reserves as used (an idle H100 shows 480 MiB used); _v2 gives
+ * it apart, and its used is what processes allocated. free is the same in
+ * both, and is what CUDA's cuMemGetInfo says with no context of its own. */
+static void memory(nvmlDevice_t d, uint64_t *reserved, uint64_t *used, uint64_t *free_b)
+{
+    uint64_t held = nvml_sim_used(d->index), room = d->total - d->reserved;
+    *reserved = d->reserved;
+    *used = held < room ? held : room;
+    *free_b = room - *used;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
 {
-    nvmlReturn_t rc = check(d);
+    nvmlReturn_t rc = nvml_sim_check(d);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!m)
         return NVML_ERROR_INVALID_ARGUMENT;
-    uint64_t used = used_on(d->index);
-    m->total = d->total;
-    m->used = used < d->total ? used : d->total;
-    m->free = d->total - m->used;
+    uint64_t reserved, used, free_b;
+    memory(d, &reserved, &used, &free_b);
+    *m = (nvmlMemory_t){.total = d->total, .free = free_b, .used = reserved + used};
     return NVML_SUCCESS;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
 {
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc != NVML_SUCCESS)
+        return rc;
     if (!m || m->version != nvmlMemory_v2)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    nvmlMemory_t v1;
-    nvmlReturn_t rc = nvmlDeviceGetMemoryInfo(d, &v1);
-    if (rc == NVML_SUCCESS) {
-        m->total = v1.total;
-        m->reserved = 0;
-        m->free = v1.free;
-        m->used = v1.used;
-    }
-    return rc;
+        return m ? NVML_ERROR_ARGUMENT_VERSION_MISMATCH : NVML_ERROR_INVALID_ARGUMENT;
+    uint64_t reserved, used, free_b;
+    memory(d, &reserved, &used, &free_b);
+    *m = (nvmlMemory_v2_t){.version = m->version, .total = d->total, .reserved = reserved,
+                           .free = free_b, .used = used};
+    return NVML_SUCCESS;
 }
 
-/* Fills up to *count entries through put(); NVML's convention: with too
- * small a buffer, *count says how many there are. */
-static nvmlReturn_t processes(nvmlDevice_t d, unsigned int *count,
-                              void (*put)(void *infos, int i, const struct occ_process *p),
-                              void *infos)
+nvmlReturn_t nvml_sim_processes(nvmlDevice_t d, unsigned int *count, bool buffer,
+                                struct occ_process *p, int *n)
 {
-    nvmlReturn_t rc = check(d);
+    nvmlReturn_t rc = nvml_sim_check(d);
     if (rc != NVML_SUCCESS)
         return rc;
     if (!count)
         return NVML_ERROR_INVALID_ARGUMENT;
-    struct occ_process p[256];
-    int n = occ_processes(d->index, p, 256);
-    if ((unsigned)n > *count || (!infos && n > 0)) {
-        *count = (unsigned)n;
+    *n = occ_processes(d->index, p, NVML_SIM_MAX_PROCESSES);
+    if ((unsigned)*n > *count || (!buffer && *n > 0)) {
+        *count = (unsigned)*n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    for (int i = 0; i < n; i++)
-        put(infos, i, &p[i]);
-    *count = (unsigned)n;
+    *count = (unsigned)*n;
     return NVML_SUCCESS;
+}
+
+/* The list through put(), in the caller's layout. */
+static nvmlReturn_t processes(nvmlDevice_t d, unsigned int *count,
+                              void (*put)(void *infos, int i, const struct occ_process *p),
+                              void *infos)
+{
+    struct occ_process p[NVML_SIM_MAX_PROCESSES];
+    int n;
+    nvmlReturn_t rc = nvml_sim_processes(d, count, infos != NULL, p, &n);
+    for (int i = 0; rc == NVML_SUCCESS && i < n; i++)
+        put(infos, i, &p[i]);
+    return rc;
 }
 
 static void put_v1(void *infos, int i, const struct occ_process *p)
@@ -389,7 +393,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsi
 }
 
 /* No process draws on the simulated GPU. */
-static nvmlReturn_t no_processes(nvmlDevice_t d, unsigned int *count) { return figure(d, count, 0); }
+static nvmlReturn_t no_processes(nvmlDevice_t d, unsigned int *count) { return nvml_sim_figure(d, count, 0); }
 
 EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int *count,
                                                           nvmlProcessInfo_v1_t *infos)
@@ -412,119 +416,6 @@ EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, uns
     return no_processes(d, count);
 }
 
-/* ------------------------------------------------- the rest of the board */
-
-EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t d, nvmlBAR1Memory_t *bar1)
-{
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && !bar1)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS) /* an H100's BAR1 aperture; nothing mapped through it */
-        *bar1 = (nvmlBAR1Memory_t){131072ull << 20, 131072ull << 20, 0};
-    return rc;
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
-{
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && !u)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS)
-        *u = (nvmlUtilization_t){0, 0}; /* no kernel ever runs */
-    return rc;
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t sensor,
-                                             unsigned int *temp)
-{
-    if (sensor != NVML_TEMPERATURE_GPU)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return figure(d, temp, 30); /* idle */
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t d, nvmlTemperatureThresholds_t type,
-                                                      unsigned int *temp)
-{
-    static const unsigned values[] = {92, 89, 95, 87};
-    if (type < 0 || type > NVML_TEMPERATURE_THRESHOLD_GPU_MAX)
-        return check(d) == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : check(d);
-    return figure(d, temp, values[type]);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t d, unsigned int *speed)
-{
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && !speed)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc; /* an SXM board has no fan */
-}
-
-static const unsigned max_clock[] = {1980, 1980, 2619, 1755};
-
-EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned int *clock)
-{
-    if (type < 0 || type > NVML_CLOCK_VIDEO)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return figure(d, clock, max_clock[type]);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned int *clock)
-{
-    return nvmlDeviceGetClockInfo(d, type, clock);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
-                                                              unsigned long long *reasons)
-{
-    return figure64(d, reasons, 0x1); /* idle */
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t d,
-                                                                unsigned long long *reasons)
-{
-    return figure64(d, reasons, 0x1ff);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)
-{
-    return figure(d, mw, 70000);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw)
-{
-    return figure(d, mw, 700000);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *mw)
-{
-    return figure(d, mw, 700000);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, nvmlComputeMode_t *mode)
-{
-    return figure(d, (unsigned *)mode, 0); /* default: shared */
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t d, nvmlPstates_t *state)
-{
-    return figure(d, (unsigned *)state, 0); /* P0 */
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, nvmlEnableState_t *mode)
-{
-    return figure(d, (unsigned *)mode, 1);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, int *minor)
-{
-    nvmlReturn_t rc = check(d);
-    if (rc == NVML_SUCCESS && (!major || !minor))
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS)
-        *major = 9, *minor = 0;
-    return rc;
-}
-
 EXPORT const char *nvmlErrorString(nvmlReturn_t r)
 {
     switch (r) {
@@ -542,54 +433,3 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t r)
     default: return "Unknown Error";
     }
 }
-
-#define SAME_TYPE(fn, pfn) _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), pfn), #fn)
-SAME_TYPE(nvmlInit_v2, PFN_nvmlInit_v2);
-SAME_TYPE(nvmlShutdown, PFN_nvmlShutdown);
-SAME_TYPE(nvmlDeviceGetCount_v2, PFN_nvmlDeviceGetCount_v2);
-SAME_TYPE(nvmlDeviceGetHandleByIndex_v2, PFN_nvmlDeviceGetHandleByIndex_v2);
-SAME_TYPE(nvmlDeviceGetHandleByUUID, PFN_nvmlDeviceGetHandleByUUID);
-SAME_TYPE(nvmlDeviceGetUUID, PFN_nvmlDeviceGetUUID);
-SAME_TYPE(nvmlDeviceGetName, PFN_nvmlDeviceGetName);
-SAME_TYPE(nvmlDeviceGetMemoryInfo, PFN_nvmlDeviceGetMemoryInfo);
-SAME_TYPE(nvmlDeviceGetMemoryInfo_v2, PFN_nvmlDeviceGetMemoryInfo_v2);
-SAME_TYPE(nvmlDeviceGetComputeRunningProcesses, PFN_nvmlDeviceGetComputeRunningProcesses);
-SAME_TYPE(nvmlDeviceGetComputeRunningProcesses_v3, PFN_nvmlDeviceGetComputeRunningProcesses_v3);
-SAME_TYPE(nvmlErrorString, PFN_nvmlErrorString);
-SAME_TYPE(nvmlInit, PFN_nvmlInit);
-SAME_TYPE(nvmlInitWithFlags, PFN_nvmlInitWithFlags);
-SAME_TYPE(nvmlDeviceGetCount, PFN_nvmlDeviceGetCount);
-SAME_TYPE(nvmlDeviceGetHandleByIndex, PFN_nvmlDeviceGetHandleByIndex);
-SAME_TYPE(nvmlDeviceGetHandleByPciBusId, PFN_nvmlDeviceGetHandleByPciBusId);
-SAME_TYPE(nvmlDeviceGetHandleByPciBusId_v2, PFN_nvmlDeviceGetHandleByPciBusId_v2);
-SAME_TYPE(nvmlDeviceGetIndex, PFN_nvmlDeviceGetIndex);
-SAME_TYPE(nvmlDeviceGetMinorNumber, PFN_nvmlDeviceGetMinorNumber);
-SAME_TYPE(nvmlSystemGetDriverVersion, PFN_nvmlSystemGetDriverVersion);
-SAME_TYPE(nvmlSystemGetNVMLVersion, PFN_nvmlSystemGetNVMLVersion);
-SAME_TYPE(nvmlSystemGetCudaDriverVersion, PFN_nvmlSystemGetCudaDriverVersion);
-SAME_TYPE(nvmlSystemGetCudaDriverVersion_v2, PFN_nvmlSystemGetCudaDriverVersion_v2);
-SAME_TYPE(nvmlDeviceGetPciInfo, PFN_nvmlDeviceGetPciInfo);
-SAME_TYPE(nvmlDeviceGetPciInfo_v2, PFN_nvmlDeviceGetPciInfo_v2);
-SAME_TYPE(nvmlDeviceGetPciInfo_v3, PFN_nvmlDeviceGetPciInfo_v3);
-SAME_TYPE(nvmlDeviceGetCurrPcieLinkGeneration, PFN_nvmlDeviceGetCurrPcieLinkGeneration);
-SAME_TYPE(nvmlDeviceGetCurrPcieLinkWidth, PFN_nvmlDeviceGetCurrPcieLinkWidth);
-SAME_TYPE(nvmlDeviceGetComputeRunningProcesses_v2, PFN_nvmlDeviceGetComputeRunningProcesses_v2);
-SAME_TYPE(nvmlDeviceGetGraphicsRunningProcesses, PFN_nvmlDeviceGetGraphicsRunningProcesses);
-SAME_TYPE(nvmlDeviceGetGraphicsRunningProcesses_v2, PFN_nvmlDeviceGetGraphicsRunningProcesses_v2);
-SAME_TYPE(nvmlDeviceGetGraphicsRunningProcesses_v3, PFN_nvmlDeviceGetGraphicsRunningProcesses_v3);
-SAME_TYPE(nvmlDeviceGetBAR1MemoryInfo, PFN_nvmlDeviceGetBAR1MemoryInfo);
-SAME_TYPE(nvmlDeviceGetUtilizationRates, PFN_nvmlDeviceGetUtilizationRates);
-SAME_TYPE(nvmlDeviceGetTemperature, PFN_nvmlDeviceGetTemperature);
-SAME_TYPE(nvmlDeviceGetTemperatureThreshold, PFN_nvmlDeviceGetTemperatureThreshold);
-SAME_TYPE(nvmlDeviceGetFanSpeed, PFN_nvmlDeviceGetFanSpeed);
-SAME_TYPE(nvmlDeviceGetClockInfo, PFN_nvmlDeviceGetClockInfo);
-SAME_TYPE(nvmlDeviceGetMaxClockInfo, PFN_nvmlDeviceGetMaxClockInfo);
-SAME_TYPE(nvmlDeviceGetCurrentClocksThrottleReasons, PFN_nvmlDeviceGetCurrentClocksThrottleReasons);
-SAME_TYPE(nvmlDeviceGetSupportedClocksThrottleReasons, PFN_nvmlDeviceGetSupportedClocksThrottleReasons);
-SAME_TYPE(nvmlDeviceGetPowerUsage, PFN_nvmlDeviceGetPowerUsage);
-SAME_TYPE(nvmlDeviceGetEnforcedPowerLimit, PFN_nvmlDeviceGetEnforcedPowerLimit);
-SAME_TYPE(nvmlDeviceGetPowerManagementLimit, PFN_nvmlDeviceGetPowerManagementLimit);
-SAME_TYPE(nvmlDeviceGetComputeMode, PFN_nvmlDeviceGetComputeMode);
-SAME_TYPE(nvmlDeviceGetPerformanceState, PFN_nvmlDeviceGetPerformanceState);
-SAME_TYPE(nvmlDeviceGetPersistenceMode, PFN_nvmlDeviceGetPersistenceMode);
-SAME_TYPE(nvmlDeviceGetCudaComputeCapability, PFN_nvmlDeviceGetCudaComputeCapability);

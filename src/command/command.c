@@ -667,6 +667,19 @@ int command_processes(int d)
     return count;
 }
 
+bool command_member(int pid)
+{
+    if (pid == (int)getpid())
+        return true;
+    if (!me.s || !me.shared || me.mode == COMMAND_PER_PROCESS)
+        return false;
+    uint32_t n = atomic_load(&me.s->slots);
+    for (uint32_t i = 0; i < n && i < COMMAND_MAX_SLOTS; i++)
+        if (atomic_load(&me.s->pid[i]) == pid)
+            return true;
+    return false;
+}
+
 bool command_inside_live(void)
 {
     const char *v = getenv(COMMAND_ENV);

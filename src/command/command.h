@@ -152,6 +152,9 @@ uint64_t command_used(int d);
 uint64_t command_own_used(int d);
 uint64_t command_own_peak(int d);
 int command_processes(int d); /* live processes holding memory on d */
+/* Whether process `pid` shares this process's budget: a member of the
+ * command (this process only, with a budget of its own). */
+bool command_member(int pid);
 /* Why this process could not take a slot in the command, or NULL. */
 const char *command_claim_error(void);
 

@@ -9,6 +9,7 @@ enum {
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
     NVML_ERROR_ALREADY_INITIALIZED = 5,
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
@@ -16,6 +17,7 @@ enum {
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
     NVML_ERROR_TIMEOUT = 10,
     NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
     NVML_ERROR_FUNCTION_NOT_FOUND = 13,
     NVML_ERROR_UNKNOWN = 999,
 };
@@ -65,6 +67,11 @@ typedef struct nvmlBAR1Memory_st {
 typedef struct nvmlUtilization_st {
     unsigned int gpu, memory;
 } nvmlUtilization_t;
+typedef struct nvmlProcessUtilizationSample_st {
+    unsigned int pid;
+    unsigned long long timeStamp; /* microseconds */
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
 typedef int nvmlTemperatureSensors_t;
 enum { NVML_TEMPERATURE_GPU = 0 };
 typedef int nvmlTemperatureThresholds_t;
@@ -110,8 +117,8 @@ typedef nvmlReturn_t (*PFN_nvmlSystemGetDriverVersion)(char *version, unsigned i
 typedef nvmlReturn_t (*PFN_nvmlSystemGetNVMLVersion)(char *version, unsigned int length);
 typedef nvmlReturn_t (*PFN_nvmlSystemGetCudaDriverVersion)(int *cudaDriverVersion);
 typedef nvmlReturn_t (*PFN_nvmlSystemGetCudaDriverVersion_v2)(int *cudaDriverVersion);
-typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo)(nvmlDevice_t device, nvmlPciInfo_v1_t *pci);
-typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo_v2)(nvmlDevice_t device, nvmlPciInfo_v1_t *pci);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo)(nvmlDevice_t device, nvmlPciInfo_t *pci);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo_v2)(nvmlDevice_t device, nvmlPciInfo_t *pci);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetPciInfo_v3)(nvmlDevice_t device, nvmlPciInfo_t *pci);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetCurrPcieLinkGeneration)(nvmlDevice_t device,
                                                                 unsigned int *currLinkGen);

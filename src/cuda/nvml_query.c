@@ -17,6 +17,7 @@ static struct {
     PFN_nvmlDeviceGetPciInfo_v3 pci;
     PFN_nvmlDeviceGetMinorNumber minor;
     PFN_nvmlDeviceGetMemoryInfo memory;
+    PFN_nvmlDeviceGetMemoryInfo_v2 memory_v2;
     struct nvml_process_calls processes;
     PFN_nvmlSystemGetDriverVersion driver_version;
     PFN_nvmlSystemGetNVMLVersion nvml_version;
@@ -59,6 +60,7 @@ int nvml_open(const char *library, const char *who, char *err, size_t n)
     FIND(pci, PFN_nvmlDeviceGetPciInfo_v3, "nvmlDeviceGetPciInfo_v3");
     FIND(minor, PFN_nvmlDeviceGetMinorNumber, "nvmlDeviceGetMinorNumber");
     FIND(memory, PFN_nvmlDeviceGetMemoryInfo, "nvmlDeviceGetMemoryInfo");
+    FIND(memory_v2, PFN_nvmlDeviceGetMemoryInfo_v2, "nvmlDeviceGetMemoryInfo_v2");
     FIND(processes.v3, PFN_nvmlDeviceGetComputeRunningProcesses_v3,
          "nvmlDeviceGetComputeRunningProcesses_v3");
     FIND(processes.v1, PFN_nvmlDeviceGetComputeRunningProcesses,
@@ -157,16 +159,25 @@ int nvml_about(nvmlDevice_t d, struct nvml_about *a, char *err, size_t n)
     return 0;
 }
 
+/* NVML's original figures count what the driver reserves as used and in
+ * the total (an idle H100: 81,559 MiB, 480 MiB used); CUDA's total leaves
+ * it out (79.18 GiB). _v2 gives it apart: the total here is what processes
+ * can have, as CUDA counts it, so that total = used + free. */
 int nvml_memory(nvmlDevice_t d, struct nvml_memory *m, char *err, size_t n)
 {
-    nvmlMemory_t mem;
     char buf[32];
+    nvmlMemory_v2_t v2 = {.version = nvmlMemory_v2};
+    if (nv.memory_v2 && nv.memory_v2(d, &v2) == NVML_SUCCESS && v2.reserved <= v2.total) {
+        *m = (struct nvml_memory){v2.total - v2.reserved, v2.used, v2.free, v2.reserved};
+        return 0;
+    }
+    nvmlMemory_t mem;
     nvmlReturn_t rc = nv.memory(d, &mem);
     if (rc != NVML_SUCCESS) {
         snprintf(err, n, "NVML cannot read a GPU's memory: %s", nvml_error(rc, buf));
         return -1;
     }
-    *m = (struct nvml_memory){mem.total, mem.used, mem.free};
+    *m = (struct nvml_memory){mem.total, mem.used, mem.free, 0};
     return 0;
 }
 

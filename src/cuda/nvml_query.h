@@ -42,8 +42,10 @@ struct nvml_about {
  * effort. */
 int nvml_about(nvmlDevice_t d, struct nvml_about *a, char *err, size_t n);
 
+/* total: what processes can have (NVML's total less what the driver
+ * reserves, as CUDA counts it) = used + free; reserved: the driver's. */
 struct nvml_memory {
-    uint64_t total, used, free;
+    uint64_t total, used, free, reserved;
 };
 int nvml_memory(nvmlDevice_t d, struct nvml_memory *m, char *err, size_t n);
 

@@ -102,6 +102,9 @@ struct real_driver {
     PFN_nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo;
     PFN_nvmlDeviceGetMemoryInfo_v2 nvmlDeviceGetMemoryInfo_v2;
     PFN_nvmlDeviceGetUUID nvmlDeviceGetUUID;
+    PFN_nvmlDeviceGetComputeRunningProcesses nvmlDeviceGetComputeRunningProcesses;
+    PFN_nvmlDeviceGetComputeRunningProcesses_v2 nvmlDeviceGetComputeRunningProcesses_v2;
+    PFN_nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetComputeRunningProcesses_v3;
 };
 extern struct real_driver real;
 
@@ -209,6 +212,12 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARR
 EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray m);
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m);
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m);
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int *count,
+                                                         nvmlProcessInfo_v1_t *infos);
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int *count,
+                                                            nvmlProcessInfo_t *infos);
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
+                                                            nvmlProcessInfo_t *infos);
 EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
                                        size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS *params);
 EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags);

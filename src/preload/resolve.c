@@ -93,6 +93,8 @@ static const struct governed {
     G(cuModuleLoadFatBinary), G(cuModuleUnload), G(cuLibraryLoadData), G(cuLibraryLoadFromFile),
     G(cuLibraryUnload),
     N(nvmlDeviceGetMemoryInfo), N(nvmlDeviceGetMemoryInfo_v2),
+    N(nvmlDeviceGetComputeRunningProcesses), N(nvmlDeviceGetComputeRunningProcesses_v2),
+    N(nvmlDeviceGetComputeRunningProcesses_v3),
 #undef G
 #undef N
 };
