@@ -53,8 +53,9 @@ sleep 0.5
 screen
 check "it says whose view it is" grep -q "(no vramd: NVML's view)" "$tmp/screen"
 check "the NVML version whole at 80 columns" grep -qE 'NVML [0-9]+\.[0-9]+\.[0-9]+\.[0-9]+( |$)' "$tmp/screen"
+# 800 MiB of the simulated 12 GiB H100 is 7% of it: 33 C, 114 W (sim/nvml_board.c).
 check "the GPU: used, free, utilisation, temperature, power" \
-  sh -c "grep -qE '^GPU NAME +TOTAL +USED +FREE +BUDGETS +UTIL +TEMP +POWER' '$tmp/screen' && grep -qE '^ +0 NVIDIA.* 12.00 GiB +800.00 MiB +11.22 GiB +1.00 GiB +0% +30C +70W' '$tmp/screen'"
+  sh -c "grep -qE '^GPU NAME +TOTAL +USED +FREE +BUDGETS +UTIL +TEMP +POWER' '$tmp/screen' && grep -qE '^ +0 NVIDIA.* 12.00 GiB +800.00 MiB +11.22 GiB +1.00 GiB +7% +33C +114W' '$tmp/screen'"
 check "root's process: NVML's figure, no budget" grep -qE "^ *$rpid root +0 +- +- +500.00 MiB " "$tmp/screen"
 check "the user's command as a job with its budget" grep -qE "^ +job $user_u +0 +run-[0-9]+ +1.00 GiB +300.00 MiB" "$tmp/screen"
 check "its process under it, drawing on the job's budget" \

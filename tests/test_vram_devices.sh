@@ -32,16 +32,19 @@ cmdline() { tr '\0' ' ' </proc/$1/cmdline | sed 's/ $//'; }
 check "a holder: its GPU, pid, user, used" grep -Eq "^0 +$d +$me +5.00 GiB +- +" "$tmp/out"
 check "a holder: its command" contains "$tmp/out" "vram-demo-grab D 40"
 check "GPU 0 shows what is used" grep -Eq '^0 .*12.00 GiB +5.00 GiB +7.00 GiB' "$tmp/out"
+# The simulated H100's load follows the share of its memory processes hold
+# (sim/nvml_board.c): 5 of 12 GiB is 42%, 30 + 45 * 42% = 48 C, and
+# 70 W + 6.3 W per percent = 334.6 W; the idle GPU 1 is at 0%, 30 C, 70 W.
 check "and what NVML says it is doing: utilisation, temperature, power" \
-  sh -c "grep -Eq '^GPU +NAME / UUID +TOTAL +USED +FREE +UTIL +TEMP +POWER$' '$tmp/out' && grep -Eq '^0 .*7.00 GiB +0% +30C +70W$' '$tmp/out'"
+  sh -c "grep -Eq '^GPU +NAME / UUID +TOTAL +USED +FREE +UTIL +TEMP +POWER$' '$tmp/out' && grep -Eq '^0 .*7.00 GiB +42% +48C +334W$' '$tmp/out'"
 check "the GPUs' table in 80 columns" test "$(awk '/^$/ { exit } { if (length > m) m = length } END { print m + 0 }' "$tmp/out")" -le 80
 
 # --format csv: nvidia-smi's --query-gpu names, units and forms.
 "$vram" devices --format csv >"$tmp/csv" 2>"$tmp/err"; rc=$?
 check "--format csv: the header as nvidia-smi writes it" sh -c "[ $rc = 0 ] && head -1 '$tmp/csv' | grep -qx 'index, uuid, name, memory.total \[MiB\], memory.used \[MiB\], memory.free \[MiB\], utilization.gpu \[%\], temperature.gpu, power.draw \[W\]'"
-check "--format csv: a line per GPU, with units" sh -c "[ \$(wc -l <'$tmp/csv') = 3 ] && grep -qx '0, $gpu0, NVIDIA H100 80GB HBM3, 12288 MiB, 5120 MiB, 7168 MiB, 0 %, 30, 70.00 W' '$tmp/csv' && grep -qx '1, $gpu1, NVIDIA H100 80GB HBM3, 81920 MiB, 0 MiB, 81920 MiB, 0 %, 30, 70.00 W' '$tmp/csv'"
+check "--format csv: a line per GPU, with units" sh -c "[ \$(wc -l <'$tmp/csv') = 3 ] && grep -qx '0, $gpu0, NVIDIA H100 80GB HBM3, 12288 MiB, 5120 MiB, 7168 MiB, 42 %, 48, 334.60 W' '$tmp/csv' && grep -qx '1, $gpu1, NVIDIA H100 80GB HBM3, 81920 MiB, 0 MiB, 81920 MiB, 0 %, 30, 70.00 W' '$tmp/csv'"
 "$vram" devices --format csv,noheader,nounits >"$tmp/csv"
-check "--format csv,noheader,nounits: bare values" sh -c "[ \$(wc -l <'$tmp/csv') = 2 ] && head -1 '$tmp/csv' | grep -qx '0, $gpu0, NVIDIA H100 80GB HBM3, 12288, 5120, 7168, 0, 30, 70.00'"
+check "--format csv,noheader,nounits: bare values" sh -c "[ \$(wc -l <'$tmp/csv') = 2 ] && head -1 '$tmp/csv' | grep -qx '0, $gpu0, NVIDIA H100 80GB HBM3, 12288, 5120, 7168, 42, 48, 334.60'"
 if [ -x /usr/bin/python3 ]; then
   check "--format csv: Python's csv reads it, the GPU with the most free memory first" sh -c \
     "'$vram' devices --format csv | /usr/bin/python3 -c 'import csv, sys; r = list(csv.DictReader(sys.stdin, skipinitialspace=True)); print(max(r, key=lambda x: int(x[\"memory.free [MiB]\"].split()[0]))[\"uuid\"])' | grep -qx '$gpu1'"
@@ -61,7 +64,7 @@ g = j["gpus"]
 assert [x["index"] for x in g] == [0, 1], g
 assert g[0]["uuid"] == uuid and g[0]["total"] == 12 << 30 and g[0]["used"] == 5 << 30, g[0]
 assert g[0]["free"] == 7 << 30 and g[1]["processes"] == [], g
-assert (g[0]["utilization"], g[0]["temperature"], g[0]["power_mw"], g[0]["power_limit_mw"]) == (0, 30, 70000, 700000), g[0]
+assert (g[0]["utilization"], g[0]["temperature"], g[0]["power_mw"], g[0]["power_limit_mw"]) == (42, 48, 334600, 700000), g[0]
 p = g[0]["processes"]
 assert len(p) == 1 and p[0]["pid"] == pid and p[0]["user"] == me and p[0]["used"] == 5 << 30, p
 assert "vram-demo-grab D 40" in p[0]["command"] and p[0]["budget"] is None, p
