@@ -47,8 +47,11 @@ static void run_usage(FILE *out)
             "  --fraction F        budget as a share of each GPU's total memory: 0.33 or\n"
             "                      33%%, or per GPU: --fraction 0=0.5,1=25%%\n"
             "  --devices LIST      the GPUs the program may use, in order: ordinals or\n"
-            "                      GPU-UUID prefixes (it sets CUDA_VISIBLE_DEVICES); budgets\n"
-            "                      then number the GPUs in this order\n"
+            "                      GPU-UUID prefixes among those the environment allows\n"
+            "                      (under CUDA_VISIBLE_DEVICES=2,3, 0 is GPU 2); it sets\n"
+            "                      CUDA_VISIBLE_DEVICES; budgets then number the GPUs in\n"
+            "                      this order; without it, VRAM_VISIBLE_DEVICES chooses\n"
+            "                      them the same way\n"
             "  --growth            also ask the frameworks to take memory only as needed:\n"
             "                      TF_FORCE_GPU_ALLOW_GROWTH=true,\n"
             "                      XLA_PYTHON_CLIENT_PREALLOCATE=false, PYTORCH_ALLOC_CONF\n"
@@ -143,8 +146,8 @@ static int find_preload(char *out, size_t n)
  * was not asked; then the driver is asked only when a setting depends on
  * the devices. `given` is the flag the budget came from, or NULL when it
  * came from the environment. */
-static int check_budgets(const struct options *o, const char *devices, const char *given,
-                         struct visible *v)
+static int check_budgets(const struct options *o, const char *devices, const char *origin,
+                         const char *given, struct visible *v)
 {
     bool per_device = false;
     for (int d = 0; d < OPT_MAX_DEVICES; d++)
@@ -154,7 +157,7 @@ static int check_budgets(const struct options *o, const char *devices, const cha
     static struct visible asked; /* large: not on the stack */
     char err[2048], list[1024];
     if (!v) {
-        if (visible_gpus(devices, &asked, err, sizeof err) != 0)
+        if (visible_gpus(devices, origin, &asked, err, sizeof err) != 0)
             return run_fail("%s; the program was not started", err);
         v = &asked;
     }
@@ -165,7 +168,9 @@ static int check_budgets(const struct options *o, const char *devices, const cha
             return run_fail("%s names device %d, but the program will see %s%s; the program "
                             "was not started",
                             given ? given : l->origin, d, list,
-                            devices ? ", numbered in the order of --devices" : "");
+                            !devices ? ""
+                            : origin[0] == '-' ? ", numbered in the order of --devices"
+                                               : ", numbered in the order of VRAM_VISIBLE_DEVICES");
     }
     struct options none;
     options_clear(&none);
@@ -247,7 +252,7 @@ static int check_record(const char *record, const char *format, enum recording_f
 
 /* What the command line asks for, read and checked. */
 struct run_request {
-    const char *limit, *fraction, *devices, *log, *wait, *job, *growth, *per_process, *summary,
+    const char *limit, *fraction, *devices, *devices_origin, *log, *wait, *job, *growth, *per_process, *summary,
         *record, *format, *start_anyway;
     char **command;        /* COMMAND [ARGS...] */
     char wait_ms[32];      /* VRAM_WAIT for the processes, with --wait */
@@ -260,7 +265,9 @@ struct run_request {
 struct run_plan {
     int daemon; /* 0: vramd's socket was found */
     char sock[256];
-    bool measured;        /* gpus holds the driver's GPUs, with their contexts measured */
+    bool listed;          /* gpus holds the GPUs the program will see, from the driver */
+    char list_error[2048]; /* or why not */
+    bool measured;        /* ... with their contexts measured */
     struct visible *gpus; /* large: static */
     struct options budget; /* the environment's, as checked */
     int log_level;
@@ -292,6 +299,16 @@ static int run_parse(int argc, char **argv, struct run_request *rq)
     if (i >= argc)
         return run_fail("no command to run: vram run [OPTIONS] -- COMMAND [ARGS...]");
     rq->command = &argv[i];
+    /* VRAM_VISIBLE_DEVICES chooses the GPUs as --devices does, unless
+     * --devices is given. */
+    static char visible_setting[512];
+    const char *vv = getenv("VRAM_VISIBLE_DEVICES");
+    rq->devices_origin = "--devices";
+    if (!rq->devices && vv) {
+        snprintf(visible_setting, sizeof visible_setting, "%s", vv);
+        rq->devices = visible_setting;
+        rq->devices_origin = "VRAM_VISIBLE_DEVICES";
+    }
     if (rq->wait && !*rq->wait)
         rq->wait = "true";
 
@@ -379,11 +396,15 @@ static int run_resolve_budgets(const struct run_request *rq, struct run_plan *pl
      * interposer says so at the first context.) */
     static struct visible gpus; /* large: not on the stack */
     pl->gpus = &gpus;
-    pl->measured = pl->daemon != 0 && visible_gpus(rq->devices, &gpus, err, sizeof err) == 0;
+    pl->listed = visible_gpus(rq->devices, rq->devices_origin, &gpus, pl->list_error,
+                              sizeof pl->list_error) == 0;
+    if (!pl->listed && rq->devices)
+        return run_fail("%s; the program was not started", pl->list_error);
+    pl->measured = pl->daemon != 0 && pl->listed;
     if (pl->measured)
         visible_measure_contexts(&gpus);
-    if (check_budgets(&pl->budget, rq->devices, rq->given[0] ? rq->given : NULL,
-                      pl->measured ? &gpus : NULL) != 0)
+    if (check_budgets(&pl->budget, rq->devices, rq->devices_origin,
+                      rq->given[0] ? rq->given : NULL, pl->listed ? &gpus : NULL) != 0)
         return 2;
     static struct command_context_size sizes[OPT_MAX_DEVICES];
     int nsizes = 0;
@@ -394,8 +415,15 @@ static int run_resolve_budgets(const struct run_request *rq, struct run_plan *pl
         }
     pl->so.context_sizes = sizes;
     pl->so.ncontext_sizes = nsizes;
-    if (rq->devices)
-        setenv("CUDA_VISIBLE_DEVICES", rq->devices, 1);
+    /* The GPUs chosen, named as the inherited CUDA_VISIBLE_DEVICES names
+     * them, and the choice made: a libvram program inside must not choose
+     * again among what is left. */
+    if (rq->devices) {
+        char chosen[OPT_MAX_DEVICES * 100];
+        visible_environment(&gpus, chosen, sizeof chosen);
+        setenv("CUDA_VISIBLE_DEVICES", chosen, 1);
+    }
+    unsetenv("VRAM_VISIBLE_DEVICES");
     setenv("VRAM_LOG", rq->log ? rq->log : getenv("VRAM_LOG") ? getenv("VRAM_LOG") : "error", 1);
     if (rq->growth)
         ask_for_growth();
@@ -463,11 +491,10 @@ static int run_ask_vramd(const struct run_request *rq, struct run_plan *pl)
     static struct job grants;
     if (pl->daemon != 0 || pl->so.mode != COMMAND_SHARED)
         return -1;
-    char err[1024];
-    if (visible_gpus(rq->devices, pl->gpus, err, sizeof err) != 0) {
+    if (!pl->listed) {
         if (rq->summary)
             unlink(rq->summary);
-        return run_fail("%s; the program was not started", err);
+        return run_fail("%s; the program was not started", pl->list_error);
     }
     /* The holder's thread speaks through it for the command's life. */
     static struct grants_request gr;
