@@ -11,7 +11,7 @@ tmp=$(mktemp -d)
 export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB,12GiB VRAM_SIM_DIR=$tmp/sim VRAM_DAEMON=off
 mkdir "$VRAM_SIM_DIR"
 unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG CUDA_VISIBLE_DEVICES VRAM_VISIBLE_DEVICES
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 gpu0=GPU-5a1d0e5a-a000-4000-8000-000000000000 gpu1=GPU-5a1d0e5a-a100-4000-8000-000000000001
 show='echo "cvd=${CUDA_VISIBLE_DEVICES-unset} vvd=${VRAM_VISIBLE_DEVICES-unset}"'
@@ -59,6 +59,38 @@ VRAM_SIM_DEVICES=12GiB VRAM_VISIBLE_DEVICES=7 "$vram" run --limit 1GiB -- touch 
 check "VRAM_VISIBLE_DEVICES=7 on one GPU: refused" sh -c "[ $rc = 2 ] && [ ! -e '$tmp/ran' ]"
 check "VRAM_VISIBLE_DEVICES=7: names the variable, the value and what is accepted" contains "$tmp/err" \
   "VRAM_VISIBLE_DEVICES=\"7\": there is no GPU 7; this machine has 1 GPU (0: $gpu0.*accepted: "
+
+# A GPU the program will see with no budget: without vramd an error before
+# the program starts (it would take that GPU whole, and the summary would
+# not show it); under vramd it gets the policy's default, and the end-of-run
+# lines and --summary show every GPU.
+rm -f "$tmp/ran"
+"$vram" run --limit 1=4GiB -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "--limit 1=4GiB on two GPUs: refused" sh -c "[ $rc = 2 ] && [ ! -e '$tmp/ran' ]"
+check "--limit 1=4GiB: says GPU 0 has no budget and what to write" contains "$tmp/err" \
+  "--limit 1=4GiB gives device 0 ($gpu0, 12.00 GiB) no budget, and the program will see 2 GPUs: give each a budget"
+VRAM_MEMORY_FRACTION=1=50% "$vram" run -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "VRAM_MEMORY_FRACTION=1=50%: refused, named" sh -c "[ $rc = 2 ] && [ ! -e '$tmp/ran' ] && grep -q 'VRAM_MEMORY_FRACTION=\"1=50%\" gives device 0' '$tmp/err'"
+"$vram" run --limit 1=4GiB --devices 1 -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+check "--limit 1=4GiB --devices 1: device 1 is not there" sh -c "[ $rc = 2 ] && grep -q 'names device 1, but the program will see 1 GPU' '$tmp/err'"
+"$vram" run --limit 0=1GiB,1=4GiB --summary "$tmp/s.json" -- "$grab" C 1 >"$tmp/out" 2>"$tmp/err"
+check "a budget on each GPU: runs" contains "$tmp/out" "RESULT C 1073741824 "
+
+S=$tmp/vramd.sock
+printf 'default-budget 2GiB\n' >"$tmp/policy"
+"$build/vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" >"$tmp/daemon.out" 2>&1 &
+daemon=$!
+if wait_for 10 env VRAM_DAEMON="$S" "$vram" status >/dev/null 2>&1; then
+  VRAM_DAEMON=$S "$vram" run --limit 1=5GiB --summary "$tmp/s.json" -- "$grab" D 1 100 >"$tmp/out" 2>"$tmp/err"; rc=$?
+  check "under vramd, --limit 1=5GiB: GPU 0 gets the policy's default" sh -c "[ $rc = 0 ] && grep -q 'RESULT D 2147483648 ' '$tmp/out'"
+  check "the end-of-run lines show the GPU used" contains "$tmp/err" "^vram: GPU 0: peak .* of 2.00 GiB budget"
+  check "and the other" contains "$tmp/err" "^vram: GPU 1: peak 0 B of 5.00 GiB budget"
+  check "--summary lists both" sh -c "grep -q '\"index\": 0, \"uuid\": \"$gpu0\", \"budget\": 2147483648' '$tmp/s.json' && grep -q '\"index\": 1, .*\"budget\": 5368709120' '$tmp/s.json'"
+else
+  check "vramd started" false
+  cat "$tmp/daemon.out"
+fi
+kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
 
 echo "$passed passed, $failures failed"
 [ "$failures" = 0 ]

@@ -96,9 +96,11 @@ static void run_usage(FILE *out)
             "default) and holds the grants for the command's life. When vramd refuses,\n"
             "vram run says why and exits with 75 without starting COMMAND.\n"
             "Nothing is started either when a budget names a GPU the program will not\n"
-            "have, comes to less than 1 MiB, cannot hold a CUDA context and 1 MiB (vram\n"
-            "run first measures what a context takes on each GPU, and says it), or\n"
-            "cannot be read, or when the interposer cannot be loaded.\n"
+            "have, leaves one it will see without a budget (without vramd; with it that\n"
+            "GPU gets the policy's default), comes to less than 1 MiB, cannot hold a\n"
+            "CUDA context and 1 MiB (vram run first measures what a context takes on\n"
+            "each GPU, and says it), or cannot be read, or when the interposer cannot\n"
+            "be loaded.\n"
             "\n"
             "What an LD_PRELOAD interposer cannot govern: a program that clears\n"
             "LD_PRELOAD for its children, links the driver statically, or talks to the\n"
@@ -147,7 +149,7 @@ static int find_preload(char *out, size_t n)
  * the devices. `given` is the flag the budget came from, or NULL when it
  * came from the environment. */
 static int check_budgets(const struct options *o, const char *devices, const char *origin,
-                         const char *given, struct visible *v)
+                         const char *given, bool daemon, struct visible *v)
 {
     bool per_device = false;
     for (int d = 0; d < OPT_MAX_DEVICES; d++)
@@ -174,9 +176,22 @@ static int check_budgets(const struct options *o, const char *devices, const cha
     }
     struct options none;
     options_clear(&none);
+    const char *setting = given;
+    for (int d = 0; d < OPT_MAX_DEVICES && !setting; d++)
+        if (o->limit[d].kind != LIMIT_NONE)
+            setting = o->limit[d].origin;
     for (int d = 0; d < v->n; d++) {
         const struct limit_setting *l = options_limit(&none, o, d);
         const struct visible_gpu *g = &v->gpu[d];
+        /* Under vramd such a GPU gets the policy's default budget; without
+         * it the program would take it whole, unseen by the summary. */
+        if (l->kind == LIMIT_NONE && !daemon)
+            return run_fail("%s gives device %d (%s, %s) no budget, and the program will see "
+                            "%d GPU%s: give each a budget (one for all: SIZE; or one per GPU: "
+                            "0=SIZE,1=SIZE), or leave device %d out with --devices; the program "
+                            "was not started",
+                            setting ? setting : "the budget", d, g->uuid,
+                            format_size(g->total).text, v->n, v->n == 1 ? "" : "s", d);
         uint64_t budget = l->kind == LIMIT_BYTES ? l->bytes
                           : l->kind == LIMIT_FRACTION ? (uint64_t)((double)g->total * l->fraction)
                                                       : UINT64_MAX;
@@ -404,7 +419,7 @@ static int run_resolve_budgets(const struct run_request *rq, struct run_plan *pl
     if (pl->measured)
         visible_measure_contexts(&gpus);
     if (check_budgets(&pl->budget, rq->devices, rq->devices_origin,
-                      rq->given[0] ? rq->given : NULL, pl->listed ? &gpus : NULL) != 0)
+                      rq->given[0] ? rq->given : NULL, pl->daemon == 0, pl->listed ? &gpus : NULL) != 0)
         return 2;
     static struct command_context_size sizes[OPT_MAX_DEVICES];
     int nsizes = 0;
