@@ -89,6 +89,8 @@ static void say(void *arg, bool error, const char *line)
  * nothing. */
 static int while_down(struct job *j, const struct grants_request *r, const char *down)
 {
+    char file[300];
+    ledger_fallback_path(r->socket, file, sizeof file);
     for (int i = 0; i < j->ndev; i++) {
         struct job_device *d = &j->dev[i];
         uint64_t allowed = 0;
@@ -102,19 +104,28 @@ static int while_down(struct job *j, const struct grants_request *r, const char 
         else
             d->grant = d->ask;
         if (!d->grant) {
-            fprintf(stderr, "vram run: vramd at %s does not answer (%s), and %s GPU %d (%s) "
-                    "while it is down; the program was not started\n", r->socket, down,
-                    f == 0 ? "its policy (no default-budget) lets no command take memory of"
-                           : "no budget was given (--limit SIZE) and it left no fallback budget "
-                             "for",
-                    d->ordinal, d->uuid);
+            if (f == 0)
+                fprintf(stderr, "vram run: vramd at %s does not answer (%s), and its policy (no "
+                        "default-budget) lets no command take memory of GPU %d (%s) while it "
+                        "is down, as its fallback file %s says; the program was not started; "
+                        LEDGER_DOWN_ADVICE " (held to its own --limit)\n",
+                        r->socket, down, d->ordinal, d->uuid, file);
+            else
+                fprintf(stderr, "vram run: vramd at %s does not answer (%s), and no budget was "
+                        "given and it left no fallback budget for GPU %d (%s); the program "
+                        "was not started; --limit SIZE holds it to a budget of its own, and "
+                        LEDGER_DOWN_ADVICE "\n", r->socket, down, d->ordinal, d->uuid);
             return RUN_REFUSED;
         }
         d->state = JOB_PENDING;
         if (r->report)
             fprintf(stderr, "vram run: vramd at %s does not answer (%s); the command is held "
-                    "to %s on GPU %d until it is back, and then registers it\n",
-                    r->socket, down, format_size(d->grant).text, d->ordinal);
+                    "to %s on GPU %d until it is back, and then registers it (%s%s); "
+                    LEDGER_DOWN_ADVICE "\n",
+                    r->socket, down, format_size(d->grant).text, d->ordinal,
+                    f == 0 && d->grant == allowed ? "what its fallback file allows: "
+                                                  : "its own budget",
+                    f == 0 && d->grant == allowed ? file : "");
     }
     return 0;
 }
@@ -157,7 +168,7 @@ int grants_ask(struct job *j, const struct grants_request *r)
     while ((c = job_connect(j, why, sizeof why)) == 1 && now_ms() < until) {
         if (!said && r->report)
             fprintf(stderr, "vram run: vramd at %s does not answer (%s); waiting up to %d s for "
-                    "it\n", r->socket, why, DOWN_WAIT_MS / 1000);
+                    "it (" LEDGER_DOWN_ADVICE ")\n", r->socket, why, DOWN_WAIT_MS / 1000);
         said = true;
         struct timespec t = {0, DOWN_RETRY_MS * 1000000L};
         nanosleep(&t, NULL);

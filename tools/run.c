@@ -267,8 +267,8 @@ static int check_record(const char *record, const char *format, enum recording_f
 
 /* What the command line asks for, read and checked. */
 struct run_request {
-    const char *limit, *fraction, *devices, *devices_origin, *log, *wait, *job, *growth, *per_process, *summary,
-        *record, *format, *start_anyway;
+    const char *limit, *fraction, *devices, *devices_origin, *log, *wait, *job, *growth,
+        *per_process, *summary, *record, *format, *start_anyway;
     char **command;        /* COMMAND [ARGS...] */
     char wait_ms[32];      /* VRAM_WAIT for the processes, with --wait */
     uint64_t wait_for;     /* how long the grants may wait */
@@ -419,7 +419,8 @@ static int run_resolve_budgets(const struct run_request *rq, struct run_plan *pl
     if (pl->measured)
         visible_measure_contexts(&gpus);
     if (check_budgets(&pl->budget, rq->devices, rq->devices_origin,
-                      rq->given[0] ? rq->given : NULL, pl->daemon == 0, pl->listed ? &gpus : NULL) != 0)
+                      rq->given[0] ? rq->given : NULL, pl->daemon == 0,
+                      pl->listed ? &gpus : NULL) != 0)
         return 2;
     static struct command_context_size sizes[OPT_MAX_DEVICES];
     int nsizes = 0;
