@@ -42,7 +42,8 @@ static void run_usage(FILE *out)
             "loaded modules too, measured as the driver makes them.\n"
             "\n"
             "options (--limit 4GiB and --limit=4GiB are the same):\n"
-            "  --limit SIZE        budget on every GPU (4GiB, 4Gi, 512MiB), or per GPU:\n"
+            "  --limit SIZE        budget on every GPU (4GiB, 4Gi, 4G, 512MiB: powers of\n"
+            "                      1024; 4GB or 4gb is 4,000,000,000 bytes), or per GPU:\n"
             "                      --limit 0=4GiB,1=2GiB\n"
             "  --fraction F        budget as a share of each GPU's total memory: 0.33 or\n"
             "                      33%%, or per GPU: --fraction 0=0.5,1=25%%\n"
@@ -314,6 +315,15 @@ static int run_parse(int argc, char **argv, struct run_request *rq)
     if (i >= argc)
         return run_fail("no command to run: vram run [OPTIONS] -- COMMAND [ARGS...]");
     rq->command = &argv[i];
+    /* One budget per command: a vram run inside another would give its
+     * processes a budget of their own, outside the outer one. Asked before
+     * anything else, the driver included: measuring contexts in here would
+     * take the outer command's memory. */
+    if (command_inside_live())
+        return run_fail("already inside a vram run command (%s is set): its budget covers every "
+                        "process it starts; run the program without vram run to share it",
+                        COMMAND_ENV);
+    unsetenv(COMMAND_ENV); /* a stale one, from a command that has ended */
     /* VRAM_VISIBLE_DEVICES chooses the GPUs as --devices does, unless
      * --devices is given. */
     static char visible_setting[512];
@@ -332,13 +342,14 @@ static int run_parse(int argc, char **argv, struct run_request *rq)
     char err[1024];
     if (rq->limit && rq->fraction)
         return run_fail("--limit %s and --fraction %s: give one of them", rq->limit, rq->fraction);
-    if (rq->limit && options_set(&scratch, "VRAM_MEMORY_LIMIT", rq->limit, err, sizeof err) != 0)
-        return run_fail("--limit: %s", err);
-    if (rq->fraction &&
-        options_set(&scratch, "VRAM_MEMORY_FRACTION", rq->fraction, err, sizeof err) != 0)
-        return run_fail("--fraction: %s", err);
-    if (rq->log && options_set(&scratch, "VRAM_LOG", rq->log, err, sizeof err) != 0)
-        return run_fail("--log: %s", err);
+    if (rq->limit &&
+        options_set_as(&scratch, "VRAM_MEMORY_LIMIT", "--limit", rq->limit, err, sizeof err) != 0)
+        return run_fail("%s", err);
+    if (rq->fraction && options_set_as(&scratch, "VRAM_MEMORY_FRACTION", "--fraction",
+                                       rq->fraction, err, sizeof err) != 0)
+        return run_fail("%s", err);
+    if (rq->log && options_set_as(&scratch, "VRAM_LOG", "--log", rq->log, err, sizeof err) != 0)
+        return run_fail("%s", err);
     snprintf(rq->wait_ms, sizeof rq->wait_ms, "true");
     rq->wait_for = rq->wait ? UINT64_MAX / 2 : 0; /* as long as the policy allows */
     if (rq->wait && strcmp(rq->wait, "true") != 0) {
@@ -452,14 +463,6 @@ static int run_resolve_budgets(const struct run_request *rq, struct run_plan *pl
  * to go on, or vram run's exit status. */
 static int run_prepare(const struct run_request *rq, struct run_plan *pl)
 {
-    /* One budget per command: a vram run inside another would give its
-     * processes a budget of their own, outside the outer one. */
-    if (command_inside_live())
-        return run_fail("already inside a vram run command (%s is set): its budget covers every "
-                        "process it starts; run the program without vram run to share it",
-                        COMMAND_ENV);
-    unsetenv(COMMAND_ENV); /* a stale one, from a command that has ended */
-
     char preload[PATH_MAX];
     if (find_preload(preload, sizeof preload) != 0)
         return run_fail("cannot find the interposer %s (set VRAM_PRELOAD_LIBRARY to its path); "

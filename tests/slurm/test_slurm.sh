@@ -134,8 +134,8 @@ check "srun: out of memory at the budget" contains "$W/out/b" "cuMemAlloc refuse
 timeout 60 srun --gpu-mem=lots true >"$W/out/bad" 2>&1; rc=$?
 check "a bad value is refused" test $rc != 0
 check "and named with the accepted forms" contains "$W/out/bad" '--gpu-mem=lots: .*accepted: a size such as 4G'
-timeout 60 sbatch --gpu-mem=4Gb --wrap true >"$W/out/bad2" 2>&1; rc=$?
-check "sbatch refuses a bad value at submission" sh -c "[ $rc != 0 ] && grep -q 'gpu-mem=4Gb' '$W/out/bad2'"
+timeout 60 sbatch --gpu-mem=4Gx --wrap true >"$W/out/bad2" 2>&1; rc=$?
+check "sbatch refuses a bad value at submission" sh -c "[ $rc != 0 ] && grep -q 'gpu-mem=4Gx' '$W/out/bad2'"
 jid=$(timeout 30 sbatch --parsable --gpu-mem=5G -o "$W/out/s-%j" --wrap "'$grab' S 1")
 check "sbatch accepted" test -n "$jid"
 wait_for 30 sh -c "! squeue -h -j $jid 2>/dev/null | grep -q ."
