@@ -263,7 +263,7 @@ kill -HUP $daemon_pid
 check "item 15: an empty policy is refused on reload" wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: the file is empty.*keeping the policy in force"
 printf 'cap user %s 1GiB\nwhen-full f' "$user_b" >"$tmp/policy"
 kill -HUP $daemon_pid
-check "item 15: so is one cut short" wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: the last line does not end with a newline.*keeping the policy in force"
+check "item 15: so is one cut short" wait_for 5 contains "$tmp/daemon.out" "$tmp/policy:2: when-full takes.*keeping the policy in force"
 timeout 10 "${as_b[@]}" "$kit/peer" "$S" hold "$uuid" $((2 * G)) >"$tmp/p15" 2>&1
 check "item 15: and the cap in force still holds" contains "$tmp/p15" "DENY.*may hold 1.00 GiB"
 printf 'when-full fail\n' >"$tmp/policy"

@@ -143,7 +143,7 @@ check "and empty again" wait_for 2 is granted 0
 # --- SIGHUP: a bad policy is refused and the good one kept ----------------
 printf 'default-budget 2GiB\ncap user root 3GiB\nwhen-full wait 20s\nreconcile-every 100ms\n' >"$tmp/policy"
 kill -HUP $daemon_pid
-check "reload applied" wait_for 5 contains "$tmp/daemon.out" "policy $tmp/policy reloaded (4 directives, 1 rules)"
+check "reload applied" wait_for 5 contains "$tmp/daemon.out" "policy $tmp/policy reloaded (4 directives, 1 rule)"
 printf 'cap user root 3GiB\ncap usr root 1GiB\n' >"$tmp/policy"
 kill -HUP $daemon_pid
 check "bad reload names file and line" wait_for 5 contains "$tmp/daemon.out" "$tmp/policy:2: \"usr\": expected user or group; keeping the policy in force"

@@ -92,5 +92,23 @@ else
 fi
 kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
 
+# Refusals suggest --wait only where waiting can help: not for no default
+# budget, nor for a cap smaller than the request.
+printf 'cap user %s 1GiB\n' "$(id -un)" >"$tmp/policy"
+"$build/vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" >>"$tmp/daemon.out" 2>&1 &
+daemon=$!
+if wait_for 10 env VRAM_DAEMON="$S" "$vram" status >/dev/null 2>&1; then
+  VRAM_DAEMON=$S "$vram" run -- true 2>"$tmp/err"; rc=$?
+  check "no default budget: refused" sh -c "[ $rc = 75 ] && grep -q 'sets no default-budget' '$tmp/err'"
+  check "no default budget: --wait is not suggested" sh -c "! grep -q -- '--wait' '$tmp/err'"
+  VRAM_DAEMON=$S "$vram" run --limit 2GiB -- true 2>"$tmp/err"; rc=$?
+  check "a cap below the request: refused" sh -c "[ $rc = 75 ] && grep -q 'may hold 1.00 GiB' '$tmp/err'"
+  check "a cap below the request: says waiting cannot help" sh -c "! grep -q -- '--wait' '$tmp/err' && grep -q 'waiting cannot help' '$tmp/err'"
+else
+  check "vramd started again" false
+  cat "$tmp/daemon.out"
+fi
+kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+
 echo "$passed passed, $failures failed"
 [ "$failures" = 0 ]

@@ -93,15 +93,15 @@ static void run_usage(FILE *out)
             "A budget is required (--limit, --fraction, or VRAM_MEMORY_LIMIT or\n"
             "VRAM_MEMORY_FRACTION in the environment) unless vramd runs. With vramd the\n"
             "command is one job: before starting it, vram run asks vramd for its budget\n"
-            "on each GPU it will see (the one given, at most the GPU; or the policy's\n"
-            "default) and holds the grants for the command's life. When vramd refuses,\n"
-            "vram run says why and exits with 75 without starting COMMAND.\n"
+            "on each GPU it will see (the one given, or the policy's default) and holds\n"
+            "the grants for the command's life. When vramd refuses, vram run says why\n"
+            "and exits with 75 without starting COMMAND.\n"
             "Nothing is started either when a budget names a GPU the program will not\n"
-            "have, leaves one it will see without a budget (without vramd; with it that\n"
-            "GPU gets the policy's default), comes to less than 1 MiB, cannot hold a\n"
-            "CUDA context and 1 MiB (vram run first measures what a context takes on\n"
-            "each GPU, and says it), or cannot be read, or when the interposer cannot\n"
-            "be loaded.\n"
+            "have, is more than the GPU has, leaves one it will see without a budget\n"
+            "(without vramd; with it that GPU gets the policy's default), comes to less\n"
+            "than 1 MiB, cannot hold a CUDA context and 1 MiB (vram run first measures\n"
+            "what a context takes on each GPU, and says it), or cannot be read, or when\n"
+            "the interposer cannot be loaded.\n"
             "\n"
             "What an LD_PRELOAD interposer cannot govern: a program that clears\n"
             "LD_PRELOAD for its children, links the driver statically, or talks to the\n"
@@ -196,6 +196,15 @@ static int check_budgets(const struct options *o, const char *devices, const cha
         uint64_t budget = l->kind == LIMIT_BYTES ? l->bytes
                           : l->kind == LIMIT_FRACTION ? (uint64_t)((double)g->total * l->fraction)
                                                       : UINT64_MAX;
+        /* One behaviour wherever a budget is read (libvram, the
+         * interposer, here): more than the GPU is a mistake, said once,
+         * before anything starts. */
+        if (l->kind == LIMIT_BYTES && budget > g->total)
+            return run_fail("%s gives device %d (%s) a budget of %s, and the GPU has %s: a "
+                            "budget there is at most that (--fraction 100%% gives every GPU "
+                            "all of its memory); the program was not started",
+                            given ? given : l->origin, d, g->uuid, format_size(budget).text,
+                            format_size(g->total).text);
         if (l->kind == LIMIT_FRACTION && budget < PARSE_MEANINGFUL_BYTES)
             return run_fail("%s gives device %d (%s, %s) a budget of %s, and a budget below "
                             "1 MiB holds nothing a program can use; the program was not started",

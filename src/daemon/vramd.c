@@ -99,8 +99,8 @@ static void reload(void)
         files_fallback();
         if (D.ngpus)
             reconcile_period(p->reconcile_ms);
-        dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directives, %d rules)", D.policy_path,
-             p->ndirectives, p->nrules);
+        dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directive%s, %d rule%s)", D.policy_path,
+             p->ndirectives, p->ndirectives == 1 ? "" : "s", p->nrules, p->nrules == 1 ? "" : "s");
         answers_admit_waiting();
     }
     free(p);

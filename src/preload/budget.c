@@ -178,6 +178,12 @@ static bool check_configuration(void)
                     l->origin, d, present == 1 ? "" : "s", present == 1 ? "" : " to ",
                     present == 1 ? 0 : present - 1);
             b.config_bad = true;
+        } else if (total && l->kind == LIMIT_BYTES && l->bytes > total) {
+            /* As vram run and libvram: more than the device is a mistake. */
+            fprintf(stderr, "vram: error: %s gives device %d (%s) a budget of %s, more than "
+                            "it has; every GPU allocation will be refused\n",
+                    l->origin, d, format_size(total).text, format_size(l->bytes).text);
+            b.config_bad = true;
         } else if (total && l->kind == LIMIT_FRACTION &&
                    (double)total * l->fraction < (double)PARSE_MEANINGFUL_BYTES) {
             fprintf(stderr, "vram: error: %s gives device %d (%s) a budget of %s, less than "
