@@ -168,7 +168,7 @@ check "their grants are in the state file" wait_for 5 sh -c "[ \$(grep -c '^c .*
 kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
 "$vram" run --limit 1GiB -- "$grab" D 1 >"$tmp/down" 2>&1
 check "while the daemon is down, a new client is held to its own budget" \
-  contains "$tmp/down" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 budget 1.00 GiB"
+  contains "$tmp/down" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 (GPU-[-0-9a-f]*) budget 1.00 GiB"
 check "daemon restarts" start_daemon "$tmp/policy"
 check "clients re-register" wait_for 10 is granted $((21 * G / 2))
 sleep 1.5

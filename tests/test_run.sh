@@ -137,11 +137,11 @@ check "interposer: says it once" test "$(grep -c 'vram:' "$tmp/err")" = 1
 # context; the peak says so.
 "$vram" run --limit 4GiB -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
 check "sees 4 GiB and takes all its context leaves" contains "$tmp/out" "RESULT A 4294967296 $((4294967296 - context)) ok"
-check "the peak is the budget, the context inside it" contains "$tmp/err" "^vram: GPU 0: peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)\$"
+check "the peak is the budget, the context inside it" contains "$tmp/err" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)\$"
 "$vram" run --limit 3GiB -- "$grab" B 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "over budget fails" test $rc = 1
 check "refusal is one line a person can act on" \
-  contains "$tmp/err" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 budget 3.00 GiB"
+  contains "$tmp/err" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 (GPU-[-0-9a-f]*) budget 3.00 GiB"
 "$vram" run --limit 3GiB --log off -- "$grab" B 1 >"$tmp/out" 2>"$tmp/err"
 check "quiet when asked" sh -c "! grep -q 'vram:' '$tmp/err'"
 "$vram" run --limit 4GiB --log off -- "$grab" C 1 >"$tmp/out" 2>"$tmp/err"

@@ -83,8 +83,8 @@ daemon=$!
 if wait_for 10 env VRAM_DAEMON="$S" "$vram" status >/dev/null 2>&1; then
   VRAM_DAEMON=$S "$vram" run --limit 1=5GiB --summary "$tmp/s.json" -- "$grab" D 1 100 >"$tmp/out" 2>"$tmp/err"; rc=$?
   check "under vramd, --limit 1=5GiB: GPU 0 gets the policy's default" sh -c "[ $rc = 0 ] && grep -q 'RESULT D 2147483648 ' '$tmp/out'"
-  check "the end-of-run lines show the GPU used" contains "$tmp/err" "^vram: GPU 0: peak .* of 2.00 GiB budget"
-  check "and the other" contains "$tmp/err" "^vram: GPU 1: peak 0 B of 5.00 GiB budget"
+  check "the end-of-run lines show the GPU used" contains "$tmp/err" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak .* of 2.00 GiB budget"
+  check "and the other" contains "$tmp/err" "^vram: GPU 1 (GPU-[-0-9a-f]*): peak 0 B of 5.00 GiB budget"
   check "--summary lists both" sh -c "grep -q '\"index\": 0, \"uuid\": \"$gpu0\", \"budget\": 2147483648' '$tmp/s.json' && grep -q '\"index\": 1, .*\"budget\": 5368709120' '$tmp/s.json'"
 else
   check "vramd started" false

@@ -39,8 +39,8 @@ check "its process under it, with no grant of its own" grep -q "\"role\":\"proce
 check "the GPU counts the grant once" grep -q "\"granted\":$((4 * G))," "$tmp/ledger"
 check "two processes holding more than the grant: the second is refused at it" contains "$tmp/b" "^REFUSED"
 check "what is left of the grant is there" contains "$tmp/c" "^HELD"
-check "the refusal names the command's use" contains "$tmp/err" "device 0 budget 4.00 GiB, in use 3.00 GiB by the command (this process 0 B, 1 other process 3.00 GiB), requested 2.00 GiB"
-check "the peak of the command against its grant" contains "$tmp/err" "^vram: GPU 0: peak 4.00 GiB of 4.00 GiB budget; 1 allocation refused$"
+check "the refusal names the command's use" contains "$tmp/err" "device 0 (GPU-[-0-9a-f]*) budget 4.00 GiB, in use 3.00 GiB by the command (this process 0 B, 1 other process 3.00 GiB), requested 2.00 GiB"
+check "the peak of the command against its grant" contains "$tmp/err" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget; 1 allocation refused$"
 check "one grant for the command, asked by vram run" sh -c "[ \$(grep -c 'granted 4.00 GiB' '$tmp/daemon.out') = 1 ] && grep -q '(root, bash): granted 4.00 GiB' '$tmp/daemon.out'"
 check "its processes never asked vramd themselves" sh -c "! grep -q '(root, member): granted' '$tmp/daemon.out'"
 check "the grant is back when the command ends" wait_for 5 is granted 0
