@@ -72,6 +72,8 @@ check "vram run: the refusal names the fallback file and VRAM_DAEMON=off" contai
 check "VRAM_DAEMON=off, as it says: runs" sh -c "[ $rc = 0 ] && grep -q 'RESULT E $G .* ok' '$tmp/e'"
 "${as_a[@]}" VRAM_LOG=error VRAM_MEMORY_LIMIT=1GiB LD_PRELOAD="$kit/libvram-preload.so" "$kit/vram-demo-grab" F 1 100 \
   >"$tmp/f" 2>"$tmp/f.err"
+check "the interposer's wait says how to go on without it" contains "$tmp/f.err" \
+  "waiting up to 5 s for it (VRAM_DAEMON=off runs without vramd)"
 check "the interposer's refusal names the file and VRAM_DAEMON=off" contains "$tmp/f.err" \
   "as its fallback file $fallback says; VRAM_DAEMON=off runs without vramd"
 

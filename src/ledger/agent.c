@@ -159,8 +159,8 @@ static enum hello_result reach(char *why, size_t n)
         if (ledger_now_ms() >= until)
             break;
         if (!said)
-            vlog(LOG_ERROR, "vramd at %s does not answer (%s); waiting up to %d s for it", A.path,
-                 why, DOWN_WAIT_MS / 1000);
+            vlog(LOG_ERROR, "vramd at %s does not answer (%s); waiting up to %d s for it ("
+                 LEDGER_DOWN_ADVICE ")", A.path, why, DOWN_WAIT_MS / 1000);
         said = true;
         sleep_ms(DOWN_RETRY_MS);
     }
