@@ -3,8 +3,9 @@
  * With vramd and one budget for the whole command, vram run asks vramd for
  * the command's budget on each GPU the program will see before it starts
  * anything: the budget given (at most the GPU's size: vram run refuses
- * more before it gets here), or none, for the policy's default. With --wait it waits in vramd's queue and says so on stderr
- * (for how much, on which GPU, behind whom), and how long it waited when
+ * more before it gets here), or none, for the policy's default. With
+ * --wait it waits in vramd's queue and says so on stderr (for how much, on
+ * which GPU, behind whom), and how long it waited when
  * it gets the memory or gives up. A program vramd refuses is not started,
  * unless --start-anyway: then it has no memory on the GPUs refused.
  *
