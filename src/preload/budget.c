@@ -467,6 +467,8 @@ static struct {
     uint64_t last_ms[BUDGET_MAX_DEVICES];
     unsigned unsaid[BUDGET_MAX_DEVICES];
     bool said[BUDGET_MAX_DEVICES];
+    /* As said, for the line at exit, when the driver may be gone. */
+    char uuid[BUDGET_MAX_DEVICES][UUID_TEXT_SIZE];
 } refusals = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Whether to say this refusal on dev; *since: how many were not said
@@ -503,11 +505,10 @@ __attribute__((destructor)) static void refusals_unsaid(void)
 {
     if (log_level() < LOG_ERROR || pthread_mutex_trylock(&refusals.mu) != 0)
         return;
-    char uuid[UUID_TEXT_SIZE];
     for (int d = 0; d < BUDGET_MAX_DEVICES; d++)
         if (refusals.unsaid[d])
             vlog(LOG_ERROR, "device %d (%s): %u more allocation%s refused after the last line "
-                 "above", d, uuid_text_of(d, uuid), refusals.unsaid[d],
+                 "above", d, refusals.uuid[d], refusals.unsaid[d],
                  refusals.unsaid[d] == 1 ? "" : "s");
     pthread_mutex_unlock(&refusals.mu);
 }
@@ -520,6 +521,9 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
         return;
     char uuid[UUID_TEXT_SIZE], more[96] = "";
     uuid_text_of(dev, uuid);
+    pthread_mutex_lock(&refusals.mu);
+    memcpy(refusals.uuid[dev], uuid, sizeof uuid);
+    pthread_mutex_unlock(&refusals.mu);
     if (since)
         snprintf(more, sizeof more, " (and %u more refused since the last line)", since);
     struct top t = {.dev = dev};
@@ -588,7 +592,9 @@ void budget_after_fork(void)
     /* What the command's state needs is done by command.c's own handler. */
     pthread_mutex_init(&b.resolve, NULL);
     pthread_mutex_init(&refusals.mu, NULL);
-    memset(refusals.unsaid, 0, sizeof refusals.unsaid); /* the parent's to say, not ours */
+    /* The parent's to say, not ours; the child's first is said in full. */
+    memset(refusals.unsaid, 0, sizeof refusals.unsaid);
+    memset(refusals.said, 0, sizeof refusals.said);
     for (int s = 0; s < SHARDS; s++) {
         vram_lock_init(&shards[s].lock);
         addrmap_destroy(&shards[s].map);
