@@ -53,7 +53,7 @@ check "bash tree: the first takes 2 GiB and its context of 4 GiB" contains "$tmp
 check "bash tree: the second is refused 1.5 GiB beside its context" contains "$tmp/b" "^REFUSED"
 check "bash tree: the third gets 1 GiB beside its context" contains "$tmp/c" "^HELD $GiB $((3 * GiB + 2 * C))\$"
 check "bash tree: the refusal names the command's use" \
-  contains "$tmp/err" "device 0 budget 4.00 GiB, in use 2.77 GiB by the command (this process 392.00 MiB including contexts 392.00 MiB, 1 other process 2.38 GiB), requested 1.50 GiB"
+  contains "$tmp/err" "device 0 (GPU-[-0-9a-f]*) budget 4.00 GiB, in use 2.77 GiB by the command (this process 392.00 MiB including contexts 392.00 MiB, 1 other process 2.38 GiB), requested 1.50 GiB"
 
 fresh
 # -- --per-process: the old semantics, each process its own budget.
@@ -207,7 +207,7 @@ rc=$?
 peak=$((GiB + 2 * MiB + 512 * MiB + 2 * C))
 check "peak: vram run exits with the command's status" test $rc = 3
 check "peak: the simulator held $peak at that moment" contains "$tmp/p2" "^HELD $((512 * MiB)) $peak\$"
-check "peak: one line on stderr, the contexts' part in it" contains "$tmp/err" "^vram: GPU 0: peak 2.27 GiB of 4.00 GiB budget (context 784.00 MiB)\$"
+check "peak: one line on stderr, the contexts' part in it" contains "$tmp/err" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 2.27 GiB of 4.00 GiB budget (context 784.00 MiB)\$"
 uuid=$(sed -n 's/.*"uuid": "\(GPU-[^"]*\)", "budget".*/\1/p' "$tmp/s.json")
 check "peak: JSON device figures" contains "$tmp/s.json" \
   "{\"index\": 0, \"uuid\": \"GPU-[0-9a-f-]*\", \"budget\": $((4 * GiB)), \"peak\": $peak, \"context\": $((2 * C)), \"modules\": 0, \"refused\": 0}"
@@ -315,6 +315,18 @@ touch "$tmp/done"
 wait_for 10 nothing_held
 check "vram run SIGKILLed: all memory back at the end" nothing_held
 
+# Refusals in a burst (here 20 threads, each refused once) are one line and
+# a count, not 20 lines of 400 characters (issue 22, item 11).
+"$vram" run --limit 1GiB -- "$member" fill $GiB 20 "$tmp" >"$tmp/burst" 2>"$tmp/burst.err"
+said=$(grep -c "refused with CUDA_ERROR_OUT_OF_MEMORY" "$tmp/burst.err")
+check "a burst of refusals: the first said in full, naming the GPU's UUID" \
+  contains "$tmp/burst.err" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 (GPU-[-0-9a-f]*) budget 1.00 GiB"
+check "a burst of refusals: the rest counted, not repeated" sh -c "[ $said -lt 5 ] &&
+  grep -q 'more allocations\? refused after the last line above\|more refused since the last line' '$tmp/burst.err'"
+total=$(sed -n 's/^vram: GPU 0 .*; \([0-9]*\) allocations refused$/\1/p' "$tmp/burst.err")
+counted=$(( said + $(sed -n 's/.* \([0-9]*\) more allocations\{0,1\} refused after the last line above$/\1/p; s/.*(and \([0-9]*\) more refused since the last line)$/\1/p' "$tmp/burst.err" | awk '{ s += $1 } END { print s + 0 }') ))
+check "a burst of refusals: what is said and counted is every refusal vram run counts" \
+  sh -c "[ '${total:-x}' -ge 20 ] && [ '$counted' = '$total' ]"
 check "nothing left in TMPDIR" test -z "$(ls -A "$TMPDIR")"
 check "nothing left in /dev/shm" test "$(ls -A /dev/shm 2>/dev/null | grep -i vram | sort)" = "$shm_before"
 

@@ -17,6 +17,9 @@ static void sizes(void)
         {"0.5T", 512 * GiB},     {"4Gi", 4 * GiB},      {"512Mi", 512 * MiB},
         {"1.5Gi", 3 * GiB / 2},  {"1Ti", 1024 * GiB},   {"64Ki", 65536},
         {"1048576", MiB},        {"0", 0},
+        /* as people write them: a memory budget is never bits */
+        {"4gb", 4000000000ull},  {"4Gb", 4000000000ull}, {"4g", 4 * GiB},
+        {"4gib", 4 * GiB},
     };
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         uint64_t v = 0;
@@ -27,7 +30,7 @@ static void sizes(void)
             exit(1);
         }
     }
-    const char *bad[] = {"", "4Gb", "-1", "abc", "1.5", "4 G", "0x10", "18446744073709551616",
+    const char *bad[] = {"", "4Gx", "-1", "abc", "1.5", "4 G", "0x10", "18446744073709551616",
                          "1e9", "inf", "4GiBs", "G", "4Gii", "4iB"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         uint64_t v;
@@ -55,6 +58,9 @@ static void sizes(void)
     CHECK(parse_fraction("1.5", &f, &why) == -1);
     CHECK(parse_fraction("0", &f, &why) == -1);
     CHECK(parse_fraction("150%", &f, &why) == -1);
+    /* A percentage written without its sign is told how to write it. */
+    CHECK(parse_fraction("33", &f, &why) == -1);
+    CHECK_CONTAINS(why.text, "write 33% or 0.33");
     CHECK(strcmp(format_size(12 * GiB).text, "12.00 GiB") == 0);
     CHECK(strcmp(format_size(255).text, "255 B") == 0);
     CHECK(strcmp(format_size(1536 * MiB).text, "1.50 GiB") == 0);
@@ -136,7 +142,7 @@ static void bad_environment(void)
     static const struct {
         const char *var, *value, *expect;
     } cases[] = {
-        {"VRAM_MEMORY_LIMIT", "4Gb", "is bits"},
+        {"VRAM_MEMORY_LIMIT", "4Gx", "unknown unit"},
         {"VRAM_MEMORY_LIMIT", "-1", "negative"},
         {"VRAM_MEMORY_LIMIT", "abc", "not a number"},
         {"VRAM_MEMORY_LIMIT", "1.5", "without a unit is bytes"},
@@ -158,7 +164,7 @@ static void bad_environment(void)
         {"VRAM_VIRTUAL_DEVICES", "0:8GiB,8GiB", "add up to 16.00 GiB"},
         {"VRAM_VIRTUAL_DEVICES", "0", "no DEVICE:"},
         {"VRAM_VIRTUAL_DEVICES", "0:2GiB;0:1GiB", "given twice"},
-        {"VRAM_VIRTUAL_DEVICES", "0:2Gb", "is bits"},
+        {"VRAM_VIRTUAL_DEVICES", "0:2Gx", "unknown unit"},
         {"VRAM_VIRTUAL_DEVICES", "0:512,512", "less than 1 MiB"},
         {"VRAM_LOG", "loud", "unknown level"},
         {"TF_FORCE_GPU_ALLOW_GROWTH", "yes", "TensorFlow accepts only"},
@@ -201,8 +207,8 @@ static void bad_calls(void)
     CHECK_STATUS(vram_set_memory_limit(-2, GiB), VRAM_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(vram_configure("VRAM_MEMORY_LIMT", "1GiB"), VRAM_ERROR_CONFIG);
     CHECK_CONTAINS(vram_last_error(), "unknown option \"VRAM_MEMORY_LIMT\"");
-    CHECK_STATUS(vram_configure("VRAM_MEMORY_LIMIT", "4Gb"), VRAM_ERROR_CONFIG);
-    CHECK_CONTAINS(vram_last_error(), "VRAM_MEMORY_LIMIT=\"4Gb\"");
+    CHECK_STATUS(vram_configure("VRAM_MEMORY_LIMIT", "4Gx"), VRAM_ERROR_CONFIG);
+    CHECK_CONTAINS(vram_last_error(), "VRAM_MEMORY_LIMIT=\"4Gx\"");
     uint64_t none[1] = {0};
     CHECK_STATUS(vram_set_virtual_devices(0, 1, none), VRAM_ERROR_INVALID_ARGUMENT);
     CHECK_STATUS(vram_set_virtual_devices(0, 99, none), VRAM_ERROR_INVALID_ARGUMENT);

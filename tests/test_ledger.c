@@ -73,6 +73,13 @@ static void test_policy_file(void)
     policy_error("connections-per-user 0\n", "connections-per-user \"0\": must be more than 0");
     policy_error("connections-per-user many\n", "accepted: a number from 1 to 1000000");
     policy_error("first-message-within 0\n", "first-message-within \"0\"");
+    /* Two caps for one user and the same devices: which was meant? */
+    policy_error("cap user 1001 8GiB\ncap group 1001 4GiB\ncap user 1001 4GiB\n",
+                 "test.conf:3: a second cap for user 1001 (the first is on line 1)");
+    policy_error("cap user 1001 8GiB on 1\ncap user 1001 4GiB on 1\n",
+                 "test.conf:2: a second cap for user 1001 on 1 (the first is on line 1)");
+    policy_of("cap user 1001 8GiB\ncap user 1001 4GiB on 1\ncap group 1001 2GiB\n");
+    CHECK(P.nrules == 3);
     policy_of("connections-per-user 64\nfirst-message-within 2s\n");
     CHECK(P.connections_per_user == 64 && P.silent_ms == 2000);
 
@@ -106,8 +113,6 @@ static void test_policy_whole_files(void)
         const char *text, *why;
     } bad[] = {
         {"", "empty"},
-        {"cap user 1001 8GiB\ncap user 1002 4G", "does not end with a newline"},
-        {"cap user 1001 8GiB\ncap user", "does not end with a newline"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         FILE *f = fopen(path, "w");
@@ -122,6 +127,20 @@ static void test_policy_whole_files(void)
     fputs("# only comments: a file that means no rules says so\n", f);
     fclose(f);
     CHECK(policy_load(path, &q, err, sizeof err) == 0 && q.nrules == 0);
+    /* A last line without a newline, as an editor may save it, is a line
+     * (issue 22, item 11); one cut short mid-word is refused by what it
+     * says, with its line. */
+    f = fopen(path, "w");
+    fputs("cap user 1001 8GiB\ncap user 1002 4GiB", f);
+    fclose(f);
+    CHECK(policy_load(path, &q, err, sizeof err) == 0 && q.nrules == 2 &&
+          q.rules[1].amount.bytes == 4 * GiB);
+    f = fopen(path, "w");
+    fputs("cap user 1001 8GiB\ncap user", f);
+    fclose(f);
+    q.nrules = 42;
+    CHECK(policy_load(path, &q, err, sizeof err) == -1 && q.nrules == 42);
+    CHECK_CONTAINS(err, "policy.conf:2: cap takes");
     unlink(path);
     rmdir(dir);
 }

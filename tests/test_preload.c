@@ -416,8 +416,10 @@ static int again(const char *how, char **argv)
             char self[4096];
             ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
             self[n > 0 ? n : 0] = 0;
-            execl(argv[2], argv[2], "run", "--limit", "0=1416MiB", "--log", "off", "--", self,
-                  (char *)NULL);
+            /* vram run gives every GPU the program sees a budget (issue
+             * 22): device 1's is the whole device, as its figures below. */
+            execl(argv[2], argv[2], "run", "--limit", "0=1416MiB,1=2GiB", "--log", "off", "--",
+                  self, (char *)NULL);
         }
         perror("exec");
         _exit(1);

@@ -21,11 +21,29 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$VRAM_SIM_DIR" "$tmp"' EXIT
 "$vram" run -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
 check "no budget is refused" test $rc = 2
 check "no budget says so" contains "$tmp/err" "no budget given"
-"$vram" run --limit 4Gb -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
+"$vram" run --limit 4Gx -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
 check "bad size refused" test $rc = 2
-check "bad size names value and forms" contains "$tmp/err" '"4Gb".*is bits.*accepted'
+# Named as the user wrote it (not as VRAM_MEMORY_LIMIT, which they did not
+# set), the value once.
+check "bad size names the flag, the value once, and the forms" \
+  contains "$tmp/err" '^vram run: --limit "4Gx": unknown unit "Gx"; accepted: '
+check "bad size: the value is said once" test "$(grep -o 4Gx "$tmp/err" | wc -l)" = 1
+check "bad size: VRAM_MEMORY_LIMIT is not named" sh -c "! grep -q VRAM_MEMORY_LIMIT '$tmp/err'"
+# Sizes as people write them: 4gb is 4GB (bytes, powers of 1000), 4g is 4 GiB.
+"$vram" run --limit 4gb -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
+check "--limit 4gb is 4,000,000,000 bytes" contains "$tmp/out" "RESULT A 4000000000 "
 "$vram" run --fraction 1.5 -- true 2>"$tmp/err"
 check "bad fraction" contains "$tmp/err" "more than 1"
+"$vram" run --fraction 33 -- true 2>"$tmp/err"
+check "--fraction 33 suggests 33%" contains "$tmp/err" '^vram run: --fraction "33": .*write 33% or 0.33'
+# A vram run inside another is refused before it makes a CUDA context,
+# which would take the outer command's memory.
+rm -f "$tmp/ran"
+"$vram" run --limit 1GiB -- sh -c "'$vram' run --limit 1GiB -- touch '$tmp/ran'; echo inner=\$?" >"$tmp/out" 2>"$tmp/err"
+check "nested vram run: refused" contains "$tmp/out" "inner=2"
+check "nested vram run: says why" contains "$tmp/err" "already inside a vram run command"
+check "nested vram run: not started" test ! -e "$tmp/ran"
+check "nested vram run: made no context in the outer command" sh -c "! grep -q 'peak' '$tmp/err'"
 "$vram" run --limit 1GiB --bogus -- true 2>"$tmp/err"
 check "unknown option" contains "$tmp/err" 'unknown option "--bogus"'
 VRAM_PRELOAD_LIBRARY=/nonexistent/libvram-preload.so "$vram" run --limit 1GiB -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
@@ -119,11 +137,11 @@ check "interposer: says it once" test "$(grep -c 'vram:' "$tmp/err")" = 1
 # context; the peak says so.
 "$vram" run --limit 4GiB -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
 check "sees 4 GiB and takes all its context leaves" contains "$tmp/out" "RESULT A 4294967296 $((4294967296 - context)) ok"
-check "the peak is the budget, the context inside it" contains "$tmp/err" "^vram: GPU 0: peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)\$"
+check "the peak is the budget, the context inside it" contains "$tmp/err" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)\$"
 "$vram" run --limit 3GiB -- "$grab" B 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "over budget fails" test $rc = 1
 check "refusal is one line a person can act on" \
-  contains "$tmp/err" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 budget 3.00 GiB"
+  contains "$tmp/err" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 (GPU-[-0-9a-f]*) budget 3.00 GiB"
 "$vram" run --limit 3GiB --log off -- "$grab" B 1 >"$tmp/out" 2>"$tmp/err"
 check "quiet when asked" sh -c "! grep -q 'vram:' '$tmp/err'"
 "$vram" run --limit 4GiB --log off -- "$grab" C 1 >"$tmp/out" 2>"$tmp/err"

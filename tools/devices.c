@@ -356,7 +356,7 @@ int cmd_devices(int argc, char **argv)
 
     static struct listing l; /* large: not on the stack */
     char err[2048];
-    if (visible_gpus(NULL, &l.gpus, err, sizeof err) != 0) {
+    if (visible_gpus(NULL, NULL, &l.gpus, err, sizeof err) != 0) {
         fprintf(stderr, "vram devices: %s\n", err);
         return 1;
     }

@@ -40,19 +40,31 @@ static const char *what(const struct job_device *d, size_text *buf)
     return buf->text;
 }
 
-/* " (--limit 100GiB, capped at its 12.00 GiB)" when the budget given is
- * more than the GPU: without vramd such a budget is the whole GPU, and so
- * the whole GPU is what is asked for. */
-static void capped(const struct grants_request *r, const struct job_device *d, char *out,
-                   size_t n)
+/* "2.00 GiB" after `key` in vramd's reason, in bytes; 0 if not there. */
+static uint64_t amount_after(const char *why, const char *key)
 {
-    struct options none;
-    options_clear(&none);
-    const struct limit_setting *l = options_limit(&none, r->budget, d->ordinal);
-    out[0] = 0;
-    if (l->kind == LIMIT_BYTES && l->bytes > d->total)
-        snprintf(out, n, " (%s, capped at its %s)", r->given ? r->given : l->origin,
-                 format_size(d->total).text);
+    const char *at = strstr(why, key);
+    double v;
+    char unit[8], text[48];
+    uint64_t bytes;
+    parse_why pw;
+    if (!at || sscanf(at + strlen(key), "%lf %7[A-Za-z]", &v, unit) != 2)
+        return 0;
+    snprintf(text, sizeof text, "%.6f%s", v, unit);
+    return parse_size(text, &bytes, &pw) == 0 ? bytes : 0;
+}
+
+/* Whether waiting in vramd's queue can end in a grant, read from vramd's
+ * reason (explain() and request() in src/ledger/ledger_admit.c): not when
+ * nothing can be granted at all (no default budget, a default of 0) nor
+ * when a cap is smaller than the request; when the GPU or a cap is full
+ * for now, or earlier requests wait, it can. */
+static bool waiting_helps(const char *why)
+{
+    if (strstr(why, "no default-budget") || strstr(why, "default budget is 0"))
+        return false;
+    uint64_t cap = amount_after(why, " may hold "), asked = amount_after(why, "; requested ");
+    return !(cap && asked && cap < asked);
 }
 
 struct waiting_ctx {
@@ -89,6 +101,8 @@ static void say(void *arg, bool error, const char *line)
  * nothing. */
 static int while_down(struct job *j, const struct grants_request *r, const char *down)
 {
+    char file[300];
+    ledger_fallback_path(r->socket, file, sizeof file);
     for (int i = 0; i < j->ndev; i++) {
         struct job_device *d = &j->dev[i];
         uint64_t allowed = 0;
@@ -102,19 +116,28 @@ static int while_down(struct job *j, const struct grants_request *r, const char 
         else
             d->grant = d->ask;
         if (!d->grant) {
-            fprintf(stderr, "vram run: vramd at %s does not answer (%s), and %s GPU %d (%s) "
-                    "while it is down; the program was not started\n", r->socket, down,
-                    f == 0 ? "its policy (no default-budget) lets no command take memory of"
-                           : "no budget was given (--limit SIZE) and it left no fallback budget "
-                             "for",
-                    d->ordinal, d->uuid);
+            if (f == 0)
+                fprintf(stderr, "vram run: vramd at %s does not answer (%s), and its policy (no "
+                        "default-budget) lets no command take memory of GPU %d (%s) while it "
+                        "is down, as its fallback file %s says; the program was not started; "
+                        LEDGER_DOWN_ADVICE " (held to its own --limit)\n",
+                        r->socket, down, d->ordinal, d->uuid, file);
+            else
+                fprintf(stderr, "vram run: vramd at %s does not answer (%s), and no budget was "
+                        "given and it left no fallback budget for GPU %d (%s); the program "
+                        "was not started; --limit SIZE holds it to a budget of its own, and "
+                        LEDGER_DOWN_ADVICE "\n", r->socket, down, d->ordinal, d->uuid);
             return RUN_REFUSED;
         }
         d->state = JOB_PENDING;
         if (r->report)
             fprintf(stderr, "vram run: vramd at %s does not answer (%s); the command is held "
-                    "to %s on GPU %d until it is back, and then registers it\n",
-                    r->socket, down, format_size(d->grant).text, d->ordinal);
+                    "to %s on GPU %d until it is back, and then registers it (%s%s); "
+                    LEDGER_DOWN_ADVICE "\n",
+                    r->socket, down, format_size(d->grant).text, d->ordinal,
+                    f == 0 && d->grant == allowed ? "what its fallback file allows: "
+                                                  : "its own budget",
+                    f == 0 && d->grant == allowed ? file : "");
     }
     return 0;
 }
@@ -139,7 +162,7 @@ int grants_ask(struct job *j, const struct grants_request *r)
         jd->index = -1;
         jd->ordinal = d;
         jd->total = g->total;
-        jd->ask = l->kind == LIMIT_BYTES      ? (l->bytes < g->total ? l->bytes : g->total)
+        jd->ask = l->kind == LIMIT_BYTES      ? l->bytes /* at most the GPU: check_budgets */
                   : l->kind == LIMIT_FRACTION ? (uint64_t)((double)g->total * l->fraction)
                                               : 0; /* the policy's default */
     }
@@ -157,7 +180,7 @@ int grants_ask(struct job *j, const struct grants_request *r)
     while ((c = job_connect(j, why, sizeof why)) == 1 && now_ms() < until) {
         if (!said && r->report)
             fprintf(stderr, "vram run: vramd at %s does not answer (%s); waiting up to %d s for "
-                    "it\n", r->socket, why, DOWN_WAIT_MS / 1000);
+                    "it (" LEDGER_DOWN_ADVICE ")\n", r->socket, why, DOWN_WAIT_MS / 1000);
         said = true;
         struct timespec t = {0, DOWN_RETRY_MS * 1000000L};
         nanosleep(&t, NULL);
@@ -173,9 +196,8 @@ int grants_ask(struct job *j, const struct grants_request *r)
     for (int i = 0; i < j->ndev; i++) {
         struct job_device *d = &j->dev[i];
         struct waiting_ctx w = {r, j, now_ms(), false};
-        char cap[160], t[48];
+        char t[48];
         size_text b;
-        capped(r, d, cap, sizeof cap);
         int got = job_ask(j, i, r->wait_ms, waiting, &w, why, sizeof why);
         uint64_t waited = now_ms() - w.since;
         if (got > 0) {
@@ -193,15 +215,18 @@ int grants_ask(struct job *j, const struct grants_request *r)
             return while_down(j, r, why);
         }
         if (w.waited)
-            fprintf(stderr, "vram run: gave up waiting for %s on GPU %d (%s)%s after %s: %s",
-                    what(d, &b), d->ordinal, d->uuid, cap, how_long(waited, t, sizeof t), why);
+            fprintf(stderr, "vram run: gave up waiting for %s on GPU %d (%s) after %s: %s",
+                    what(d, &b), d->ordinal, d->uuid, how_long(waited, t, sizeof t), why);
         else
-            fprintf(stderr, "vram run: vramd refused %s on GPU %d (%s)%s: %s", what(d, &b),
-                    d->ordinal, d->uuid, cap, why);
+            fprintf(stderr, "vram run: vramd refused %s on GPU %d (%s): %s", what(d, &b),
+                    d->ordinal, d->uuid, why);
         if (!r->start_anyway) {
             fprintf(stderr, "; the program was not started%s\n",
-                    r->wait_ms ? "" : " (--wait waits for the memory, --start-anyway starts it "
-                                      "without)");
+                    r->wait_ms             ? ""
+                    : waiting_helps(why) ? " (--wait waits for the memory, --start-anyway "
+                                             "starts it without)"
+                                           : " (waiting cannot help; --start-anyway starts it "
+                                             "without)");
             return RUN_REFUSED;
         }
         fprintf(stderr, "; starting the program anyway (--start-anyway): it has no GPU memory "

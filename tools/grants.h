@@ -2,17 +2,17 @@
  *
  * With vramd and one budget for the whole command, vram run asks vramd for
  * the command's budget on each GPU the program will see before it starts
- * anything: the budget given (capped at the GPU's size, which is what a
- * larger budget means without vramd too), or none, for the policy's
- * default. With --wait it waits in vramd's queue and says so on stderr
- * (for how much, on which GPU, behind whom), and how long it waited when
+ * anything: the budget given (at most the GPU's size: vram run refuses
+ * more before it gets here), or none, for the policy's default. With
+ * --wait it waits in vramd's queue and says so on stderr (for how much, on
+ * which GPU, behind whom), and how long it waited when
  * it gets the memory or gives up. A program vramd refuses is not started,
  * unless --start-anyway: then it has no memory on the GPUs refused.
  *
  * The grants then become the command's budgets in its shared state
  * (command_grant), so that its processes never ask vramd themselves, and
  * vram run's connection holds them for the command's life, reporting what
- * the command and each of its processes hold (src/ledger/job.h). When vram
+ * the command and each of its processes hold (src/client/job.h). When vram
  * run ends, however it ends, vramd takes them back.
  */
 #ifndef VRAM_GRANTS_H

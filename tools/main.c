@@ -56,9 +56,10 @@ static void usage(FILE *out)
             "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (392MiB)\n"
             "\n"
             "Sizes: 4G, 4Gi, 4GiB, 512MiB, 1.5GiB (K/M/G/T, Ki/Mi/Gi/Ti and KiB/MiB/GiB/TiB\n"
-            "are powers of 1024; KB/MB/GB/TB powers of 1000); a number without a unit is\n"
-            "bytes, and at least 1 MiB. Fractions: 0.33 or 33%%. Durations: seconds (1, 2.5)\n"
-            "or 500ms, 30s, 10m, 1.5h.\n");
+            "are powers of 1024: 4G is 4 GiB, as Slurm's --mem=4G; KB/MB/GB/TB, in any case,\n"
+            "are powers of 1000: 4GB and 4gb are 4,000,000,000 bytes, 3.73 GiB); a number\n"
+            "without a unit is bytes, and at least 1 MiB. Fractions: 0.33 or 33%%.\n"
+            "Durations: seconds (1, 2.5) or 500ms, 30s, 10m, 1.5h.\n");
 }
 
 int main(int argc, char **argv)

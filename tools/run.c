@@ -42,21 +42,25 @@ static void run_usage(FILE *out)
             "loaded modules too, measured as the driver makes them.\n"
             "\n"
             "options (--limit 4GiB and --limit=4GiB are the same):\n"
-            "  --limit SIZE        budget on every GPU (4GiB, 4Gi, 512MiB), or per GPU:\n"
+            "  --limit SIZE        budget on every GPU (4GiB, 4Gi, 4G, 512MiB: powers of\n"
+            "                      1024; 4GB or 4gb is 4,000,000,000 bytes), or per GPU:\n"
             "                      --limit 0=4GiB,1=2GiB\n"
             "  --fraction F        budget as a share of each GPU's total memory: 0.33 or\n"
             "                      33%%, or per GPU: --fraction 0=0.5,1=25%%\n"
             "  --devices LIST      the GPUs the program may use, in order: ordinals or\n"
-            "                      GPU-UUID prefixes (it sets CUDA_VISIBLE_DEVICES); budgets\n"
-            "                      then number the GPUs in this order\n"
+            "                      GPU-UUID prefixes among those the environment allows\n"
+            "                      (under CUDA_VISIBLE_DEVICES=2,3, 0 is GPU 2); it sets\n"
+            "                      CUDA_VISIBLE_DEVICES; budgets then number the GPUs in\n"
+            "                      this order; without it, VRAM_VISIBLE_DEVICES chooses\n"
+            "                      them the same way\n"
             "  --growth            also ask the frameworks to take memory only as needed:\n"
             "                      TF_FORCE_GPU_ALLOW_GROWTH=true,\n"
             "                      XLA_PYTHON_CLIENT_PREALLOCATE=false, PYTORCH_ALLOC_CONF\n"
             "                      and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True;\n"
             "                      each only where none of its names is set already\n"
             "  --log LEVEL         what the interposer reports on stderr: off, error\n"
-            "                      (default: one line per refused allocation), warn, info,\n"
-            "                      debug\n"
+            "                      (default: a refused allocation; more within a second\n"
+            "                      are counted, not repeated), warn, info, debug\n"
             "  --wait[=DURATION]   with vramd: when the GPU is full, wait for memory instead\n"
             "                      of failing, saying for how much and behind whom; at\n"
             "                      most DURATION (30 seconds, 10m; 0 does not wait), or as\n"
@@ -83,19 +87,23 @@ static void run_usage(FILE *out)
             "(children, workers, daemons) share it on each GPU and never hold more\n"
             "together. vram run stays beside the command, passes on the signals sent to\n"
             "it, and when the command ends prints its peak per GPU (unless --log off):\n"
-            "  vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget (context 392.00 MiB)\n"
+            "  vram: GPU 0 (GPU-5a1d...): peak 3.21 GiB of 4.00 GiB budget (context\n"
+            "  392.00 MiB)\n"
+            "(the index is the program's, the UUID what vram top and nvidia-smi show)\n"
             "and exits with its status (128+N if it was killed by signal N).\n"
             "\n"
             "A budget is required (--limit, --fraction, or VRAM_MEMORY_LIMIT or\n"
             "VRAM_MEMORY_FRACTION in the environment) unless vramd runs. With vramd the\n"
             "command is one job: before starting it, vram run asks vramd for its budget\n"
-            "on each GPU it will see (the one given, at most the GPU; or the policy's\n"
-            "default) and holds the grants for the command's life. When vramd refuses,\n"
-            "vram run says why and exits with 75 without starting COMMAND.\n"
+            "on each GPU it will see (the one given, or the policy's default) and holds\n"
+            "the grants for the command's life. When vramd refuses, vram run says why\n"
+            "and exits with 75 without starting COMMAND.\n"
             "Nothing is started either when a budget names a GPU the program will not\n"
-            "have, comes to less than 1 MiB, cannot hold a CUDA context and 1 MiB (vram\n"
-            "run first measures what a context takes on each GPU, and says it), or\n"
-            "cannot be read, or when the interposer cannot be loaded.\n"
+            "have, is more than the GPU has, leaves one it will see without a budget\n"
+            "(without vramd; with it that GPU gets the policy's default), comes to less\n"
+            "than 1 MiB, cannot hold a CUDA context and 1 MiB (vram run first measures\n"
+            "what a context takes on each GPU, and says it), or cannot be read, or when\n"
+            "the interposer cannot be loaded.\n"
             "\n"
             "What an LD_PRELOAD interposer cannot govern: a program that clears\n"
             "LD_PRELOAD for its children, links the driver statically, or talks to the\n"
@@ -143,8 +151,8 @@ static int find_preload(char *out, size_t n)
  * was not asked; then the driver is asked only when a setting depends on
  * the devices. `given` is the flag the budget came from, or NULL when it
  * came from the environment. */
-static int check_budgets(const struct options *o, const char *devices, const char *given,
-                         struct visible *v)
+static int check_budgets(const struct options *o, const char *devices, const char *origin,
+                         const char *given, bool daemon, struct visible *v)
 {
     bool per_device = false;
     for (int d = 0; d < OPT_MAX_DEVICES; d++)
@@ -154,7 +162,7 @@ static int check_budgets(const struct options *o, const char *devices, const cha
     static struct visible asked; /* large: not on the stack */
     char err[2048], list[1024];
     if (!v) {
-        if (visible_gpus(devices, &asked, err, sizeof err) != 0)
+        if (visible_gpus(devices, origin, &asked, err, sizeof err) != 0)
             return run_fail("%s; the program was not started", err);
         v = &asked;
     }
@@ -165,16 +173,40 @@ static int check_budgets(const struct options *o, const char *devices, const cha
             return run_fail("%s names device %d, but the program will see %s%s; the program "
                             "was not started",
                             given ? given : l->origin, d, list,
-                            devices ? ", numbered in the order of --devices" : "");
+                            !devices ? ""
+                            : origin[0] == '-' ? ", numbered in the order of --devices"
+                                               : ", numbered in the order of VRAM_VISIBLE_DEVICES");
     }
     struct options none;
     options_clear(&none);
+    const char *setting = given;
+    for (int d = 0; d < OPT_MAX_DEVICES && !setting; d++)
+        if (o->limit[d].kind != LIMIT_NONE)
+            setting = o->limit[d].origin;
     for (int d = 0; d < v->n; d++) {
         const struct limit_setting *l = options_limit(&none, o, d);
         const struct visible_gpu *g = &v->gpu[d];
+        /* Under vramd such a GPU gets the policy's default budget; without
+         * it the program would take it whole, unseen by the summary. */
+        if (l->kind == LIMIT_NONE && !daemon)
+            return run_fail("%s gives device %d (%s, %s) no budget, and the program will see "
+                            "%d GPU%s: give each a budget (one for all: SIZE; or one per GPU: "
+                            "0=SIZE,1=SIZE), or leave device %d out with --devices; the program "
+                            "was not started",
+                            setting ? setting : "the budget", d, g->uuid,
+                            format_size(g->total).text, v->n, v->n == 1 ? "" : "s", d);
         uint64_t budget = l->kind == LIMIT_BYTES ? l->bytes
                           : l->kind == LIMIT_FRACTION ? (uint64_t)((double)g->total * l->fraction)
                                                       : UINT64_MAX;
+        /* One behaviour wherever a budget is read (libvram, the
+         * interposer, here): more than the GPU is a mistake, said once,
+         * before anything starts. */
+        if (l->kind == LIMIT_BYTES && budget > g->total)
+            return run_fail("%s gives device %d (%s) a budget of %s, and the GPU has %s: a "
+                            "budget there is at most that (--fraction 100%% gives every GPU "
+                            "all of its memory); the program was not started",
+                            given ? given : l->origin, d, g->uuid, format_size(budget).text,
+                            format_size(g->total).text);
         if (l->kind == LIMIT_FRACTION && budget < PARSE_MEANINGFUL_BYTES)
             return run_fail("%s gives device %d (%s, %s) a budget of %s, and a budget below "
                             "1 MiB holds nothing a program can use; the program was not started",
@@ -245,19 +277,43 @@ static int check_record(const char *record, const char *format, enum recording_f
     return 0;
 }
 
-int cmd_run(int argc, char **argv)
+/* What the command line asks for, read and checked. */
+struct run_request {
+    const char *limit, *fraction, *devices, *devices_origin, *log, *wait, *job, *growth,
+        *per_process, *summary, *record, *format, *start_anyway;
+    char **command;        /* COMMAND [ARGS...] */
+    char wait_ms[32];      /* VRAM_WAIT for the processes, with --wait */
+    uint64_t wait_for;     /* how long the grants may wait */
+    char given[256];       /* "--limit 4GiB" for messages; "" from the environment */
+    enum recording_format record_format;
+};
+
+/* What vram run found out before the command starts. */
+struct run_plan {
+    int daemon; /* 0: vramd's socket was found */
+    char sock[256];
+    bool listed;          /* gpus holds the GPUs the program will see, from the driver */
+    char list_error[2048]; /* or why not */
+    bool measured;        /* ... with their contexts measured */
+    struct visible *gpus; /* large: static */
+    struct options budget; /* the environment's, as checked */
+    int log_level;
+    struct supervise_options so;
+};
+
+/* Step 1: the options, each checked with the same parser as every other
+ * part of vram. -1 to go on, or vram run's exit status. */
+static int run_parse(int argc, char **argv, struct run_request *rq)
 {
-    const char *limit = NULL, *fraction = NULL, *devices = NULL, *log = NULL, *wait = NULL,
-               *job = NULL, *growth = NULL, *help = NULL, *per_process = NULL, *summary = NULL,
-               *record = NULL, *format = NULL, *start_anyway = NULL;
+    const char *help = NULL;
     const struct cli_option table[] = {
-        {"--limit", CLI_VALUE, &limit},     {"--fraction", CLI_VALUE, &fraction},
-        {"--devices", CLI_VALUE, &devices}, {"--log", CLI_VALUE, &log},
-        {"--job", CLI_VALUE, &job},         {"--wait", CLI_OPTIONAL, &wait},
-        {"--growth", CLI_FLAG, &growth},    {"--help", CLI_FLAG, &help},
-        {"-h", CLI_FLAG, &help},            {"--per-process", CLI_FLAG, &per_process},
-        {"--summary", CLI_VALUE, &summary}, {"--record", CLI_VALUE, &record},
-        {"--format", CLI_VALUE, &format},   {"--start-anyway", CLI_FLAG, &start_anyway},
+        {"--limit", CLI_VALUE, &rq->limit},     {"--fraction", CLI_VALUE, &rq->fraction},
+        {"--devices", CLI_VALUE, &rq->devices}, {"--log", CLI_VALUE, &rq->log},
+        {"--job", CLI_VALUE, &rq->job},         {"--wait", CLI_OPTIONAL, &rq->wait},
+        {"--growth", CLI_FLAG, &rq->growth},    {"--help", CLI_FLAG, &help},
+        {"-h", CLI_FLAG, &help},                {"--per-process", CLI_FLAG, &rq->per_process},
+        {"--summary", CLI_VALUE, &rq->summary}, {"--record", CLI_VALUE, &rq->record},
+        {"--format", CLI_VALUE, &rq->format},   {"--start-anyway", CLI_FLAG, &rq->start_anyway},
         {NULL, 0, NULL},
     };
     int i = cli_parse("run", table, argc, argv, 2, true);
@@ -269,113 +325,155 @@ int cmd_run(int argc, char **argv)
     }
     if (i >= argc)
         return run_fail("no command to run: vram run [OPTIONS] -- COMMAND [ARGS...]");
-    if (wait && !*wait)
-        wait = "true";
+    rq->command = &argv[i];
+    /* One budget per command: a vram run inside another would give its
+     * processes a budget of their own, outside the outer one. Asked before
+     * anything else, the driver included: measuring contexts in here would
+     * take the outer command's memory. */
+    if (command_inside_live())
+        return run_fail("already inside a vram run command (%s is set): its budget covers every "
+                        "process it starts; run the program without vram run to share it",
+                        COMMAND_ENV);
+    unsetenv(COMMAND_ENV); /* a stale one, from a command that has ended */
+    /* VRAM_VISIBLE_DEVICES chooses the GPUs as --devices does, unless
+     * --devices is given. */
+    static char visible_setting[512];
+    const char *vv = getenv("VRAM_VISIBLE_DEVICES");
+    rq->devices_origin = "--devices";
+    if (!rq->devices && vv) {
+        snprintf(visible_setting, sizeof visible_setting, "%s", vv);
+        rq->devices = visible_setting;
+        rq->devices_origin = "VRAM_VISIBLE_DEVICES";
+    }
+    if (rq->wait && !*rq->wait)
+        rq->wait = "true";
 
-    /* Validate with the same parser as every other part of vram. */
     struct options scratch;
     options_clear(&scratch);
     char err[1024];
-    if (limit && fraction)
-        return run_fail("--limit %s and --fraction %s: give one of them", limit, fraction);
-    if (limit && options_set(&scratch, "VRAM_MEMORY_LIMIT", limit, err, sizeof err) != 0)
-        return run_fail("--limit: %s", err);
-    if (fraction && options_set(&scratch, "VRAM_MEMORY_FRACTION", fraction, err, sizeof err) != 0)
-        return run_fail("--fraction: %s", err);
-    if (log && options_set(&scratch, "VRAM_LOG", log, err, sizeof err) != 0)
-        return run_fail("--log: %s", err);
-    char wait_ms[32] = "true";
-    uint64_t wait_for = wait ? UINT64_MAX / 2 : 0; /* as long as the policy allows */
-    if (wait && strcmp(wait, "true") != 0) {
+    if (rq->limit && rq->fraction)
+        return run_fail("--limit %s and --fraction %s: give one of them", rq->limit, rq->fraction);
+    if (rq->limit &&
+        options_set_as(&scratch, "VRAM_MEMORY_LIMIT", "--limit", rq->limit, err, sizeof err) != 0)
+        return run_fail("%s", err);
+    if (rq->fraction && options_set_as(&scratch, "VRAM_MEMORY_FRACTION", "--fraction",
+                                       rq->fraction, err, sizeof err) != 0)
+        return run_fail("%s", err);
+    if (rq->log && options_set_as(&scratch, "VRAM_LOG", "--log", rq->log, err, sizeof err) != 0)
+        return run_fail("%s", err);
+    snprintf(rq->wait_ms, sizeof rq->wait_ms, "true");
+    rq->wait_for = rq->wait ? UINT64_MAX / 2 : 0; /* as long as the policy allows */
+    if (rq->wait && strcmp(rq->wait, "true") != 0) {
         uint64_t ms;
         parse_why why;
-        if (parse_duration(wait, &ms, &why) != 0)
+        if (parse_duration(rq->wait, &ms, &why) != 0)
             return run_fail("--wait=%s: %s; accepted: --wait (as long as the policy allows), or "
                             "--wait=DURATION, where DURATION is %s; 0 does not wait",
-                            wait, why.text, PARSE_DURATION_FORMS);
+                            rq->wait, why.text, PARSE_DURATION_FORMS);
         /* In milliseconds, with the unit: exact, whoever reads it. */
-        snprintf(wait_ms, sizeof wait_ms, "%llums", (unsigned long long)ms);
-        wait_for = ms;
-    } else if (!wait) {
+        snprintf(rq->wait_ms, sizeof rq->wait_ms, "%llums", (unsigned long long)ms);
+        rq->wait_for = ms;
+    } else if (!rq->wait) {
         /* No --wait: VRAM_WAIT from the environment means what it means to
          * each process (--per-process), for the command's grants too. */
         uint64_t ms;
         char why[256];
         if (agent_wait_setting(&ms, why, sizeof why) != 0)
             return run_fail("%s", why);
-        wait_for = ms == AGENT_WAIT_POLICY ? UINT64_MAX / 2 : ms;
+        rq->wait_for = ms == AGENT_WAIT_POLICY ? UINT64_MAX / 2 : ms;
     }
-    struct supervise_options so = {.summary_fd = -1, .summary_path = summary};
-    if (check_record(record, format, &so.record_format) != 0)
+    if (check_record(rq->record, rq->format, &rq->record_format) != 0)
         return 2;
-    if (job && !proto_name_ok(job))
+    if (rq->job && !proto_name_ok(rq->job))
         return run_fail("--job \"%s\": a job name is 1 to 63 of the characters "
-                        "A-Z a-z 0-9 . _ : @ + / -", job);
-    char sock[256], derr[512];
-    int daemon = ledger_find_socket(sock, sizeof sock, derr, sizeof derr);
-    if (daemon < 0)
+                        "A-Z a-z 0-9 . _ : @ + / -", rq->job);
+    if (rq->limit || rq->fraction)
+        snprintf(rq->given, sizeof rq->given, "%s %s", rq->limit ? "--limit" : "--fraction",
+                 rq->limit ? rq->limit : rq->fraction);
+    return -1;
+}
+
+/* Step 2: whether vramd runs, and the budget on each GPU the program will
+ * see, put into the environment the command's processes read it from and
+ * checked there. -1 to go on, or vram run's exit status. */
+static int run_resolve_budgets(const struct run_request *rq, struct run_plan *pl)
+{
+    char derr[512], err[1024];
+    pl->daemon = ledger_find_socket(pl->sock, sizeof pl->sock, derr, sizeof derr);
+    if (pl->daemon < 0)
         return run_fail("%s", derr);
-    if ((wait || job || start_anyway) && daemon != 0)
+    if ((rq->wait || rq->job || rq->start_anyway) && pl->daemon != 0)
         return run_fail("%s needs vramd, and no vramd socket was found (start vramd, or set "
                         "VRAM_DAEMON to its socket)",
-                        wait ? "--wait" : job ? "--job" : "--start-anyway");
-    if (limit) {
-        setenv("VRAM_MEMORY_LIMIT", limit, 1);
+                        rq->wait ? "--wait" : rq->job ? "--job" : "--start-anyway");
+    if (rq->limit) {
+        setenv("VRAM_MEMORY_LIMIT", rq->limit, 1);
         unsetenv("VRAM_MEMORY_FRACTION");
-    } else if (fraction) {
-        setenv("VRAM_MEMORY_FRACTION", fraction, 1);
+    } else if (rq->fraction) {
+        setenv("VRAM_MEMORY_FRACTION", rq->fraction, 1);
         unsetenv("VRAM_MEMORY_LIMIT");
-    } else if (!getenv("VRAM_MEMORY_LIMIT") && !getenv("VRAM_MEMORY_FRACTION") && daemon != 0) {
+    } else if (!getenv("VRAM_MEMORY_LIMIT") && !getenv("VRAM_MEMORY_FRACTION") &&
+               pl->daemon != 0) {
         return run_fail("no budget given: use --limit SIZE or --fraction F (or set "
                         "VRAM_MEMORY_LIMIT or VRAM_MEMORY_FRACTION), or run vramd, whose "
                         "policy then grants one");
     }
-    if (wait)
-        setenv("VRAM_WAIT", wait_ms, 1);
-    if (job)
-        setenv("VRAM_JOB", job, 1);
+    if (rq->wait)
+        setenv("VRAM_WAIT", rq->wait_ms, 1);
+    if (rq->job)
+        setenv("VRAM_JOB", rq->job, 1);
     /* Whatever came from the environment is checked the same way. */
-    options_clear(&scratch);
-    if (options_from_environment(&scratch, err, sizeof err) != 0)
+    options_clear(&pl->budget);
+    if (options_from_environment(&pl->budget, err, sizeof err) != 0)
         return run_fail("%s", err);
-    char given[256] = "";
-    if (limit || fraction)
-        snprintf(given, sizeof given, "%s %s", limit ? "--limit" : "--fraction",
-                 limit ? limit : fraction);
     /* Without vramd the budget is known now, and so is, once measured, what
      * a context takes on each GPU: every process of the command reserves
      * its context before making it, and a budget that cannot hold one is
      * refused here. (With vramd the budget is the daemon's grant, and the
      * interposer says so at the first context.) */
     static struct visible gpus; /* large: not on the stack */
-    bool measured = daemon != 0 && visible_gpus(devices, &gpus, err, sizeof err) == 0;
-    if (measured)
+    pl->gpus = &gpus;
+    pl->listed = visible_gpus(rq->devices, rq->devices_origin, &gpus, pl->list_error,
+                              sizeof pl->list_error) == 0;
+    if (!pl->listed && rq->devices)
+        return run_fail("%s; the program was not started", pl->list_error);
+    pl->measured = pl->daemon != 0 && pl->listed;
+    if (pl->measured)
         visible_measure_contexts(&gpus);
-    if (check_budgets(&scratch, devices, given[0] ? given : NULL, measured ? &gpus : NULL) != 0)
+    if (check_budgets(&pl->budget, rq->devices, rq->devices_origin,
+                      rq->given[0] ? rq->given : NULL, pl->daemon == 0,
+                      pl->listed ? &gpus : NULL) != 0)
         return 2;
     static struct command_context_size sizes[OPT_MAX_DEVICES];
     int nsizes = 0;
-    for (int d = 0; measured && d < gpus.n; d++)
+    for (int d = 0; pl->measured && d < gpus.n; d++)
         if (gpus.gpu[d].context) {
             snprintf(sizes[nsizes].uuid, sizeof sizes[nsizes].uuid, "%s", gpus.gpu[d].uuid);
             sizes[nsizes++].bytes = gpus.gpu[d].context;
         }
-    if (devices)
-        setenv("CUDA_VISIBLE_DEVICES", devices, 1);
-    setenv("VRAM_LOG", log ? log : getenv("VRAM_LOG") ? getenv("VRAM_LOG") : "error", 1);
-    if (growth)
+    pl->so.context_sizes = sizes;
+    pl->so.ncontext_sizes = nsizes;
+    /* The GPUs chosen, named as the inherited CUDA_VISIBLE_DEVICES names
+     * them, and the choice made: a libvram program inside must not choose
+     * again among what is left. */
+    if (rq->devices) {
+        char chosen[OPT_MAX_DEVICES * 100];
+        visible_environment(&gpus, chosen, sizeof chosen);
+        setenv("CUDA_VISIBLE_DEVICES", chosen, 1);
+    }
+    unsetenv("VRAM_VISIBLE_DEVICES");
+    setenv("VRAM_LOG", rq->log ? rq->log : getenv("VRAM_LOG") ? getenv("VRAM_LOG") : "error", 1);
+    if (rq->growth)
         ask_for_growth();
+    return -1;
+}
 
-    /* One budget per command: a vram run inside another would give its
-     * processes a budget of their own, outside the outer one. */
-    if (command_inside_live())
-        return run_fail("already inside a vram run command (%s is set): its budget covers every "
-                        "process it starts; run the program without vram run to share it",
-                        COMMAND_ENV);
-    unsetenv(COMMAND_ENV); /* a stale one, from a command that has ended */
-
-    /* Never run the program without its budget: the interposer must exist
-     * and load, or nothing starts. */
+/* Step 3: the interposer, found and loaded here once, into LD_PRELOAD;
+ * and what the supervisor needs to know. Never run the program without
+ * its budget: the interposer must exist and load, or nothing starts. -1
+ * to go on, or vram run's exit status. */
+static int run_prepare(const struct run_request *rq, struct run_plan *pl)
+{
     char preload[PATH_MAX];
     if (find_preload(preload, sizeof preload) != 0)
         return run_fail("cannot find the interposer %s (set VRAM_PRELOAD_LIBRARY to its path); "
@@ -395,54 +493,86 @@ int cmd_run(int argc, char **argv)
     setenv("LD_PRELOAD", joined, 1);
 
     /* Asked now, not after a long run: the file can be written. */
-    so.context_sizes = sizes;
-    so.ncontext_sizes = nsizes;
-    if (summary && (so.summary_fd = open(summary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-        return run_fail("--summary %s: cannot create it: %s; the program was not started", summary,
-                        strerror(errno));
-    so.mode = per_process ? COMMAND_PER_PROCESS : COMMAND_SHARED;
-    so.limit_var = getenv("VRAM_MEMORY_LIMIT") ? "VRAM_MEMORY_LIMIT"
-                   : getenv("VRAM_MEMORY_FRACTION") ? "VRAM_MEMORY_FRACTION"
-                                                    : NULL;
-    so.limit_value = so.limit_var ? getenv(so.limit_var) : NULL;
-    struct options budget = scratch; /* the environment's, as checked above */
+    struct supervise_options *so = &pl->so;
+    if (rq->summary &&
+        (so->summary_fd = open(rq->summary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+        return run_fail("--summary %s: cannot create it: %s; the program was not started",
+                        rq->summary, strerror(errno));
+    so->mode = rq->per_process ? COMMAND_PER_PROCESS : COMMAND_SHARED;
+    so->limit_var = getenv("VRAM_MEMORY_LIMIT")      ? "VRAM_MEMORY_LIMIT"
+                    : getenv("VRAM_MEMORY_FRACTION") ? "VRAM_MEMORY_FRACTION"
+                                                     : NULL;
+    so->limit_value = so->limit_var ? getenv(so->limit_var) : NULL;
+    struct options scratch;
     options_clear(&scratch);
-    so.report = options_set(&scratch, "VRAM_LOG", getenv("VRAM_LOG"), err, sizeof err) == 0 &&
-                scratch.log_level != LOG_OFF;
-    /* With vramd the command is one job: its grants, asked for now that
-     * nothing else can stop the program from starting (with --per-process
-     * each process asks vramd its own). */
+    char err[1024];
+    so->report = options_set(&scratch, "VRAM_LOG", getenv("VRAM_LOG"), err, sizeof err) == 0 &&
+                 scratch.log_level != LOG_OFF;
+    pl->log_level = scratch.log_level;
+    return -1;
+}
+
+/* Step 4: with vramd the command is one job: its grants, asked for now
+ * that nothing else can stop the program from starting (with
+ * --per-process each process asks vramd its own). -1 to go on, or vram
+ * run's exit status. */
+static int run_ask_vramd(const struct run_request *rq, struct run_plan *pl)
+{
     static struct job grants;
-    if (daemon == 0 && so.mode == COMMAND_SHARED) {
-        if (visible_gpus(devices, &gpus, err, sizeof err) != 0) {
-            if (summary)
-                unlink(summary);
-            return run_fail("%s; the program was not started", err);
-        }
-        /* The holder's thread speaks through it for the command's life. */
-        static struct grants_request gr;
-        gr = (struct grants_request){
-            .socket = sock, .gpus = &gpus, .budget = &budget,
-            .given = given[0] ? given : NULL, .wait_ms = wait_for, .job = job,
-            .program = argv[i], .start_anyway = start_anyway != NULL, .report = so.report,
-            .verbose = scratch.log_level >= LOG_INFO,
-        };
-        int rc = grants_ask(&grants, &gr);
-        if (rc != 0) {
-            if (summary)
-                unlink(summary);
-            return rc;
-        }
-        so.grants = &grants;
+    if (pl->daemon != 0 || pl->so.mode != COMMAND_SHARED)
+        return -1;
+    if (!pl->listed) {
+        if (rq->summary)
+            unlink(rq->summary);
+        return run_fail("%s; the program was not started", pl->list_error);
     }
-    /* Last, so that nothing above leaves the directory behind. */
-    char record_dir[PATH_MAX];
-    if (record) {
-        if (recording_prepare(record, record_dir, sizeof record_dir, err, sizeof err) != 0)
-            return run_fail("--record %s: %s; the program was not started", record, err);
+    /* The holder's thread speaks through it for the command's life. */
+    static struct grants_request gr;
+    gr = (struct grants_request){
+        .socket = pl->sock, .gpus = pl->gpus, .budget = &pl->budget,
+        .given = rq->given[0] ? rq->given : NULL, .wait_ms = rq->wait_for, .job = rq->job,
+        .program = rq->command[0], .start_anyway = rq->start_anyway != NULL,
+        .report = pl->so.report, .verbose = pl->log_level >= LOG_INFO,
+    };
+    int rc = grants_ask(&grants, &gr);
+    if (rc != 0) {
+        if (rq->summary)
+            unlink(rq->summary);
+        return rc;
+    }
+    pl->so.grants = &grants;
+    return -1;
+}
+
+/* Step 5: the recording's directory (last, so that nothing above leaves it
+ * behind), then the command, started and supervised to its end. */
+static int run_start(const struct run_request *rq, struct run_plan *pl)
+{
+    static char record_dir[PATH_MAX];
+    char err[1024];
+    if (rq->record) {
+        if (recording_prepare(rq->record, record_dir, sizeof record_dir, err, sizeof err) != 0)
+            return run_fail("--record %s: %s; the program was not started", rq->record, err);
         setenv("VRAM_RECORD", record_dir, 1);
-        so.record_dir = record_dir;
-        so.record_path = record;
+        pl->so.record_dir = record_dir;
+        pl->so.record_path = rq->record;
     }
-    return supervise(&argv[i], &so);
+    return supervise(rq->command, &pl->so);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static struct run_request rq;
+    static struct run_plan pl;
+    rq = (struct run_request){0};
+    pl = (struct run_plan){.so = {.summary_fd = -1}};
+    int rc;
+    if ((rc = run_parse(argc, argv, &rq)) >= 0)
+        return rc;
+    pl.so.summary_path = rq.summary;
+    pl.so.record_format = rq.record_format;
+    if ((rc = run_resolve_budgets(&rq, &pl)) >= 0 || (rc = run_prepare(&rq, &pl)) >= 0 ||
+        (rc = run_ask_vramd(&rq, &pl)) >= 0)
+        return rc;
+    return run_start(&rq, &pl);
 }

@@ -7,6 +7,7 @@
 #include "../src/util/parse.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,24 +57,54 @@ static int driver_gpus(struct visible *all, char *err, size_t n)
     return 0;
 }
 
-/* The one GPU an entry of --devices names, or -1 with the message. */
-static int find(const struct visible *all, const char *item, const char *devices, char *err,
-                size_t n)
+/* `--devices "0,1"` or `VRAM_VISIBLE_DEVICES="0,1"`: the setting as a
+ * message names it. */
+static const char *setting(const char *origin, const char *devices, char *out, size_t n)
+{
+    if (origin[0] == '-')
+        snprintf(out, n, "%s \"%s\"", origin, devices);
+    else
+        snprintf(out, n, "%s=\"%s\"", origin, devices);
+    return out;
+}
+
+/* "this machine has 2 GPUs (...)", or, under an inherited
+ * CUDA_VISIBLE_DEVICES, what it lets this process see. */
+static void allowed(const struct visible *all, char *out, size_t n)
 {
     char list[1024];
     visible_describe(all, list, sizeof list);
+    const char *inherited = getenv("CUDA_VISIBLE_DEVICES");
+    if (inherited)
+        snprintf(out, n, "CUDA_VISIBLE_DEVICES=\"%.200s\" lets this process use %s", inherited,
+                 list);
+    else
+        snprintf(out, n, "this machine has %s", list);
+}
+
+/* The one GPU an entry of the setting names, or -1 with the message. */
+static int find(const struct visible *all, const char *item, const char *what, char *err,
+                size_t n)
+{
+    char there[1400];
+    allowed(all, there, sizeof there);
     uint64_t ord;
     parse_why why;
     if (isdigit((unsigned char)item[0])) {
         if (parse_uint(item, 1u << 20, &ord, &why) == 0 && ord < (uint64_t)all->n)
             return (int)ord;
-        snprintf(err, n, "--devices \"%s\": there is no GPU %s; this machine has %s", devices,
-                 item, list);
+        snprintf(err, n, "%s: there is no GPU %s; %s; accepted: " DEVICES_FORMS, what, item,
+                 there);
         return -1;
     }
+    /* An entry of the inherited CUDA_VISIBLE_DEVICES as it is written
+     * there (a MIG instance's name, say) names that GPU. */
+    for (int g = 0; g < all->n; g++)
+        if (strcasecmp(all->gpu[g].entry, item) == 0)
+            return g;
     if (strncasecmp(item, "GPU-", 4) != 0 || !item[4]) {
-        snprintf(err, n, "--devices \"%s\": \"%s\" is neither an ordinal nor a GPU UUID; "
-                 "accepted: " DEVICES_FORMS, devices, item);
+        snprintf(err, n, "%s: \"%s\" is neither an ordinal nor a GPU UUID; accepted: "
+                 DEVICES_FORMS, what, item);
         return -1;
     }
     int found = -1;
@@ -81,59 +112,100 @@ static int find(const struct visible *all, const char *item, const char *devices
         if (strncasecmp(all->gpu[g].uuid, item, strlen(item)) != 0)
             continue;
         if (found >= 0) {
-            snprintf(err, n, "--devices \"%s\": \"%s\" matches more than one GPU (%s and %s); "
-                     "give more of the UUID", devices, item, all->gpu[found].uuid,
+            snprintf(err, n, "%s: \"%s\" matches more than one GPU (%s and %s); "
+                     "give more of the UUID", what, item, all->gpu[found].uuid,
                      all->gpu[g].uuid);
             return -1;
         }
         found = g;
     }
     if (found < 0)
-        snprintf(err, n, "--devices \"%s\": no GPU has the UUID %s; this machine has %s",
-                 devices, item, list);
+        snprintf(err, n, "%s: no GPU has the UUID %s; %s", what, item, there);
     return found;
 }
 
-int visible_gpus(const char *devices, struct visible *out, char *err, size_t n)
+/* How a child names each GPU in its own CUDA_VISIBLE_DEVICES: the
+ * inherited variable's entry for it, as written there (an ordinal, a UUID,
+ * a MIG instance), since the driver shows exactly its leading valid
+ * entries in their order; the UUID where the entry does not plainly name
+ * that GPU; the ordinal when nothing was inherited. */
+static void name_entries(struct visible *all)
 {
-    if (!devices)
-        return driver_gpus(out, err, n);
-
-    /* --devices replaces CUDA_VISIBLE_DEVICES: its entries name the
-     * machine's GPUs, so the driver is asked without it. */
     const char *inherited = getenv("CUDA_VISIBLE_DEVICES");
-    char *saved = inherited ? strdup(inherited) : NULL;
-    unsetenv("CUDA_VISIBLE_DEVICES");
-    static struct visible all; /* large: not on the stack */
-    int r = driver_gpus(&all, err, n);
-    if (saved) {
-        setenv("CUDA_VISIBLE_DEVICES", saved, 1);
-        free(saved);
+    const char *p = inherited;
+    for (int g = 0; g < all->n; g++) {
+        struct visible_gpu *v = &all->gpu[g];
+        if (!inherited) {
+            snprintf(v->entry, sizeof v->entry, "%d", v->ordinal);
+            continue;
+        }
+        char e[sizeof v->entry] = "";
+        if (p) {
+            size_t len = strcspn(p, ",");
+            while (len && isspace((unsigned char)*p))
+                p++, len--;
+            size_t keep = len;
+            while (keep && isspace((unsigned char)p[keep - 1]))
+                keep--;
+            if (keep < sizeof e) {
+                memcpy(e, p, keep);
+                e[keep] = 0;
+            }
+            p = p[len] ? p + len + 1 : NULL;
+        }
+        bool plain = e[0] && !(strncasecmp(e, "GPU-", 4) == 0 &&
+                               strncasecmp(v->uuid, e, strlen(e)) != 0);
+        snprintf(v->entry, sizeof v->entry, "%s", plain ? e : v->uuid);
     }
-    if (r != 0)
-        return -1;
+}
 
+int visible_gpus(const char *devices, const char *origin, struct visible *out, char *err,
+                 size_t n)
+{
+    /* The driver is asked under the inherited CUDA_VISIBLE_DEVICES: what a
+     * scheduler or the user excluded stays excluded, and the setting's
+     * ordinals are those the program would have had without it, as vram
+     * devices and --limit 0=... number them. */
+    static struct visible all; /* large: not on the stack */
+    if (driver_gpus(&all, err, n) != 0)
+        return -1;
+    name_entries(&all);
+    if (!devices) {
+        *out = all;
+        return 0;
+    }
+    char what[700];
+    setting(origin ? origin : "--devices", devices, what, sizeof what);
+    out->n = 0;
+    if (!*devices) /* "" for none, as CUDA_VISIBLE_DEVICES takes it */
+        return 0;
     char items[OPT_MAX_DEVICES][64];
     parse_why why;
     int count = parse_split(devices, ',', items, OPT_MAX_DEVICES, &why);
     if (count < 0) {
-        snprintf(err, n, "--devices \"%s\": %s; accepted: " DEVICES_FORMS, devices, why.text);
+        snprintf(err, n, "%s: %s; accepted: " DEVICES_FORMS, what, why.text);
         return -1;
     }
-    out->n = 0;
     for (int i = 0; i < count; i++) {
-        int g = find(&all, items[i], devices, err, n);
+        int g = find(&all, items[i], what, err, n);
         if (g < 0)
             return -1;
         for (int j = 0; j < out->n; j++)
             if (out->gpu[j].ordinal == all.gpu[g].ordinal) {
-                snprintf(err, n, "--devices \"%s\": GPU %d (%s) is listed twice", devices,
-                         all.gpu[g].ordinal, all.gpu[g].uuid);
+                snprintf(err, n, "%s: GPU %d (%s) is listed twice", what, g, all.gpu[g].uuid);
                 return -1;
             }
         out->gpu[out->n++] = all.gpu[g];
     }
     return 0;
+}
+
+void visible_environment(const struct visible *v, char *out, size_t n)
+{
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < v->n && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%s", i ? "," : "", v->gpu[i].entry);
 }
 
 /* What NVML says this process holds on the GPU, or -1. */

@@ -16,7 +16,8 @@
 #include <stdint.h>
 
 struct visible_gpu {
-    int ordinal; /* the driver's, without CUDA_VISIBLE_DEVICES */
+    int ordinal;    /* the driver's, in this process (under the inherited CUDA_VISIBLE_DEVICES) */
+    char entry[96]; /* how a child's CUDA_VISIBLE_DEVICES names it: the inherited entry */
     char uuid[UUID_TEXT_SIZE];
     char name[96];
     uint64_t total;
@@ -28,12 +29,21 @@ struct visible {
     struct visible_gpu gpu[OPT_MAX_DEVICES];
 };
 
-/* The GPUs of `devices` (--devices: ordinals or GPU-UUID prefixes, as
- * CUDA_VISIBLE_DEVICES takes them, each naming one GPU of this machine),
- * or, when it is NULL, those the driver shows under the environment's own
- * CUDA_VISIBLE_DEVICES. 0, or -1 with a message that names the entry, or
- * the driver's problem, in err. */
-int visible_gpus(const char *devices, struct visible *out, char *err, size_t errlen);
+/* The GPUs of `devices` (--devices or VRAM_VISIBLE_DEVICES, named by
+ * `origin` in messages: ordinals or GPU-UUID prefixes, as
+ * CUDA_VISIBLE_DEVICES takes them; "" for none), or, when it is NULL, all
+ * of them. Either way only among those the driver shows under the
+ * inherited CUDA_VISIBLE_DEVICES, numbered as it numbers them: a setting
+ * never reaches a GPU the scheduler or the user excluded. 0, or -1 with a
+ * message that names the setting, the entry and what is accepted, or the
+ * driver's problem, in err. */
+int visible_gpus(const char *devices, const char *origin, struct visible *out, char *err,
+                 size_t errlen);
+
+/* The CUDA_VISIBLE_DEVICES that shows a child exactly the GPUs of v, in
+ * v's order, whatever this process inherited: the inherited entries
+ * chosen, written as they were. */
+void visible_environment(const struct visible *v, char *out, size_t n);
 
 /* Measures what a CUDA context takes on each GPU of v (gpu[].context), the
  * way the interposer measures it (src/preload/footprint.h): the primary

@@ -159,8 +159,8 @@ static enum hello_result reach(char *why, size_t n)
         if (ledger_now_ms() >= until)
             break;
         if (!said)
-            vlog(LOG_ERROR, "vramd at %s does not answer (%s); waiting up to %d s for it", A.path,
-                 why, DOWN_WAIT_MS / 1000);
+            vlog(LOG_ERROR, "vramd at %s does not answer (%s); waiting up to %d s for it ("
+                 LEDGER_DOWN_ADVICE ")", A.path, why, DOWN_WAIT_MS / 1000);
         said = true;
         sleep_ms(DOWN_RETRY_MS);
     }
@@ -363,22 +363,29 @@ static enum agent_result fallback(struct slot *s, const char *down, uint64_t *gr
         budget = allowed;
     if (r < 0)
         vlog(LOG_ERROR, "ignored vramd's fallback file beside %s: %s", A.path, fwhy);
+    char file[300];
+    ledger_fallback_path(A.path, file, sizeof file);
     if (!budget) {
         s->standing = REFUSED;
-        snprintf(why, n, "vramd at %s is down (%s), and %s", A.path, down,
-                 r == 0 ? "its policy lets no process take memory of this GPU while it is down "
-                          "(no default-budget)"
-                        : "no budget was given (vram run --limit SIZE) and the daemon left no "
-                          "fallback budget");
+        if (r == 0)
+            snprintf(why, n, "vramd at %s is down (%s), and its policy lets no process take "
+                     "memory of this GPU while it is down (no default-budget), as its fallback "
+                     "file %s says; " LEDGER_DOWN_ADVICE " (held to VRAM_MEMORY_LIMIT)",
+                     A.path, down, file);
+        else
+            snprintf(why, n, "vramd at %s is down (%s), and no budget was given "
+                     "(VRAM_MEMORY_LIMIT, vram run --limit SIZE) and the daemon left no fallback "
+                     "budget; " LEDGER_DOWN_ADVICE, A.path, down);
         return AGENT_DENIED;
     }
     s->standing = UNREGISTERED;
     s->budget = budget;
     *granted = budget;
-    vlog(LOG_ERROR, "vramd at %s is down (%s); %s held to %s (%s) until it is back", A.path, down,
-         s->uuid, format_size(budget).text,
-         r == 0 && budget == allowed ? "the budget a process gets while vramd is down"
-                                     : "its own budget");
+    vlog(LOG_ERROR, "vramd at %s is down (%s); %s held to %s (%s%s) until it is back; "
+         LEDGER_DOWN_ADVICE, A.path, down, s->uuid, format_size(budget).text,
+         r == 0 && budget == allowed ? "the budget a process gets while vramd is down, from "
+                                     : "its own budget",
+         r == 0 && budget == allowed ? file : "");
     A.last_attempt_ms = ledger_now_ms();
     return AGENT_GRANTED;
 }

@@ -72,7 +72,7 @@ static bool exists(const char *path, mode_t type)
     return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == type;
 }
 
-static void fallback_path(const char *socket_path, char *out, size_t n)
+void ledger_fallback_path(const char *socket_path, char *out, size_t n)
 {
     snprintf(out, n, "%s", socket_path);
     char *slash = strrchr(out, '/');
@@ -85,7 +85,7 @@ static void fallback_path(const char *socket_path, char *out, size_t n)
 static int configured(const char *path, char *why, size_t n)
 {
     char fb[300];
-    fallback_path(path, fb, sizeof fb);
+    ledger_fallback_path(path, fb, sizeof fb);
     bool sock = exists(path, S_IFSOCK), file = exists(fb, S_IFREG);
     if (!sock && !file)
         return 1;
@@ -140,7 +140,7 @@ int ledger_fallback(const char *socket_path, const char *uuid, uint64_t *bytes, 
                     size_t n)
 {
     char path[300], line[256];
-    fallback_path(socket_path, path, sizeof path);
+    ledger_fallback_path(socket_path, path, sizeof path);
     if (!exists(path, S_IFREG))
         return 1;
     if (!ledger_place_trusted(path, false, why, n))

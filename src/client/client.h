@@ -41,6 +41,12 @@ int ledger_find_socket(char *out, size_t n, char *err, size_t errlen);
  * directory is. */
 bool ledger_place_trusted(const char *path, bool socket, char *why, size_t n);
 
+/* Where that file is for the daemon at `socket_path`. */
+void ledger_fallback_path(const char *socket_path, char *out, size_t n);
+/* What every message about a daemon that is down ends with: how to go on
+ * without it. */
+#define LEDGER_DOWN_ADVICE "VRAM_DAEMON=off runs without vramd"
+
 /* The fallback beside the daemon's socket: the most a process may hold on
  * the GPU `uuid` while the daemon is down. 0 with *bytes (0: nothing);
  * 1 if there is no such file or line; -1 with why if the file is not to

@@ -97,8 +97,10 @@ struct command_summary {
     } process[COMMAND_MAX_RECORDS + COMMAND_MAX_SLOTS];
 };
 void command_summarize(struct command_owner *o, struct command_summary *out);
-/* "GPU 0: peak 3.21 GiB of 4.00 GiB budget; 2 allocations refused": device
- * i of a summary, as vram run and the Slurm plugin say it at the end. */
+/* "GPU 0 (GPU-5a1d...): peak 3.21 GiB of 4.00 GiB budget; 2 allocations
+ * refused": device i of a summary, as vram run and the Slurm plugin say it
+ * at the end; the index is the program's, the UUID what vram top and
+ * nvidia-smi show beside theirs. */
 void command_peak_line(const struct command_summary *s, int i, char *out, size_t n);
 
 /* ----------------------------------------------- a process of the command */

@@ -255,7 +255,7 @@ void command_summarize(struct command_owner *o, struct command_summary *out)
 void command_peak_line(const struct command_summary *s, int i, char *out, size_t n)
 {
     const struct command_summary_device *e = &s->device[i];
-    int len = snprintf(out, n, "GPU %d: peak %s of %s budget%s", e->ordinal,
+    int len = snprintf(out, n, "GPU %d (%s): peak %s of %s budget%s", e->ordinal, e->uuid,
                        format_size(e->peak).text, format_size(e->budget).text,
                        s->mode == COMMAND_PER_PROCESS ? " per process" : "");
     uint64_t ctx = e->part[COMMAND_CONTEXTS], mod = e->part[COMMAND_MODULES];

@@ -57,11 +57,33 @@ void options_clear(struct options *o)
     o->log_level = -1;
 }
 
+/* VRAM_MEMORY_LIMIT="4GiB", or --limit "4GiB" when the setting came from
+ * a flag of that name: what the user wrote, named as they wrote it. */
+static void named(char *out, size_t n, const char *name, const char *value, int width)
+{
+    snprintf(out, n, name[0] == '-' ? "%s \"%.*s\"" : "%s=\"%.*s\"", name, width, value);
+}
+
 static int bad(char *err, size_t n, const char *name, const char *value, const char *why,
                const char *forms)
 {
-    snprintf(err, n, "%s=\"%s\": %s; accepted: %s", name, value, why, forms);
+    char what[600];
+    named(what, sizeof what, name, value, 500);
+    snprintf(err, n, "%s: %s; accepted: %s", what, why, forms);
     return -1;
+}
+
+/* One entry of a list is bad: named on its own only when the value has
+ * more than it, so that a value is not repeated. */
+static int bad_entry(char *err, size_t n, const char *name, const char *value, int count,
+                     const char *entry, const char *why, const char *forms)
+{
+    char w[1400];
+    if (count > 1 || strcmp(entry, value) != 0)
+        snprintf(w, sizeof w, "\"%s\": %s", entry, why);
+    else
+        snprintf(w, sizeof w, "%s", why);
+    return bad(err, n, name, value, w, forms);
 }
 
 static int set_limits(struct options *o, const char *name, const char *value, bool fraction,
@@ -84,11 +106,8 @@ static int set_limits(struct options *o, const char *name, const char *value, bo
         }
         if (fraction) {
             l->kind = LIMIT_FRACTION;
-            if (parse_fraction(entries[i].value, &l->fraction, &why) != 0) {
-                char w[1400];
-                snprintf(w, sizeof w, "\"%s\": %s", entries[i].value, why.text);
-                return bad(err, n, name, value, w, forms);
-            }
+            if (parse_fraction(entries[i].value, &l->fraction, &why) != 0)
+                return bad_entry(err, n, name, value, count, entries[i].value, why.text, forms);
         } else {
             l->kind = LIMIT_BYTES;
             const char *problem = NULL;
@@ -96,13 +115,10 @@ static int set_limits(struct options *o, const char *name, const char *value, bo
                 problem = why.text;
             else if (l->bytes == 0)
                 problem = "a limit must be more than 0";
-            if (problem) {
-                char w[1400];
-                snprintf(w, sizeof w, "\"%s\": %s", entries[i].value, problem);
-                return bad(err, n, name, value, w, forms);
-            }
+            if (problem)
+                return bad_entry(err, n, name, value, count, entries[i].value, problem, forms);
         }
-        snprintf(l->origin, sizeof l->origin, "%s=\"%.60s\"", name, value);
+        named(l->origin, sizeof l->origin, name, value, 60);
     }
     /* Only once all of it parsed: a bad value changes nothing. */
     for (int i = 0; i < count; i++) {
@@ -171,7 +187,8 @@ static int set_virtual(struct options *o, const char *name, const char *value, c
     return 0;
 }
 
-int options_set(struct options *o, const char *name, const char *value, char *err, size_t n)
+static int set_as(struct options *o, const char *name, const char *shown, const char *value,
+                  char *err, size_t n)
 {
     size_t i = 0;
     while (i < sizeof table / sizeof *table && strcmp(table[i].name, name) != 0)
@@ -183,28 +200,28 @@ int options_set(struct options *o, const char *name, const char *value, char *er
         return -1;
     }
     if (!value)
-        return bad(err, n, name, "(null)", "no value", table[i].forms);
+        return bad(err, n, shown, "(null)", "no value", table[i].forms);
     const char *forms = table[i].forms;
     parse_why why;
     switch (table[i].id) {
     case OPT_VISIBLE:
         if (strlen(value) >= sizeof o->visible)
-            return bad(err, n, name, value, "too long", forms);
+            return bad(err, n, shown, value, "too long", forms);
         o->visible_set = true;
         snprintf(o->visible, sizeof o->visible, "%s", value);
-        snprintf(o->visible_origin, sizeof o->visible_origin, "%s=\"%.60s\"", name, value);
+        named(o->visible_origin, sizeof o->visible_origin, shown, value, 60);
         return 0;
-    case OPT_LIMIT: return set_limits(o, name, value, false, forms, err, n);
-    case OPT_FRACTION: return set_limits(o, name, value, true, forms, err, n);
+    case OPT_LIMIT: return set_limits(o, shown, value, false, forms, err, n);
+    case OPT_FRACTION: return set_limits(o, shown, value, true, forms, err, n);
     case OPT_GROWTH: {
         bool b;
         if (parse_bool(value, &b, &why) != 0)
-            return bad(err, n, name, value, why.text, forms);
+            return bad(err, n, shown, value, why.text, forms);
         o->growth = b;
-        snprintf(o->growth_origin, sizeof o->growth_origin, "%s=\"%s\"", name, value);
+        named(o->growth_origin, sizeof o->growth_origin, shown, value, 60);
         return 0;
     }
-    case OPT_VIRTUAL: return set_virtual(o, name, value, forms, err, n);
+    case OPT_VIRTUAL: return set_virtual(o, shown, value, forms, err, n);
     case OPT_LOG: {
         static const char *levels[] = {"off", "error", "warn", "info", "debug"};
         for (int l = 0; l < 5; l++)
@@ -212,11 +229,22 @@ int options_set(struct options *o, const char *name, const char *value, char *er
                 o->log_level = l;
                 return 0;
             }
-        return bad(err, n, name, value, "unknown level", forms);
+        return bad(err, n, shown, value, "unknown level", forms);
     }
     case OPT_OTHER: break;
     }
     return -1;
+}
+
+int options_set(struct options *o, const char *name, const char *value, char *err, size_t n)
+{
+    return set_as(o, name, name, value, err, n);
+}
+
+int options_set_as(struct options *o, const char *name, const char *shown, const char *value,
+                   char *err, size_t n)
+{
+    return set_as(o, name, shown, value, err, n);
 }
 
 int options_from_environment(struct options *o, char *err, size_t n)

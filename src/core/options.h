@@ -54,6 +54,10 @@ void options_clear(struct options *o);
  * accepted forms in err. `origin` says where the value came from (the
  * variable itself, or a call). */
 int options_set(struct options *o, const char *name, const char *value, char *err, size_t errlen);
+/* The same for a setting given under another name (a flag of vram run:
+ * "--limit"), which its messages then name instead of the variable's. */
+int options_set_as(struct options *o, const char *name, const char *shown, const char *value,
+                   char *err, size_t errlen);
 
 /* Reads every VRAM_* variable of the environment into the layer, and
  * TF_FORCE_GPU_ALLOW_GROWTH when VRAM_ALLOW_GROWTH is unset. Unknown VRAM_*

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #define TICK_MS 50
+#define BUILTIN_DEFAULT_SHARE 0.25 /* dist/policy.conf.sample's default-budget */
 
 static void held_gone(const struct ledger_client *c, void *arg)
 {
@@ -101,8 +102,8 @@ static void reload(void)
         files_fallback();
         if (D.ngpus)
             reconcile_period(p->reconcile_ms);
-        dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directives, %d rules)", D.policy_path,
-             p->ndirectives, p->nrules);
+        dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directive%s, %d rule%s)", D.policy_path,
+             p->ndirectives, p->ndirectives == 1 ? "" : "s", p->nrules, p->nrules == 1 ? "" : "s");
         answers_admit_waiting();
     }
     free(p);
@@ -282,7 +283,8 @@ static void usage(FILE *out)
             "  --socket PATH         where clients connect (default for this user:\n"
             "                        %s;\n"
             "                        root's is " LEDGER_SYSTEM_SOCKET ")\n"
-            "  --policy FILE         the policy (default /etc/vram/policy.conf if it exists);\n"
+            "  --policy FILE         the policy (default /etc/vram/policy.conf if it exists;\n"
+            "                        without a file: default-budget 25%%, nothing else);\n"
             "                        SIGHUP reloads it; a bad file keeps the last good one\n"
             "  --check               check the policy file (against NVML's GPUs), print what\n"
             "                        it says, and exit: 0 if it is good, 1 if not\n"
@@ -300,7 +302,8 @@ static void usage(FILE *out)
             "when-full wait DURATION|fail, over-margin, reconcile-every,\n"
             "connections-per-user, first-message-within; see the sample installed as\n"
             "share/vram/policy.conf.sample and README.md. Beside the socket the daemon also\n"
-            "writes vramd.fallback: what a process may take while the daemon is down.\n",
+            "writes vramd.fallback: what a process may take while the daemon is down\n"
+            "(crashed or restarting); SIGTERM and SIGINT remove it with the socket.\n",
             sock);
 }
 
@@ -370,6 +373,14 @@ int main(int argc, char **argv)
     policy_default(policy);
     if (!D.policy_path[0] && access("/etc/vram/policy.conf", F_OK) == 0)
         snprintf(D.policy_path, sizeof D.policy_path, "/etc/vram/policy.conf");
+    /* Without a policy file a command that asks for no budget (the
+     * README's `vramd &` then `vram run -- python train.py`) gets the
+     * sample policy's default-budget rather than a refusal. A file is the
+     * administrator's word: one without default-budget means none. */
+    if (!D.policy_path[0]) {
+        policy->has_default = true;
+        policy->default_budget = (struct amount){.is_share = true, .share = BUILTIN_DEFAULT_SHARE};
+    }
     if (D.policy_path[0] && policy_load(D.policy_path, policy, err, sizeof err) != 0) {
         fprintf(stderr, "vramd: %s\n", err);
         return 1;
@@ -464,6 +475,11 @@ int main(int argc, char **argv)
     }
     dlog(L_INFO, "serving %s (%d GPUs from NVML, policy %s)", D.socket_path, D.ngpus,
          D.policy_path[0] ? D.policy_path : "none");
+    if (!D.policy_path[0])
+        dlog(L_WARN, "no policy file (no --policy, and /etc/vram/policy.conf does not exist): "
+             "the built-in policy gives a command that asks for no budget default-budget %g%% "
+             "of each GPU, and sets no caps",
+             BUILTIN_DEFAULT_SHARE * 100);
 
     for (;;) {
         struct epoll_event evs[64];
@@ -488,11 +504,20 @@ int main(int argc, char **argv)
                     if (si.ssi_signo == SIGHUP) {
                         reload();
                     } else {
-                        dlog(L_INFO, "signal %u: stopping", si.ssi_signo);
+                        /* Stopped on purpose: nothing is left that
+                         * would hold programs to a daemon that is not
+                         * coming back (the fallback file is for a crash
+                         * or a restart; the state file only this daemon
+                         * reads). */
                         struct stat st;
                         if (stat(D.socket_path, &st) == 0 && S_ISSOCK(st.st_mode))
                             unlink(D.socket_path);
+                        if (lstat(D.fallback_path, &st) == 0 && S_ISREG(st.st_mode))
+                            unlink(D.fallback_path);
                         files_flush();
+                        dlog(L_INFO, "signal %u: stopped; removed %s and %s: programs started "
+                             "from now on work without vramd, held only to their own budgets",
+                             si.ssi_signo, D.socket_path, D.fallback_path);
                         return 0;
                     }
                 }

@@ -194,6 +194,17 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
         return bad(c, "\"%s\": %s; accepted: %s", amount, why.text, AMOUNT_FORMS);
     if (parse_on(c, w, n, rest, r) != 0)
         return -1;
+    /* Two caps for one user (or group) on the same devices: which one was
+     * meant cannot be told, and the second would silently be the one. */
+    for (int k = 0; cap && k < p->nrules; k++) {
+        const struct policy_rule *o = &p->rules[k];
+        if (o->kind == RULE_CAP && o->who == r->who && strcmp(o->name, r->name) == 0 &&
+            strcmp(o->device, r->device) == 0)
+            return bad(c, "a second cap for %s %s%s%s (the first is on line %d); give one cap "
+                          "per %s and device",
+                       r->who == WHO_USER ? "user" : "group", r->name, r->device[0] ? " on " : "",
+                       r->device, o->line, r->who == WHO_USER ? "user" : "group");
+    }
     p->nrules++;
     return 0;
 }
@@ -343,9 +354,6 @@ int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
     } else if (len == 0) {
         snprintf(err, errlen, "%s: the file is empty (a file meaning no rules says so in a "
                  "comment); if it is being written, %s", path, atomically);
-    } else if (text[len - 1] != '\n') {
-        snprintf(err, errlen, "%s: the last line does not end with a newline, as in a file cut "
-                 "short while being written; %s", path, atomically);
     } else if (policy_parse(text, len, path, q, err, errlen) == 0 &&
                resolve_names(q, path, err, errlen) == 0) {
         memcpy(p, q, sizeof *q);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Budgets. A device's limit is resolved when it is first touched, because
  * a fraction needs the device's total from the driver. What is held is
@@ -177,6 +178,12 @@ static bool check_configuration(void)
                             "device%s 0%s%.0d; every GPU allocation will be refused\n",
                     l->origin, d, present == 1 ? "" : "s", present == 1 ? "" : " to ",
                     present == 1 ? 0 : present - 1);
+            b.config_bad = true;
+        } else if (total && l->kind == LIMIT_BYTES && l->bytes > total) {
+            /* As vram run and libvram: more than the device is a mistake. */
+            fprintf(stderr, "vram: error: %s gives device %d (%s) a budget of %s, more than "
+                            "it has; every GPU allocation will be refused\n",
+                    l->origin, d, format_size(total).text, format_size(l->bytes).text);
             b.config_bad = true;
         } else if (total && l->kind == LIMIT_FRACTION &&
                    (double)total * l->fraction < (double)PARSE_MEANINGFUL_BYTES) {
@@ -449,10 +456,76 @@ static struct beside beside_allocations(int c)
     return t;
 }
 
+/* Refusals said on stderr: the first on a device in full, then at most one
+ * a second, saying how many were refused since the last line, and at exit
+ * how many came after it. A program that retries smaller and smaller
+ * allocations, or a framework probing what fits, would otherwise print
+ * hundreds of the same line. */
+#define REFUSALS_EVERY_MS 1000
+static struct {
+    pthread_mutex_t mu;
+    uint64_t last_ms[BUDGET_MAX_DEVICES];
+    unsigned unsaid[BUDGET_MAX_DEVICES];
+    bool said[BUDGET_MAX_DEVICES];
+    /* As said, for the line at exit, when the driver may be gone. */
+    char uuid[BUDGET_MAX_DEVICES][UUID_TEXT_SIZE];
+} refusals = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Whether to say this refusal on dev; *since: how many were not said
+ * since the last line. */
+static bool say_refusal(int dev, unsigned *since)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t now = (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+    pthread_mutex_lock(&refusals.mu);
+    bool say = !refusals.said[dev] || now - refusals.last_ms[dev] >= REFUSALS_EVERY_MS;
+    *since = refusals.unsaid[dev];
+    if (say) {
+        refusals.said[dev] = true;
+        refusals.last_ms[dev] = now;
+        refusals.unsaid[dev] = 0;
+    } else {
+        refusals.unsaid[dev]++;
+    }
+    pthread_mutex_unlock(&refusals.mu);
+    return say;
+}
+
+/* "GPU-5a1d...": the device as vram top and nvidia-smi name it beside
+ * their own index, which may not be this program's. */
+static const char *uuid_text_of(int dev, char *buf)
+{
+    if (!b.uuid_of || b.uuid_of(dev, buf) != 0)
+        snprintf(buf, UUID_TEXT_SIZE, "device-%d", dev);
+    return buf;
+}
+
+__attribute__((destructor)) static void refusals_unsaid(void)
+{
+    if (log_level() < LOG_ERROR || pthread_mutex_trylock(&refusals.mu) != 0)
+        return;
+    for (int d = 0; d < BUDGET_MAX_DEVICES; d++)
+        if (refusals.unsaid[d])
+            vlog(LOG_ERROR, "device %d (%s): %u more allocation%s refused after the last line "
+                 "above", d, refusals.uuid[d], refusals.unsaid[d],
+                 refusals.unsaid[d] == 1 ? "" : "s");
+    pthread_mutex_unlock(&refusals.mu);
+}
+
 void budget_report_oom(int dev, uint64_t requested, const char *call)
 {
-    if (log_level() < LOG_ERROR)
+    unsigned since;
+    if (log_level() < LOG_ERROR || dev < 0 || dev >= BUDGET_MAX_DEVICES ||
+        !say_refusal(dev, &since))
         return;
+    char uuid[UUID_TEXT_SIZE], more[96] = "";
+    uuid_text_of(dev, uuid);
+    pthread_mutex_lock(&refusals.mu);
+    memcpy(refusals.uuid[dev], uuid, sizeof uuid);
+    pthread_mutex_unlock(&refusals.mu);
+    if (since)
+        snprintf(more, sizeof more, " (and %u more refused since the last line)", since);
     struct top t = {.dev = dev};
     for (int s = 0; s < SHARDS; s++) {
         vram_lock_acquire(&shards[s].lock);
@@ -467,17 +540,17 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
                               (unsigned long long)t.key[i], kind_name[t.kind[i]]);
     int c = atomic_load(&b.cdev[dev]);
     if (b.join_error)
-        vlog(LOG_ERROR, "%s refused on device %d: this process could not join its command's "
-             "budget (see above)", call, dev);
+        vlog(LOG_ERROR, "%s refused on device %d (%s): this process could not join its "
+             "command's budget (see above)%s", call, dev, uuid, more);
     else if (b.config_bad)
-        vlog(LOG_ERROR, "%s refused on device %d: the budget configuration is invalid (see above)",
-             call, dev);
+        vlog(LOG_ERROR, "%s refused on device %d (%s): the budget configuration is invalid (see "
+             "above)%s", call, dev, uuid, more);
     else if (b.denied[dev])
-        vlog(LOG_ERROR, "%s refused on device %d: vramd granted no memory: %s", call, dev,
-             b.denied[dev]);
+        vlog(LOG_ERROR, "%s refused on device %d (%s): vramd granted no memory: %s%s", call, dev,
+             uuid, b.denied[dev], more);
     else if (c < 0 || command_claim_error())
-        vlog(LOG_ERROR, "%s refused on device %d: %s", call, dev,
-             c < 0 ? "the device has no budget accounting" : command_claim_error());
+        vlog(LOG_ERROR, "%s refused on device %d (%s): %s%s", call, dev, uuid,
+             c < 0 ? "the device has no budget accounting" : command_claim_error(), more);
     else if (command_mode() == COMMAND_SHARED) {
         uint64_t all = command_used(c), mine = command_own_used(c);
         int others = command_processes(c) - (mine != 0);
@@ -486,17 +559,18 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
             snprintf(split, sizeof split, ", %d other process%s %s", others,
                      others == 1 ? "" : "es", format_size(all > mine ? all - mine : 0).text);
         vlog(LOG_ERROR,
-             "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d budget %s, in use %s by the "
-             "command (this process %s%s%s), requested %s%s",
-             call, dev, format_size(b.limit[dev]).text, format_size(all).text,
+             "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d (%s) budget %s, in use %s by "
+             "the command (this process %s%s%s), requested %s%s%s",
+             call, dev, uuid, format_size(b.limit[dev]).text, format_size(all).text,
              format_size(mine).text, beside_allocations(c).text, split,
-             format_size(requested).text, holders);
+             format_size(requested).text, holders, more);
     } else
         vlog(LOG_ERROR,
-             "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d budget %s, in use %s%s, "
-             "requested %s%s",
-             call, dev, format_size(b.limit[dev]).text, format_size(command_own_used(c)).text,
-             beside_allocations(c).text, format_size(requested).text, holders);
+             "%s refused with CUDA_ERROR_OUT_OF_MEMORY: device %d (%s) budget %s, in use %s%s, "
+             "requested %s%s%s",
+             call, dev, uuid, format_size(b.limit[dev]).text,
+             format_size(command_own_used(c)).text, beside_allocations(c).text,
+             format_size(requested).text, holders, more);
 }
 
 unsigned budget_refusal(int dev, uint64_t *in_use)
@@ -517,6 +591,10 @@ void budget_after_fork(void)
 {
     /* What the command's state needs is done by command.c's own handler. */
     pthread_mutex_init(&b.resolve, NULL);
+    pthread_mutex_init(&refusals.mu, NULL);
+    /* The parent's to say, not ours; the child's first is said in full. */
+    memset(refusals.unsaid, 0, sizeof refusals.unsaid);
+    memset(refusals.said, 0, sizeof refusals.said);
     for (int s = 0; s < SHARDS; s++) {
         vram_lock_init(&shards[s].lock);
         addrmap_destroy(&shards[s].map);

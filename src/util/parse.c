@@ -118,12 +118,12 @@ int parse_size(const char *s, uint64_t *out, parse_why *why)
     } else if (*rest == 0 || strcmp(rest, "i") == 0 || strcmp(rest, "iB") == 0 ||
                strcmp(rest, "ib") == 0) { /* 4Gi: Kubernetes' way of writing 4GiB */
         mult = (double)((uint64_t)1 << (10 * power));
-    } else if (strcmp(rest, "B") == 0) {
+    } else if (strcmp(rest, "B") == 0 || strcmp(rest, "b") == 0) {
+        /* 4gb as people write it: bytes (a memory budget is never bits),
+         * in powers of 1000 as 4GB. */
         mult = 1;
         for (int i = 0; i < power; i++)
             mult *= 1000.0;
-    } else if (strcmp(rest, "b") == 0) {
-        return fail(why, "unit \"%s\" is bits; use %ciB or %c for bytes", unit, letter, letter);
     } else {
         return fail(why, "unknown unit \"%s\"", unit);
     }
@@ -152,6 +152,9 @@ int parse_fraction(const char *s, double *out, parse_why *why)
     }
     if (!(v > 0.0))
         return fail(why, "a fraction must be greater than 0");
+    if (v > 1.0 && !*end && v <= 100.0)
+        return fail(why, "a fraction cannot be more than 1 (100%%); for %g percent write %g%% "
+                         "or %g", v, v, v / 100.0);
     if (v > 1.0)
         return fail(why, "a fraction cannot be more than 1 (100%%)");
     *out = v;

@@ -17,7 +17,8 @@
 /* Accepted forms, for error messages. */
 #define PARSE_SIZE_FORMS                                                                       \
     "a number with a unit: K, M, G, T, Ki, Mi, Gi, Ti, KiB, MiB, GiB, TiB (powers of 1024), "  \
-    "KB, MB, GB, TB (powers of 1000) or B; e.g. 4G, 4Gi, 4GiB, 512MiB, 1.5GiB; a number "     \
+    "KB, MB, GB, TB (powers of 1000; 4gb is 4GB) or B; e.g. 4G, 4Gi, 4GiB, 512MiB, 1.5GiB; "  \
+    "a number "                                                                                \
     "without a unit is bytes, and at least 1 MiB (1048576)"
 #define PARSE_FRACTION_FORMS "a fraction in (0, 1] such as 0.33, or a percentage such as 33%"
 #define PARSE_BOOL_FORMS "true or false (also 1/0, yes/no, on/off)"

@@ -169,7 +169,7 @@ names = [e["name"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get
 sys.exit(names != ["refused: " + sys.argv[2]])' "$tmp/why.json" "$why"
 }
 check "a refusal for bad settings says so" \
-  refusal_reason "bad budget settings" VRAM_MEMORY_LIMIT=4Gb
+  refusal_reason "bad budget settings" VRAM_MEMORY_LIMIT=4Gx
 check "a refusal for a command that cannot be joined says so" \
   refusal_reason "budget unavailable" VRAM_MEMORY_LIMIT=1GiB VRAM_COMMAND=00000000:1/3
 

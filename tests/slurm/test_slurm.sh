@@ -128,19 +128,19 @@ C=$((392 << 20))
 srun --help 2>&1 | grep -q -- "--gpu-mem=SIZE" && passed=$((passed + 1)) || { echo "FAIL: srun --help lists --gpu-mem"; failures=$((failures + 1)); }
 timeout 60 srun --gpu-mem=4G "$grab" A 1 >"$W/out/a" 2>&1
 check "srun: the task sees its budget and takes what its context leaves" contains "$W/out/a" "RESULT A 4294967296 $((4294967296 - C)) ok"
-check "srun: the task's peak in the job's output" contains "$W/out/a" "^vram: GPU 0: peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)$"
+check "srun: the task's peak in the job's output" contains "$W/out/a" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)$"
 timeout 60 srun --gpu-mem=3G "$grab" B 1 >"$W/out/b" 2>&1
-check "srun: out of memory at the budget" contains "$W/out/b" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 budget 3.00 GiB"
+check "srun: out of memory at the budget" contains "$W/out/b" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 (GPU-[-0-9a-f]*) budget 3.00 GiB"
 timeout 60 srun --gpu-mem=lots true >"$W/out/bad" 2>&1; rc=$?
 check "a bad value is refused" test $rc != 0
 check "and named with the accepted forms" contains "$W/out/bad" '--gpu-mem=lots: .*accepted: a size such as 4G'
-timeout 60 sbatch --gpu-mem=4Gb --wrap true >"$W/out/bad2" 2>&1; rc=$?
-check "sbatch refuses a bad value at submission" sh -c "[ $rc != 0 ] && grep -q 'gpu-mem=4Gb' '$W/out/bad2'"
+timeout 60 sbatch --gpu-mem=4Gx --wrap true >"$W/out/bad2" 2>&1; rc=$?
+check "sbatch refuses a bad value at submission" sh -c "[ $rc != 0 ] && grep -q 'gpu-mem=4Gx' '$W/out/bad2'"
 jid=$(timeout 30 sbatch --parsable --gpu-mem=5G -o "$W/out/s-%j" --wrap "'$grab' S 1")
 check "sbatch accepted" test -n "$jid"
 wait_for 30 sh -c "! squeue -h -j $jid 2>/dev/null | grep -q ."
 check "sbatch: the batch task has the budget" contains "$W/out/s-$jid" "RESULT S 5368709120 $((5368709120 - C)) ok"
-check "sbatch: the peak in the job's output" contains "$W/out/s-$jid" "^vram: GPU 0: peak 5.00 GiB of 5.00 GiB budget (context 392.00 MiB)$"
+check "sbatch: the peak in the job's output" contains "$W/out/s-$jid" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 5.00 GiB of 5.00 GiB budget (context 392.00 MiB)$"
 timeout 60 srun --gpu-mem=0=2G "$grab" P 1 >"$W/out/p" 2>&1
 check "the per-device form" contains "$W/out/p" "RESULT P 2147483648 0 OOM"
 
@@ -181,15 +181,15 @@ VRAM_SIM_CONTEXT_SIZE=0 timeout 60 srun --gpu-mem=4G bash -c "
 check "a task's processes share its budget: the first takes 3 of 4 GiB" contains "$W/out/m1" "^HELD"
 check "the second is refused at the task's budget" contains "$W/out/m2" "^REFUSED"
 check "the third gets the last GiB" contains "$W/out/m3" "^HELD"
-check "and the refusal names the task's use" contains "$W/out/m" "device 0 budget 4.00 GiB, in use 3.00 GiB by the command"
+check "and the refusal names the task's use" contains "$W/out/m" "device 0 (GPU-[-0-9a-f]*) budget 4.00 GiB, in use 3.00 GiB by the command"
 check "the step is one job of the ledger" grep -q '"role":"job","command":"job","job":"[0-9]*\.0","budget":4294967296,"used":3221225472' "$W/out/mledger"
 check "with its process, inside its grant" grep -q '"role":"process","command":"member","job":"[0-9]*\.0","budget":0,"used":3221225472' "$W/out/mledger"
-check "the peak of the task in the job's output" contains "$W/out/m" "^vram: GPU 0: peak 4.00 GiB of 4.00 GiB budget; 1 allocation refused$"
+check "the peak of the task in the job's output" contains "$W/out/m" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget; 1 allocation refused$"
 check "the task's processes never asked vramd themselves" sh -c "! grep -q '(root, member): granted' '$W/log/vramd.log'"
 VRAM_SIM_CONTEXT_SIZE=0 timeout 60 srun -n2 --gpu-mem=4G "$grab" T 1 >"$W/out/t" 2>&1
 check "two tasks: each its own budget" sh -c "[ \$(grep -c 'RESULT T 4294967296 4294967296 ok' '$W/out/t') = 2 ]"
 check "two tasks: one grant for the step" grep -q "job [0-9]*\.0 (root): granted 8.00 GiB" "$W/log/vramd.log"
-check "two tasks: each one's peak" sh -c "grep -q '^vram: task 0: GPU 0: peak 4.00 GiB of 4.00 GiB budget$' '$W/out/t' && grep -q '^vram: task 1: GPU 0: peak 4.00 GiB of 4.00 GiB budget$' '$W/out/t'"
+check "two tasks: each one's peak" sh -c "grep -q '^vram: task 0: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget$' '$W/out/t' && grep -q '^vram: task 1: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget$' '$W/out/t'"
 
 # --- a cancelled job's grant leaves the ledger -------------------------------------------
 jid=$(timeout 30 sbatch --parsable --gpu-mem=4G -o "$W/out/z" --wrap "'$grab' Z 600")
