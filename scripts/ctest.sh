@@ -13,7 +13,8 @@
 # counted as left there. Whatever else is left when ctest ends is listed,
 # and fails the run.
 #
-# Processes. Every process the tests start inherits VRAM_CTEST_RUN, a token
+# Processes. Every process the tests start inherits CTEST_VRAM_RUN (not a
+# VRAM_ name: vram warns about unknown ones), a token
 # of this run, in its environment; one that still runs a few seconds after
 # ctest ended is listed, killed, and fails the run. (A process that empties
 # its environment escapes this; none of ours does.)
@@ -52,7 +53,7 @@ else
 fi
 
 token=$$-$(date +%s%N)
-export VRAM_CTEST_RUN=$token
+export CTEST_VRAM_RUN=$token
 (cd "$build" && ctest "$@")
 rc=$?
 
@@ -65,7 +66,7 @@ find_strays() {
     [ "$p" = $$ ] && continue
     mapfile -t -d '' env 2>/dev/null <"/proc/$p/environ" || continue
     for v in "${env[@]}"; do
-      [ "$v" = "VRAM_CTEST_RUN=$token" ] && { strays+=("$p"); break; }
+      [ "$v" = "CTEST_VRAM_RUN=$token" ] && { strays+=("$p"); break; }
     done
   done
 }

@@ -40,7 +40,7 @@ daemon="$src/src/daemon/daemon.c $src/src/daemon/identity.c $src/src/daemon/answ
 record="$src/src/record/reader.c $src/src/record/usage.c $src/src/record/summary.c
         $src/src/record/timeline.c $src/src/record/recording.c $src/src/record/formats.c
         $src/src/record/export_csv.c $src/src/record/export_trace.c
-        $src/src/util/addrmap.c"
+        $src/src/util/addrmap.c $src/src/util/json.c"
 for target in ${FUZZ_TARGETS:-protocol policy daemon record}; do
   case $target in
     protocol) extra=$ledger ;;
