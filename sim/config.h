@@ -6,6 +6,7 @@
 #ifndef VRAM_SIM_CONFIG_H
 #define VRAM_SIM_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The profile. */
@@ -21,18 +22,38 @@
 #define SIM_DRIVER_VERSION_TEXT "580.65.06"
 #define SIM_NVML_VERSION_TEXT "13.580.65.06"
 /* Device memory a CUDA context takes on the profile, unless
- * VRAM_SIM_CONTEXT_SIZE says otherwise: 392 MiB. A bare context's cost
- * grows with the SM count; llama.cpp PR #23604 measured 107 MiB on an RTX
- * 4060 Ti (34 SMs) and 555 MiB on an RTX PRO 6000 Blackwell (188 SMs) for
- * a primary context and nothing else. The line through those two points at
- * the H100's 132 SMs, rounded to whole 2 MiB pages, is 392 MiB. */
-#define SIM_CONTEXT_SIZE_DEFAULT (392ull << 20)
+ * VRAM_SIM_CONTEXT_SIZE says otherwise: 518 MiB, measured on an H100 80GB
+ * HBM3 with driver 580.159.04 and CUDA 13.0 on 2026-11-26 (issue 21): a
+ * budget of 4,096 MiB left 3,578 MiB to the CUDA runtime, the driver API,
+ * PyTorch and CuPy alike, and `vram run` measured the primary context at
+ * 518 MiB through NVML's per-process figure. (Before that measurement the
+ * profile interpolated 392 MiB from llama.cpp PR #23604's two GPUs.) */
+#define SIM_CONTEXT_SIZE_DEFAULT (518ull << 20)
+/* Device memory the driver takes on its own when a module's first kernel
+ * is launched: with CUDA_MODULE_LOADING=LAZY (the default since CUDA 12.2)
+ * a module's code reaches the device only then, outside every call that
+ * loads or allocates; with EAGER it is taken at the module's load. One 2
+ * MiB device page per module, so that a ResNet-like program of some fifty
+ * modules, each launched, holds about 100 MiB more in NVML's per-process
+ * figure than it allocated and loaded: on the same H100, ResNet-50 under
+ * `vram run --limit 16GiB` showed 4,390 MiB in nvidia-smi against a
+ * counted peak of 4.18 GiB (4,280 MiB), 111 MiB more (issue 21). */
+#define SIM_LAZY_CODE_SIZE (2ull << 20)
+/* A stream-ordered pool grows its reservation by at least this much: a
+ * 12-byte cudaMallocAsync left a pool holding 33,554,432 bytes (CuPy PR
+ * #5177, measured by its author on CUDA 11.3), and PyTorch's
+ * cudaMallocAsync backend ended 12 MiB over a 4 GiB budget on the H100
+ * (issue 21). A larger request grows it by the request, in 2 MiB pages. */
+#define SIM_POOL_CHUNK (32ull << 20)
 
 /* Fills total[] (SIM_MAX_DEVICES entries) and returns the device count, or
  * -1 after printing what is wrong with VRAM_SIM_DEVICES. */
 int sim_config_devices(uint64_t *total);
 /* VRAM_SIM_CONTEXT_SIZE, or the profile's; -1 after printing what is wrong. */
 int sim_config_context_size(uint64_t *bytes);
+/* CUDA_MODULE_LOADING: *lazy true for LAZY (and when unset, the driver's
+ * default), false for EAGER; -1 after printing what is wrong. */
+int sim_config_module_loading(bool *lazy);
 void sim_config_uuid(int phys, unsigned char out[16]);
 /* "GPU-5a1d0e5a-a000-4000-8000-000000000000" */
 void sim_config_uuid_text(int phys, char out[48]);

@@ -1,11 +1,14 @@
 /* pools: stream-ordered allocation from default and user pools. A pool is
- * charged to the shared occupancy by its reservation, which grows in 2 MiB
- * steps and shrinks to the release threshold when memory is freed (the
- * simulator's streams have always finished the work a free waits for). */
+ * charged to the shared occupancy by its reservation, which grows by at
+ * least SIM_POOL_CHUNK (config.h; by the request in 2 MiB pages when it is
+ * larger, or when the device has no room for a whole chunk) and shrinks to
+ * the release threshold when memory is freed (the simulator's streams have
+ * always finished the work a free waits for). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "../src/cuda/granularity.h"
+#include "config.h"
 #include "sim.h"
 
 #include <pthread.h>
@@ -64,7 +67,9 @@ static CUresult alloc_from(CUdeviceptr *dptr, size_t bytes, CUmemoryPool p)
     pthread_mutex_lock(&mu);
     if (p->used + charge > p->reserved) {
         uint64_t grow = (p->used + charge - p->reserved + DEVICE_PAGE - 1) & ~(DEVICE_PAGE - 1);
-        if ((rc = sim_charge(p->dev, grow)) != CUDA_SUCCESS) {
+        if (grow < SIM_POOL_CHUNK && sim_charge(p->dev, SIM_POOL_CHUNK) == CUDA_SUCCESS)
+            grow = SIM_POOL_CHUNK;
+        else if ((rc = sim_charge(p->dev, grow)) != CUDA_SUCCESS) {
             pthread_mutex_unlock(&mu);
             sim_unmap(mem, bytes);
             return rc;
