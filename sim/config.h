@@ -32,18 +32,23 @@
 /* Device memory the driver takes on its own when a module's first kernel
  * is launched: with CUDA_MODULE_LOADING=LAZY (the default since CUDA 12.2)
  * a module's code reaches the device only then, outside every call that
- * loads or allocates; with EAGER it is taken at the module's load. One 2
- * MiB device page per module, so that a ResNet-like program of some fifty
- * modules, each launched, holds about 100 MiB more in NVML's per-process
- * figure than it allocated and loaded: on the same H100, ResNet-50 under
- * `vram run --limit 16GiB` showed 4,390 MiB in nvidia-smi against a
- * counted peak of 4.18 GiB (4,280 MiB), 111 MiB more (issue 21). */
-#define SIM_LAZY_CODE_SIZE (2ull << 20)
-/* A stream-ordered pool grows its reservation by at least this much: a
- * 12-byte cudaMallocAsync left a pool holding 33,554,432 bytes (CuPy PR
- * #5177, measured by its author on CUDA 11.3), and PyTorch's
- * cudaMallocAsync backend ended 12 MiB over a 4 GiB budget on the H100
- * (issue 21). A larger request grows it by the request, in 2 MiB pages. */
+ * loads or allocates; with EAGER it is taken at the module's load. The
+ * code goes into each device's code memory, which grows in 2 MiB steps:
+ * on the H100 of 2026-11-26, 200 tiny kernels launched for the first time
+ * took one step (NVML's figure 545,259,520 -> 547,356,672 bytes). The
+ * simulator puts each module's image there (its code, as far as the
+ * simulator knows), so that a ResNet-like program of some fifty modules
+ * of 2 MiB, each launched, holds about 100 MiB more in NVML's
+ * per-process figure than it allocated and loaded: ResNet-50 there held
+ * 89 MiB more in nvidia-smi than vram counted (4,320 MiB against 4,231),
+ * and 88 MiB more than its 3 GiB budget. */
+#define SIM_CODE_STEP (2ull << 20)
+/* A stream-ordered pool grows its reservation by at least this much: on
+ * the same H100 the default pool's CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+ * was 32 MiB after live allocations of 1 B, 1 MiB or 3 MiB, 64 MiB after
+ * 33 MiB, 160 MiB after 100 MiB (so 32 MiB chunks), 1,184 MiB after 1 GiB;
+ * a 12-byte cudaMallocAsync left 33,554,432 bytes reserved in CuPy PR
+ * #5177 too: a pool holds its live allocations in whole chunks. */
 #define SIM_POOL_CHUNK (32ull << 20)
 
 /* Fills total[] (SIM_MAX_DEVICES entries) and returns the device count, or

@@ -2,10 +2,11 @@
  *
  * Code loads as on a GPU: a module costs its image's size in device memory
  * (charged like an allocation, from load to unload), and its functions are
- * found by name. Its code takes SIM_LAZY_CODE_SIZE more (config.h) when
- * its first kernel is launched, as under CUDA_MODULE_LOADING=LAZY, the
+ * found by name. Its code (its image's size again) goes into the device's
+ * code memory, which grows in SIM_CODE_STEP steps (config.h), when its
+ * first kernel is launched, as under CUDA_MODULE_LOADING=LAZY, the
  * driver's default: memory no loading or allocating call asked for, until
- * the module is unloaded; with EAGER it is taken at the load. Nothing runs:
+ * the module is unloaded; with EAGER at the load. Nothing runs:
  * every launch, the legacy ones (cuLaunch, cuLaunchGrid, set up by
  * cuFuncSetBlockShape and cuParamSet*) included, is accepted and does
  * nothing, and says so in one line under VRAM_LOG=debug.
@@ -37,8 +38,8 @@ struct CUfunc_st {
 
 struct CUmod_st {
     int dev;
-    uint64_t charge; /* the image, and its code once on the device */
-    bool code;       /* the code is on the device (charged) */
+    uint64_t charge; /* the image */
+    bool code;       /* its code is in the device's code memory */
     size_t size;
     unsigned char *image; /* our copy, to find names in */
     pthread_mutex_t mu;
@@ -61,6 +62,40 @@ struct CUlinkState_st {
     size_t size;
 };
 
+/* Each device's code memory: what the modules' code holds in it, and what
+ * it takes of the device (whole steps). */
+static pthread_mutex_t code_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t code_used[SIM_MAX_DEVICES], code_taken[SIM_MAX_DEVICES];
+
+static uint64_t code_steps(uint64_t bytes)
+{
+    return (bytes + SIM_CODE_STEP - 1) / SIM_CODE_STEP * SIM_CODE_STEP;
+}
+
+static CUresult code_in(int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&code_mu);
+    uint64_t need = code_steps(code_used[dev] + bytes);
+    CUresult rc = need > code_taken[dev] ? sim_charge(dev, need - code_taken[dev]) : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS) {
+        code_used[dev] += bytes;
+        if (need > code_taken[dev])
+            code_taken[dev] = need;
+    }
+    pthread_mutex_unlock(&code_mu);
+    return rc;
+}
+
+static void code_out(int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&code_mu);
+    code_used[dev] -= bytes;
+    uint64_t keep = code_steps(code_used[dev]);
+    sim_uncharge(dev, code_taken[dev] - keep);
+    code_taken[dev] = keep;
+    pthread_mutex_unlock(&code_mu);
+}
+
 static CUresult load(CUmodule *out, const void *image, size_t size_hint)
 {
     int dev;
@@ -82,14 +117,19 @@ static CUresult load(CUmodule *out, const void *image, size_t size_hint)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     memcpy(copy, start, size);
-    bool eager = !sim_lazy_loading();
-    uint64_t charge = device_charge(size) + (eager ? SIM_LAZY_CODE_SIZE : 0);
+    uint64_t charge = device_charge(size);
     if ((rc = sim_charge(dev, charge)) != CUDA_SUCCESS) {
         free(copy);
         free(m);
         return rc;
     }
-    *m = (struct CUmod_st){dev, charge, eager, size, copy};
+    if (!sim_lazy_loading() && (rc = code_in(dev, size)) != CUDA_SUCCESS) {
+        sim_uncharge(dev, charge);
+        free(copy);
+        free(m);
+        return rc;
+    }
+    *m = (struct CUmod_st){dev, charge, !sim_lazy_loading(), size, copy};
     pthread_mutex_init(&m->mu, NULL);
     *out = m;
     return CUDA_SUCCESS;
@@ -158,6 +198,8 @@ EXPORT CUresult cuModuleUnload(CUmodule hmod)
     if (!hmod)
         return CUDA_ERROR_INVALID_HANDLE;
     sim_uncharge(hmod->dev, hmod->charge);
+    if (hmod->code)
+        code_out(hmod->dev, hmod->size);
     for (struct CUfunc_st *f = hmod->functions, *next; f; f = next) {
         next = f->next;
         free(f);
@@ -465,14 +507,9 @@ static CUresult launch(const char *call, CUfunction f)
         return CUDA_ERROR_INVALID_HANDLE;
     CUmodule m = f->mod;
     pthread_mutex_lock(&m->mu);
-    if (!m->code) {
-        /* As a GPU's driver does: a launch whose code finds no room fails. */
-        rc = sim_charge(m->dev, SIM_LAZY_CODE_SIZE);
-        if (rc == CUDA_SUCCESS) {
-            m->code = true;
-            m->charge += SIM_LAZY_CODE_SIZE;
-        }
-    }
+    /* As a GPU's driver does: a launch whose code finds no room fails. */
+    if (!m->code && (rc = code_in(m->dev, m->size)) == CUDA_SUCCESS)
+        m->code = true;
     pthread_mutex_unlock(&m->mu);
     if (rc == CUDA_SUCCESS)
         sim_log(4, "%s(%s): accepted; the simulated GPU runs no kernels", call, f->name);

@@ -186,12 +186,13 @@ static void resolution(void)
     CHECK(free_now() == ROOM);
 }
 
-/* Stream-ordered pools are charged what they reserve, not what is live. */
+/* Stream-ordered pools are charged what they reserve, not what is live: on
+ * the simulated H100 as on a GPU, whole 32 MiB chunks. */
 static void pools(void)
 {
     CUdeviceptr a, b;
     CHECK(cuMemAllocAsync(&a, 600 * MiB, NULL) == CUDA_SUCCESS);
-    CHECK(free_now() == 424 * MiB);
+    CHECK(free_now() == ROOM - 608 * MiB);
     CHECK(cuMemAllocAsync(&b, 600 * MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS); /* threshold 0: the pool shrinks */
     CHECK(free_now() == ROOM);
@@ -226,7 +227,7 @@ static void pools(void)
     CHECK(ptsz != (PFN_cuMemAllocAsync)cuMemAllocAsync); /* the _ptsz hook, not the plain one */
     CHECK(ptsz(&a, 2 * GiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(ptsz(&a, 100 * MiB, NULL) == CUDA_SUCCESS);
-    CHECK(free_now() == ROOM - 100 * MiB);
+    CHECK(free_now() == ROOM - 128 * MiB);
     CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS);
     CHECK(free_now() == ROOM);
 }
