@@ -35,6 +35,8 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
 CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
 CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxAttach(CUcontext *, unsigned int);
+CUresult cuCtxDetach(CUcontext);
 CUresult cuCtxPushCurrent_v2(CUcontext);
 CUresult cuCtxPopCurrent_v2(CUcontext *);
 CUresult cuCtxSetCurrent(CUcontext);
@@ -229,6 +231,33 @@ static void created_contexts(void)
     CHECK(destroy(a) == CUDA_SUCCESS);
     NVML_OWN(0, CTX);
     CHECK(cuCtxSetCurrent(primary[0]) == CUDA_SUCCESS);
+    VIEW(0, BUDGET0, CTX);
+}
+
+/* The legacy way (PyCUDA's Context.attach() and .detach()): a created
+ * context has one user, cuCtxAttach adds one, cuCtxDetach takes one away
+ * and the last destroys it. Its charge goes with it, not before: twenty
+ * rounds leave the budget where it was. */
+static void attached_contexts(void)
+{
+    for (int i = 0; i < 20; i++) {
+        CUcontext a, b;
+        CHECK(cuCtxCreate_v2(&a, 0, 0) == CUDA_SUCCESS);
+        CHECK(cuCtxAttach(&b, 0) == CUDA_SUCCESS && b == a);
+        VIEW(0, BUDGET0, 2 * CTX);
+        CHECK(cuCtxDetach(a) == CUDA_SUCCESS); /* one user left */
+        NVML_OWN(0, 2 * CTX);
+        VIEW(0, BUDGET0, 2 * CTX);
+        CHECK(cuCtxDetach(a) == CUDA_SUCCESS); /* the last: destroyed */
+        NVML_OWN(0, CTX);
+        CHECK(cuCtxSetCurrent(primary[0]) == CUDA_SUCCESS);
+        VIEW(0, BUDGET0, CTX);
+    }
+    /* The primary context's users are its retains. */
+    CUcontext p;
+    CHECK(cuCtxAttach(&p, 0) == CUDA_SUCCESS && p == primary[0]);
+    CHECK(cuCtxDetach(p) == CUDA_SUCCESS);
+    NVML_OWN(0, CTX);
     VIEW(0, BUDGET0, CTX);
 }
 
@@ -545,6 +574,7 @@ int main(int argc, char **argv)
     nvml_up();
     primary_contexts();
     created_contexts();
+    attached_contexts();
     modules();
     every_family();
     if (strcmp(mode, "process") != 0)

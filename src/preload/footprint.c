@@ -132,7 +132,15 @@ bool footprint_room(struct footprint_charges *t)
 
 void footprint_charged(struct footprint_charges *t, const void *handle, int dev, uint64_t bytes)
 {
-    t->v[t->n++] = (struct footprint_charge){handle, dev, bytes};
+    t->v[t->n++] = (struct footprint_charge){handle, dev, bytes, 1};
+}
+
+struct footprint_charge *footprint_find(struct footprint_charges *t, const void *handle)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i].handle == handle)
+            return &t->v[i];
+    return NULL;
 }
 
 bool footprint_ended(struct footprint_charges *t, const void *handle, enum command_part part,

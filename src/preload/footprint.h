@@ -65,6 +65,7 @@ struct footprint_charges {
         const void *handle;
         int dev;
         uint64_t bytes;
+        int users; /* a context's: 1, and one per cuCtxAttach not detached */
     } *v;
     int n, cap;
 };
@@ -78,6 +79,8 @@ void footprint_charged(struct footprint_charges *t, const void *handle, int dev,
  * recorded as a free of `family`. false if `handle` was not charged. */
 bool footprint_ended(struct footprint_charges *t, const void *handle, enum command_part part,
                      enum record_family family);
+/* The charge of `handle`, or NULL. */
+struct footprint_charge *footprint_find(struct footprint_charges *t, const void *handle);
 /* Forgets them all (a forked child holds none). */
 void footprint_forget(struct footprint_charges *t);
 
