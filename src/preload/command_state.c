@@ -227,6 +227,7 @@ void command_summarize(struct command_owner *o, struct command_summary *out)
         e->refused = atomic_load(&s->device[d].refused);
         for (int p = 0; p < COMMAND_PARTS; p++)
             e->part[p] = atomic_load(&s->device[d].part_peak[p]);
+        e->nvml_peak = atomic_load(&s->device[d].nvml_peak);
     }
     uint32_t nr = atomic_load(&s->records);
     for (uint32_t r = 0; r < nr && r < COMMAND_MAX_RECORDS; r++) {
@@ -258,11 +259,18 @@ void command_peak_line(const struct command_summary *s, int i, char *out, size_t
     int len = snprintf(out, n, "GPU %d: peak %s of %s budget%s", e->ordinal,
                        format_size(e->peak).text, format_size(e->budget).text,
                        s->mode == COMMAND_PER_PROCESS ? " per process" : "");
-    uint64_t ctx = e->part[COMMAND_CONTEXTS], mod = e->part[COMMAND_MODULES];
-    if ((ctx || mod) && len >= 0 && (size_t)len < n)
-        len += snprintf(out + len, n - (size_t)len, " (%s%s%s%s%s)", ctx ? "context " : "",
-                        ctx ? format_size(ctx).text : "", ctx && mod ? ", " : "",
-                        mod ? "modules " : "", mod ? format_size(mod).text : "");
+    static const char *const name[COMMAND_PARTS] = {"context", "modules", "driver"};
+    for (int p = 0, said = 0; p < COMMAND_PARTS; p++)
+        if (e->part[p] && len >= 0 && (size_t)len < n)
+            len += snprintf(out + len, n - (size_t)len, "%s%s %s", said++ ? ", " : " (", name[p],
+                            format_size(e->part[p]).text);
+    if ((e->part[COMMAND_CONTEXTS] || e->part[COMMAND_MODULES] || e->part[COMMAND_DRIVER]) &&
+        len >= 0 && (size_t)len < n)
+        len += snprintf(out + len, n - (size_t)len, ")");
+    /* NVML's own figure, where it saw more than vram counted. */
+    if (e->nvml_peak > e->peak && len >= 0 && (size_t)len < n)
+        len += snprintf(out + len, n - (size_t)len, "; NVML showed %s",
+                        format_size(e->nvml_peak).text);
     if (e->refused && len >= 0 && (size_t)len < n)
         snprintf(out + len, n - (size_t)len, "; %llu allocation%s refused",
                  (unsigned long long)e->refused, e->refused == 1 ? "" : "s");

@@ -23,6 +23,7 @@
  * Contexts are made and ended one at a time in a process (footprint_lock):
  * they are rare, and a measure must not see another one's memory.
  */
+#include "driver_memory.h"
 #include "footprint.h"
 #include "interposer.h"
 
@@ -125,6 +126,8 @@ static CUresult charged(const struct maker *m, const char *call, CUcontext *out,
     *charge = cost;
     record_context(dev, (uint64_t)(uintptr_t)*out);
     record_alloc(RECORD_CONTEXT_MEMORY, dev, (uint64_t)(uintptr_t)*out, cost, 0);
+    /* From now on the driver may take memory here on its own. */
+    driver_memory_watch(dev);
     return CUDA_SUCCESS;
 }
 
@@ -387,6 +390,7 @@ static void after_fork_parent(void) { footprint_unlock(); }
 static void after_fork_child(void)
 {
     footprint_after_fork();
+    driver_memory_after_fork();
     footprint_forget(&cx.created);
     for (int d = 0; d < BUDGET_MAX_DEVICES; d++)
         cx.primary[d].refs = 0, cx.primary[d].charge = 0;

@@ -55,6 +55,12 @@ void footprint_begin(struct footprint *f, int dev, CUcontext ctx);
  * allows way 3. 0, or -1 when nothing could measure it. */
 int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *bytes);
 
+/* NVML's list of the processes holding memory on dev, read whole (loading
+ * NVML the first time): its count and a malloc()ed array in *out, or -1
+ * when NVML cannot say. Any thread, any time (driver_memory.c). */
+struct nvml_process;
+int footprint_nvml_read(int dev, struct nvml_process **out);
+
 /* In a child after fork(). */
 void footprint_after_fork(void);
 
