@@ -46,7 +46,8 @@ bool driver_memory_in_call(void) { return in_flight_here > 0; }
  * are every task of the step, each with a budget of its own.) */
 static int vram_run_pid(void)
 {
-    static int pid = -1;
+    static _Atomic int known = -1; /* any thread may ask first; each finds the same */
+    int pid = atomic_load(&known);
     if (pid < 0) {
         int s = command_supervisor();
         char path[64], exe[4096];
@@ -55,6 +56,7 @@ static int vram_run_pid(void)
         exe[len > 0 ? len : 0] = 0;
         const char *base = strrchr(exe, '/');
         pid = base && strcmp(base + 1, "vram") == 0 ? s : 0;
+        atomic_store(&known, pid);
     }
     return pid;
 }
