@@ -42,6 +42,12 @@ int sim_config_devices(uint64_t *total)
     return n;
 }
 
+uint64_t sim_config_reserved(void)
+{
+    const char *spec = getenv("VRAM_SIM_DEVICES");
+    return spec && *spec ? 0 : SIM_DEVICE_RESERVED;
+}
+
 int sim_config_context_size(uint64_t *bytes)
 {
     const char *spec = getenv("VRAM_SIM_CONTEXT_SIZE");

@@ -13,6 +13,12 @@
 #define SIM_DEVICE_NAME "NVIDIA H100 80GB HBM3"
 /* What an H100 80GB reports as its total memory (81559 MiB). */
 #define SIM_DEVICE_TOTAL (81559ull << 20)
+/* ... of which the driver keeps 480 MiB for itself: on the H100 of
+ * 2026-11-26 (driver 580.159.04) NVML's total was 85,520,809,984 bytes and
+ * cuDeviceTotalMem 85,017,493,504, 503,316,480 bytes less. CUDA's total is
+ * the rest (79.18 GiB); NVML's figures are nvml_sim.c's. Only the profile
+ * has it: a size VRAM_SIM_DEVICES gives is CUDA's total. */
+#define SIM_DEVICE_RESERVED (480ull << 20)
 #define SIM_PCI_VENDOR 0x10de
 #define SIM_PCI_DEVICE 0x2330    /* GH100 [H100 SXM5 80GB] */
 #define SIM_PCI_SUBSYSTEM 0x16c1 /* and NVIDIA's subsystem id for it */
@@ -54,6 +60,9 @@
 /* Fills total[] (SIM_MAX_DEVICES entries) and returns the device count, or
  * -1 after printing what is wrong with VRAM_SIM_DEVICES. */
 int sim_config_devices(uint64_t *total);
+/* What the driver keeps of each device for itself, outside CUDA's total:
+ * SIM_DEVICE_RESERVED on the profile, 0 for sizes VRAM_SIM_DEVICES gives. */
+uint64_t sim_config_reserved(void);
 /* VRAM_SIM_CONTEXT_SIZE, or the profile's; -1 after printing what is wrong. */
 int sim_config_context_size(uint64_t *bytes);
 /* CUDA_MODULE_LOADING: *lazy true for LAZY (and when unset, the driver's

@@ -164,6 +164,8 @@ EXPORT CUresult cuInit(unsigned int flags)
     if (!sim.initialized) {
         uint64_t phys_total[SIM_MAX_DEVICES];
         int nphys = sim_config_devices(phys_total);
+        for (int i = 0; i < nphys; i++)
+            phys_total[i] -= sim_config_reserved(); /* CUDA's total: what the driver lends */
         if (nphys < 0 || sim_config_context_size(&sim.context_size) != 0 ||
             sim_config_module_loading(&sim.lazy_loading) != 0)
             rc = CUDA_ERROR_INVALID_VALUE;
