@@ -22,6 +22,8 @@
  * the command's allocations that would pass the budget beside it are
  * refused while it holds it, allowed once it has gone, and vram run's peak
  * counts it (before: the escaped process's memory was not seen at all).
+ * And when the command's only process escaped, vram run's own reading of
+ * NVML makes its peak what NVML showed (before: "peak 0 B").
  *
  * Usage: test_driver_memory PRELOAD VRAM BUILD
  */
@@ -243,6 +245,10 @@ static int again(const char *how, const char *limit, char **argv)
             self[n > 0 ? n : 0] = 0;
             char summary[4200];
             snprintf(summary, sizeof summary, "%s/summary.json", private_gpu_dir);
+            if (!strcmp(how, "alone"))
+                execl(argv[2], argv[2], "run", "--limit", limit, "--log", "off", "--summary",
+                      summary, "--", "env", "-u", "LD_PRELOAD", self, argv[1], argv[2], argv[3],
+                      (char *)NULL);
             execl(argv[2], argv[2], "run", "--limit", limit, "--log", "off", "--summary", summary,
                   "--", self, argv[1], argv[2], argv[3], (char *)NULL);
         }
@@ -266,6 +272,16 @@ static int again(const char *how, const char *limit, char **argv)
             return 1;
         }
     }
+    if (!strcmp(how, "alone")) {
+        char summary[4200];
+        snprintf(summary, sizeof summary, "%s/summary.json", private_gpu_dir);
+        uint64_t peak = summary_peak(summary);
+        if (peak < 518 * MiB + 3 * GiB) {
+            fprintf(stderr, "test_driver_memory: vram run's peak is %llu MiB, without what the "
+                            "escaped process held\n", (unsigned long long)(peak / MiB));
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -279,7 +295,19 @@ int main(int argc, char **argv)
         rc = again("command", BUDGET_TEXT, argv) || rc;
         rc = again("process", "8GiB", argv) || rc;
         rc = again("escaped", "3GiB", argv) || rc;
+        rc = again("alone", "2GiB", argv) || rc;
         return rc;
+    }
+    if (!strcmp(how, "alone")) { /* 3 GiB under a 2 GiB budget, out of vram's reach */
+        CUcontext ctx;
+        CUdeviceptr a;
+        CHECK(getenv("LD_PRELOAD") == NULL);
+        CHECK(cuInit(0) == CUDA_SUCCESS);
+        CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
+        CHECK(cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
+        CHECK(cuMemAlloc_v2(&a, 3 * GiB) == CUDA_SUCCESS);
+        sleep_ms(500); /* vram run reads every 200 ms */
+        return 0;
     }
     if (!strcmp(how, "escapee"))
         hold_escaped();

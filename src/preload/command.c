@@ -75,24 +75,6 @@ static int parse_env(const char *v, char *why, size_t n)
     return 0;
 }
 
-/* The parent of `pid`, from /proc/PID/stat (after the command's name,
- * which may itself contain parentheses). */
-int command_parent_of(int pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int f = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t len = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
-    if (f >= 0)
-        close(f);
-    if (len <= 0)
-        return 0;
-    buf[len] = 0;
-    char *end = strrchr(buf, ')');
-    char state;
-    int ppid;
-    return end && sscanf(end + 1, " %c %d", &state, &ppid) == 2 ? ppid : 0;
-}
 
 /* The state held by the nearest live ancestor: a process that started
  * while the command's state was reachable holds it for its descendants,
@@ -637,15 +619,6 @@ bool command_member(int pid)
 
 int command_supervisor(void) { return me.shared ? me.s->supervisor : 0; }
 
-bool command_descends(int pid, int ancestor)
-{
-    for (int depth = 0; pid > 1 && depth < 64; depth++) {
-        if (pid == ancestor)
-            return true;
-        pid = command_parent_of(pid);
-    }
-    return false;
-}
 
 int command_first_member(void)
 {

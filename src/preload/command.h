@@ -92,6 +92,8 @@ struct command_summary {
         uint64_t budget, peak, refused;
         uint64_t part[COMMAND_PARTS]; /* the most contexts, modules, driver held at once */
         uint64_t nvml_peak;           /* the most NVML showed the command holding */
+        bool ungoverned;              /* no process of the command used vram there: the
+                                         peak is NVML's (vram run's own reading) */
     } device[COMMAND_MAX_DEVICES];
     int nprocesses, processes_not_listed;
     struct command_summary_process {

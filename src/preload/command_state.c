@@ -256,6 +256,12 @@ void command_summarize(struct command_owner *o, struct command_summary *out)
 void command_peak_line(const struct command_summary *s, int i, char *out, size_t n)
 {
     const struct command_summary_device *e = &s->device[i];
+    if (e->ungoverned) {
+        snprintf(out, n, "GPU %d: NVML showed the command's processes holding %s, none of them "
+                         "under vram's budget (LD_PRELOAD cleared)",
+                 e->ordinal, format_size(e->nvml_peak).text);
+        return;
+    }
     int len = snprintf(out, n, "GPU %d: peak %s of %s budget%s", e->ordinal,
                        format_size(e->peak).text, format_size(e->budget).text,
                        s->mode == COMMAND_PER_PROCESS ? " per process" : "");
@@ -294,4 +300,35 @@ int command_grant(struct command_owner *o, const char *uuid, int ordinal, uint64
     atomic_store(&s->devices, n + 1);
     command_set_granted(o);
     return 0;
+}
+
+/* ------------------------------------------------------- processes */
+
+/* The parent of `pid`, from /proc/PID/stat (after the command's name,
+ * which may itself contain parentheses). */
+int command_parent_of(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t len = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
+    if (f >= 0)
+        close(f);
+    if (len <= 0)
+        return 0;
+    buf[len] = 0;
+    char *end = strrchr(buf, ')');
+    char state;
+    int ppid;
+    return end && sscanf(end + 1, " %c %d", &state, &ppid) == 2 ? ppid : 0;
+}
+
+bool command_descends(int pid, int ancestor)
+{
+    for (int depth = 0; pid > 1 && depth < 64; depth++) {
+        if (pid == ancestor)
+            return true;
+        pid = command_parent_of(pid);
+    }
+    return false;
 }
