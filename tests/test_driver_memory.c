@@ -111,10 +111,13 @@ static void sleep_ms(long ms)
 static int program(uint64_t budget)
 {
     CUcontext ctx;
+    /* NVML first: the simulated NVML's nvmlInit_v2 counts its starts
+     * unguarded from its readers, and the interposer's reader thread
+     * starts with the first context. */
+    nvml_up();
     CHECK(cuInit(0) == CUDA_SUCCESS);
     CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
     CHECK(cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
-    nvml_up();
     uint64_t most = 0;
     int steps = 0;
     bool refused = false;
