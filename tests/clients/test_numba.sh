@@ -13,7 +13,7 @@ fi
 . "$(dirname "$0")/setup.sh"
 export NUMBA_CACHE_DIR="$tmp/cache"
 MiB=$((1 << 20))
-total=$((81559 * MiB)) context=$((518 * MiB))   # the H100 profile and its context (sim/config.h)
+total=85017493504 context=$((518 * MiB)) # the H100 profile's CUDA total and its context (sim/config.h)
 
 "$py" "$here/numba_client.py" $total $((total - context)) >"$tmp/direct" 2>&1
 check "numba alone: the whole device less the context" test $? = 0
