@@ -9,11 +9,16 @@
  * reservation sums every process's counter). --pairs N: N pairs a run
  * (2,000,000 by default; fewer under vram run --record, where each pair
  * is two events on disk: the writer thread, on the same core, is in the
- * figure). */
+ * figure). --context: make the device's primary context first (the
+ * simulated driver needs one; with it the interposer reads what the
+ * driver holds, and near the budget before every allocation: run once with
+ * a budget far from the 64 live allocations and once with one within 64
+ * MiB of them, and the difference is what a reading costs). */
 #define _POSIX_C_SOURCE 200809L
 #include "../src/cuda/cuda_abi.h"
 #include "timing.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +28,8 @@ CUresult cuInit(unsigned int);
 CUresult cuDeviceGet(CUdevice *, int);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice) __attribute__((weak));
+CUresult cuCtxPushCurrent_v2(CUcontext) __attribute__((weak));
 
 #define RUNS 7
 
@@ -69,6 +76,9 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--member"))
         return member();
+    bool context = argc >= 2 && !strcmp(argv[1], "--context");
+    if (context)
+        argc--, argv++;
     int members = argc == 3 && !strcmp(argv[1], "--members") ? atoi(argv[2]) : 0, keep = -1;
     int N = argc == 3 && !strcmp(argv[1], "--pairs") ? atoi(argv[2]) : 2000000;
     if (N < 64) {
@@ -80,6 +90,12 @@ int main(int argc, char **argv)
         return 1;
     }
     cuInit(0);
+    CUcontext ctx;
+    if (context && (!cuDevicePrimaryCtxRetain || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+                    cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)) {
+        fprintf(stderr, "vram-bench-overhead: --context: no context on device 0\n");
+        return 1;
+    }
     CUdeviceptr live[64] = {0};
     double pair[RUNS], plain[RUNS];
     for (int r = 0; r < RUNS; r++) {
@@ -107,6 +123,8 @@ int main(int argc, char **argv)
                  members ? "es" : "");
     else
         snprintf(what, sizeof what, "%s", getenv("LD_PRELOAD") ? "per-process budget" : "plain");
+    if (getenv("OVERHEAD_LABEL"))
+        snprintf(what, sizeof what, "%s", getenv("OVERHEAD_LABEL"));
     printf("%-28s alloc+free pair %5.1f ns, cuDeviceGet %4.1f ns (median of %d runs of %d)\n",
            what, pair[RUNS / 2], plain[RUNS / 2], RUNS, N);
     return 0;

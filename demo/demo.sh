@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The seeds' scenario on one simulated 12 GiB GPU: three training jobs that,
 # like TensorFlow by default, take all the memory they may at start. Each
-# job's CUDA context takes 392 MiB of the GPU, as on an H100 (sim/config.h).
-#   1. jobs written with libvram: without limits, then with 30% each (libvram
+# job's CUDA context takes 518 MiB of the GPU, as on an H100 (sim/config.h).
+#   1. jobs written with libvram: without limits, then with 28% each (libvram
 #      limits its heap; the context comes beside it);
 #   2. unmodified CUDA programs: alone, then under `vram run --fraction 0.33`,
 #      whose budget covers the context: what NVML shows for each job (as
@@ -13,7 +13,7 @@ set -u
 build=${1:?usage: demo.sh BUILD_DIR}
 export LD_LIBRARY_PATH="$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export VRAM_SIM_DEVICES=12GiB
-unset VRAM_SIM_CONTEXT_SIZE      # the profile's: 392 MiB per context
+unset VRAM_SIM_CONTEXT_SIZE      # the profile's: 518 MiB per context
 export VRAM_SIM_DIR=$(mktemp -d /tmp/vram-demo.XXXXXX)
 export VRAM_ALLOW_GROWTH=false   # reserve everything at start, as TensorFlow does
 daemon=
@@ -61,15 +61,15 @@ run_scenario() {
   rm -rf "$out"
 }
 
-echo "One simulated GPU of 12 GiB; three jobs, each needing about 3.5 GiB at its peak,"
-echo "and 392 MiB more for its CUDA context, as on an H100."
+echo "One simulated GPU of 12 GiB; three jobs, each needing about 3.3 GiB at its peak,"
+echo "and 518 MiB more for its CUDA context, as on an H100."
 echo
 echo "## 1. Jobs written with libvram"
 run_scenario "without vram limits: the first job takes the whole GPU" budget peak \
   "$build/vram-demo-job"
 # libvram's limit is its heap's: each job's context comes beside it, so a
-# third each plus three contexts would pass 12 GiB; 30% each leaves room.
-VRAM_MEMORY_FRACTION=0.30 run_scenario "with VRAM_MEMORY_FRACTION=0.30: 30% of the GPU each, its context beside it" \
+# third each plus three contexts would pass 12 GiB; 28% each leaves room.
+VRAM_MEMORY_FRACTION=0.28 run_scenario "with VRAM_MEMORY_FRACTION=0.28: 28% of the GPU each, its context beside it" \
   budget peak "$build/vram-demo-job"
 
 echo

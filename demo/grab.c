@@ -4,7 +4,7 @@
  * nothing of vram; it is linked with -lcuda like any CUDA program.
  *
  * Prints: RESULT <name> <device size it saw> <bytes it took> ok|OOM
- * (NEED_MIB: what the model needs at least, 3584 MiB unless given). */
+ * (NEED_MIB: what the model needs at least, 3072 MiB unless given). */
 #define _POSIX_C_SOURCE 200809L
 #include "../src/cuda/cuda_abi.h"
 
@@ -27,8 +27,8 @@ int main(int argc, char **argv)
     }
     const char *name = argv[1];
     int steps = atoi(argv[2]);
-    /* What the model needs: 3.5 GiB unless told. */
-    size_t NEED = (argc == 4 ? strtoull(argv[3], NULL, 10) : 3584) << 20;
+    /* What the model needs: 3 GiB unless told. */
+    size_t NEED = (argc == 4 ? strtoull(argv[3], NULL, 10) : 3072) << 20;
     CUcontext ctx;
     size_t free_bytes = 0, total = 0;
     if (cuInit(0) != CUDA_SUCCESS) {

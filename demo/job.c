@@ -55,7 +55,7 @@ int main(int argc, char **argv)
     }
     for (int s = 0; s < steps; s++) {
         for (int l = 0; l < LAYERS; l++)
-            if (vram_malloc(0, 200 * MiB, NULL, &act[l]) != VRAM_OK) {
+            if (vram_malloc(0, 180 * MiB, NULL, &act[l]) != VRAM_OK) {
                 fprintf(stderr, "job %s step %d: %s\n", name, s, vram_last_error());
                 return finish(name, "OOM");
             }

@@ -65,6 +65,23 @@ int sim_config_context_size(uint64_t *bytes)
     return 0;
 }
 
+int sim_config_module_loading(bool *lazy)
+{
+    const char *spec = getenv("CUDA_MODULE_LOADING");
+    *lazy = true;
+    if (!spec || !*spec || strcmp(spec, "LAZY") == 0)
+        return 0;
+    if (strcmp(spec, "EAGER") == 0) {
+        *lazy = false;
+        return 0;
+    }
+    fprintf(stderr, "vram-sim: CUDA_MODULE_LOADING=\"%s\": not a loading mode; expected LAZY "
+                    "(a module's code reaches the device at its first launch, the default) or "
+                    "EAGER (at its load)\n",
+            spec);
+    return -1;
+}
+
 void sim_config_uuid(int phys, unsigned char out[16])
 {
     static const unsigned char base[16] = {0x5a, 0x1d, 0x0e, 0x5a, 0x00, 0x00, 0x40, 0x00,

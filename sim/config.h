@@ -6,6 +6,7 @@
 #ifndef VRAM_SIM_CONFIG_H
 #define VRAM_SIM_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The profile. */
@@ -27,12 +28,34 @@
 #define SIM_DRIVER_VERSION_TEXT "580.65.06"
 #define SIM_NVML_VERSION_TEXT "13.580.65.06"
 /* Device memory a CUDA context takes on the profile, unless
- * VRAM_SIM_CONTEXT_SIZE says otherwise: 392 MiB. A bare context's cost
- * grows with the SM count; llama.cpp PR #23604 measured 107 MiB on an RTX
- * 4060 Ti (34 SMs) and 555 MiB on an RTX PRO 6000 Blackwell (188 SMs) for
- * a primary context and nothing else. The line through those two points at
- * the H100's 132 SMs, rounded to whole 2 MiB pages, is 392 MiB. */
-#define SIM_CONTEXT_SIZE_DEFAULT (392ull << 20)
+ * VRAM_SIM_CONTEXT_SIZE says otherwise: 518 MiB, measured on an H100 80GB
+ * HBM3 with driver 580.159.04 and CUDA 13.0 on 2026-11-26 (issue 21): a
+ * budget of 4,096 MiB left 3,578 MiB to the CUDA runtime, the driver API,
+ * PyTorch and CuPy alike, and `vram run` measured the primary context at
+ * 518 MiB through NVML's per-process figure. (Before that measurement the
+ * profile interpolated 392 MiB from llama.cpp PR #23604's two GPUs.) */
+#define SIM_CONTEXT_SIZE_DEFAULT (518ull << 20)
+/* Device memory the driver takes on its own when a module's first kernel
+ * is launched: with CUDA_MODULE_LOADING=LAZY (the default since CUDA 12.2)
+ * a module's code reaches the device only then, outside every call that
+ * loads or allocates; with EAGER it is taken at the module's load. The
+ * code goes into each device's code memory, which grows in 2 MiB steps:
+ * on the H100 of 2026-11-26, 200 tiny kernels launched for the first time
+ * took one step (NVML's figure 545,259,520 -> 547,356,672 bytes). The
+ * simulator puts each module's image there (its code, as far as the
+ * simulator knows), so that a ResNet-like program of some fifty modules
+ * of 2 MiB, each launched, holds about 100 MiB more in NVML's
+ * per-process figure than it allocated and loaded: ResNet-50 there held
+ * 89 MiB more in nvidia-smi than vram counted (4,320 MiB against 4,231),
+ * and 88 MiB more than its 3 GiB budget. */
+#define SIM_CODE_STEP (2ull << 20)
+/* A stream-ordered pool grows its reservation by at least this much: on
+ * the same H100 the default pool's CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+ * was 32 MiB after live allocations of 1 B, 1 MiB or 3 MiB, 64 MiB after
+ * 33 MiB, 160 MiB after 100 MiB (so 32 MiB chunks), 1,184 MiB after 1 GiB;
+ * a 12-byte cudaMallocAsync left 33,554,432 bytes reserved in CuPy PR
+ * #5177 too: a pool holds its live allocations in whole chunks. */
+#define SIM_POOL_CHUNK (32ull << 20)
 
 /* Fills total[] (SIM_MAX_DEVICES entries) with each device's memory as CUDA
  * sees it and returns the device count, or -1 after printing what is wrong
@@ -44,6 +67,9 @@ int sim_config_devices(uint64_t *total);
 uint64_t sim_config_reserved(void);
 /* VRAM_SIM_CONTEXT_SIZE, or the profile's; -1 after printing what is wrong. */
 int sim_config_context_size(uint64_t *bytes);
+/* CUDA_MODULE_LOADING: *lazy true for LAZY (and when unset, the driver's
+ * default), false for EAGER; -1 after printing what is wrong. */
+int sim_config_module_loading(bool *lazy);
 void sim_config_uuid(int phys, unsigned char out[16]);
 /* "GPU-5a1d0e5a-a000-4000-8000-000000000000" */
 void sim_config_uuid_text(int phys, char out[48]);

@@ -6,7 +6,11 @@
  * created context at cuCtxCreate, a primary context from the retain that
  * activates it until the release that drops it to no references, or a
  * reset. That memory shows in cuMemGetInfo and as the process's usage in
- * NVML, as on a GPU.
+ * NVML, as on a GPU. The legacy cuCtxAttach and cuCtxDetach count a
+ * context's users as the driver does: a created context starts with one,
+ * attach adds one to the current context, detach takes one away and
+ * destroys the context at none (a primary context's users are its
+ * retains).
  *
  * Handles are checked against the live contexts without being dereferenced,
  * so a stale or made-up handle is CUDA_ERROR_INVALID_CONTEXT, not a crash.
@@ -27,7 +31,7 @@
 struct CUctx_st {
     int dev;
     bool primary, active; /* a primary context is active while retained */
-    int refs;             /* primary: retains */
+    int refs;             /* primary: retains; created: users (cuCtxAttach) */
     unsigned flags;
     CUfunc_cache cache;
     CUsharedconfig shmem;
@@ -235,6 +239,7 @@ static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     }
     pthread_mutex_lock(&ctxs.mu);
     setup(c, dev, flags);
+    c->refs = 1;
     c->next = ctxs.created;
     ctxs.created = c;
     pthread_mutex_unlock(&ctxs.mu);
@@ -298,6 +303,47 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 }
 
 EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
+
+EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pctx || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUcontext c = current();
+    pthread_mutex_lock(&ctxs.mu);
+    if (!live_locked(c))
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else
+        c->refs++;
+    pthread_mutex_unlock(&ctxs.mu);
+    if (rc == CUDA_SUCCESS)
+        *pctx = c;
+    return rc;
+}
+
+EXPORT CUresult cuCtxDetach(CUcontext ctx)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The driver detaches only the calling thread's current context. */
+    if (!ctx || ctx != current())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    bool last = false;
+    pthread_mutex_lock(&ctxs.mu);
+    if (!live_locked(ctx)) {
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--ctx->refs == 0) {
+        if (primary_handle(ctx))
+            primary_end(ctx);
+        else
+            last = true;
+    }
+    pthread_mutex_unlock(&ctxs.mu);
+    return last ? cuCtxDestroy_v2(ctx) : rc;
+}
 
 /* ------------------------------------------------------------- current */
 
@@ -517,6 +563,8 @@ SAME_TYPE(cuCtxCreate_v3);
 SAME_TYPE(cuCtxCreate_v4);
 SAME_TYPE(cuCtxDestroy);
 SAME_TYPE(cuCtxDestroy_v2);
+SAME_TYPE(cuCtxAttach);
+SAME_TYPE(cuCtxDetach);
 SAME_TYPE(cuCtxSetCurrent);
 SAME_TYPE(cuCtxGetCurrent);
 SAME_TYPE(cuCtxPushCurrent);

@@ -33,6 +33,7 @@ static struct {
     pthread_mutex_t mu;
     bool initialized, forked_after_init;
     uint64_t context_size;
+    bool lazy_loading;
     int ndev;
     int phys[SIM_MAX_DEVICES];
     uint64_t total[SIM_MAX_DEVICES];
@@ -163,7 +164,8 @@ EXPORT CUresult cuInit(unsigned int flags)
     if (!sim.initialized) {
         uint64_t phys_total[SIM_MAX_DEVICES];
         int nphys = sim_config_devices(phys_total);
-        if (nphys < 0 || sim_config_context_size(&sim.context_size) != 0)
+        if (nphys < 0 || sim_config_context_size(&sim.context_size) != 0 ||
+            sim_config_module_loading(&sim.lazy_loading) != 0)
             rc = CUDA_ERROR_INVALID_VALUE;
         else if (occ_open() != 0)
             rc = CUDA_ERROR_NOT_INITIALIZED;
@@ -214,6 +216,7 @@ void sim_uncharge(int dev, uint64_t bytes)
 
 uint64_t sim_used(int dev) { return occ_used(sim.phys[dev]); }
 uint64_t sim_context_size(void) { return sim.context_size; }
+bool sim_lazy_loading(void) { return sim.lazy_loading; }
 
 /* ------------------------------------------------------------- devices */
 

@@ -2,8 +2,14 @@
  *
  * Code loads as on a GPU: a module costs its image's size in device memory
  * (charged like an allocation, from load to unload), and its functions are
- * found by name. Nothing runs: every launch returns
- * CUDA_ERROR_NOT_SUPPORTED and says so in one line under VRAM_LOG.
+ * found by name. Its code (its image's size again) goes into the device's
+ * code memory, which grows in SIM_CODE_STEP steps (config.h), when its
+ * first kernel is launched, as under CUDA_MODULE_LOADING=LAZY, the
+ * driver's default: memory no loading or allocating call asked for, until
+ * the module is unloaded; with EAGER at the load. Nothing runs:
+ * every launch, the legacy ones (cuLaunch, cuLaunchGrid, set up by
+ * cuFuncSetBlockShape and cuParamSet*) included, is accepted and does
+ * nothing, and says so in one line under VRAM_LOG=debug.
  *
  * An image is PTX (text), a cubin (ELF) or a fatbinary; its size is read
  * from its own header, as the driver must. A name is found when the image
@@ -15,6 +21,7 @@
 #endif
 #include "../src/cuda/granularity.h"
 #include "../src/cuda/module_image.h"
+#include "config.h"
 #include "sim.h"
 
 #include <ctype.h>
@@ -31,7 +38,8 @@ struct CUfunc_st {
 
 struct CUmod_st {
     int dev;
-    uint64_t charge;
+    uint64_t charge; /* the image */
+    bool code;       /* its code is in the device's code memory */
     size_t size;
     unsigned char *image; /* our copy, to find names in */
     pthread_mutex_t mu;
@@ -53,6 +61,40 @@ struct CUlinkState_st {
     unsigned char *data;
     size_t size;
 };
+
+/* Each device's code memory: what the modules' code holds in it, and what
+ * it takes of the device (whole steps). */
+static pthread_mutex_t code_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t code_used[SIM_MAX_DEVICES], code_taken[SIM_MAX_DEVICES];
+
+static uint64_t code_steps(uint64_t bytes)
+{
+    return (bytes + SIM_CODE_STEP - 1) / SIM_CODE_STEP * SIM_CODE_STEP;
+}
+
+static CUresult code_in(int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&code_mu);
+    uint64_t need = code_steps(code_used[dev] + bytes);
+    CUresult rc = need > code_taken[dev] ? sim_charge(dev, need - code_taken[dev]) : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS) {
+        code_used[dev] += bytes;
+        if (need > code_taken[dev])
+            code_taken[dev] = need;
+    }
+    pthread_mutex_unlock(&code_mu);
+    return rc;
+}
+
+static void code_out(int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&code_mu);
+    code_used[dev] -= bytes;
+    uint64_t keep = code_steps(code_used[dev]);
+    sim_uncharge(dev, code_taken[dev] - keep);
+    code_taken[dev] = keep;
+    pthread_mutex_unlock(&code_mu);
+}
 
 static CUresult load(CUmodule *out, const void *image, size_t size_hint)
 {
@@ -81,7 +123,13 @@ static CUresult load(CUmodule *out, const void *image, size_t size_hint)
         free(m);
         return rc;
     }
-    *m = (struct CUmod_st){dev, charge, size, copy};
+    if (!sim_lazy_loading() && (rc = code_in(dev, size)) != CUDA_SUCCESS) {
+        sim_uncharge(dev, charge);
+        free(copy);
+        free(m);
+        return rc;
+    }
+    *m = (struct CUmod_st){dev, charge, !sim_lazy_loading(), size, copy};
     pthread_mutex_init(&m->mu, NULL);
     *out = m;
     return CUDA_SUCCESS;
@@ -150,6 +198,8 @@ EXPORT CUresult cuModuleUnload(CUmodule hmod)
     if (!hmod)
         return CUDA_ERROR_INVALID_HANDLE;
     sim_uncharge(hmod->dev, hmod->charge);
+    if (hmod->code)
+        code_out(hmod->dev, hmod->size);
     for (struct CUfunc_st *f = hmod->functions, *next; f; f = next) {
         next = f->next;
         free(f);
@@ -446,14 +496,24 @@ EXPORT CUresult cuLinkDestroy(CUlinkState state)
 
 /* --------------------------------------------------------------- launches */
 
-static CUresult no_kernels(const char *call, const char *name)
+/* A launch of f: its module's code brought to the device at the first
+ * (lazy loading), then nothing run. */
+static CUresult launch(const char *call, CUfunction f)
 {
     CUresult rc = sim_check_init();
     if (rc != CUDA_SUCCESS)
         return rc;
-    sim_log(2, "%s(%s): the simulated GPU runs no kernels; CUDA_ERROR_NOT_SUPPORTED", call,
-            name ? name : "?");
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUmodule m = f->mod;
+    pthread_mutex_lock(&m->mu);
+    /* As a GPU's driver does: a launch whose code finds no room fails. */
+    if (!m->code && (rc = code_in(m->dev, m->size)) == CUDA_SUCCESS)
+        m->code = true;
+    pthread_mutex_unlock(&m->mu);
+    if (rc == CUDA_SUCCESS)
+        sim_log(4, "%s(%s): accepted; the simulated GPU runs no kernels", call, f->name);
+    return rc;
 }
 
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -463,14 +523,16 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int
 {
     (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY;
     (void)blockDimZ, (void)sharedMemBytes, (void)hStream, (void)kernelParams, (void)extra;
-    return no_kernels("cuLaunchKernel", f ? f->name : NULL);
+    return launch("cuLaunchKernel", f);
 }
 
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                  void **extra)
 {
-    (void)config, (void)kernelParams, (void)extra;
-    return no_kernels("cuLaunchKernelEx", f ? f->name : NULL);
+    (void)kernelParams, (void)extra;
+    if (!config && sim_ready())
+        return CUDA_ERROR_INVALID_VALUE;
+    return launch("cuLaunchKernelEx", f);
 }
 
 EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -481,7 +543,79 @@ EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, u
 {
     (void)gridDimX, (void)gridDimY, (void)gridDimZ, (void)blockDimX, (void)blockDimY;
     (void)blockDimZ, (void)sharedMemBytes, (void)hStream, (void)kernelParams;
-    return no_kernels("cuLaunchCooperativeKernel", f ? f->name : NULL);
+    return launch("cuLaunchCooperativeKernel", f);
+}
+
+/* The legacy execution control (deprecated since CUDA 4.0, still exported,
+ * and what PyCUDA's prepared calls use): the block shape and parameters
+ * are set on the function, then cuLaunch or cuLaunchGrid. Accepted; the
+ * settings are not kept, since nothing runs. */
+
+/* A legacy setter's arguments: a function, and nothing negative. */
+static CUresult legacy_setting(CUfunction f, long long least)
+{
+    CUresult rc = sim_check_init();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return least < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static long long least(long long a, long long b) { return a < b ? a : b; }
+
+EXPORT CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)
+{
+    return legacy_setting(hfunc, least(least(x, y), z) - 1);
+}
+
+EXPORT CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)
+{
+    (void)bytes;
+    return legacy_setting(hfunc, 0);
+}
+
+EXPORT CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
+{
+    (void)numbytes;
+    return legacy_setting(hfunc, 0);
+}
+
+EXPORT CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value)
+{
+    (void)value;
+    return legacy_setting(hfunc, offset);
+}
+
+EXPORT CUresult cuParamSetf(CUfunction hfunc, int offset, float value)
+{
+    (void)value;
+    return legacy_setting(hfunc, offset);
+}
+
+EXPORT CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes)
+{
+    if (!ptr && numbytes && sim_ready())
+        return CUDA_ERROR_INVALID_VALUE;
+    return legacy_setting(hfunc, offset);
+}
+
+EXPORT CUresult cuLaunch(CUfunction f) { return launch("cuLaunch", f); }
+
+EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
+{
+    if (sim_ready() && (grid_width < 1 || grid_height < 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    return launch("cuLaunchGrid", f);
+}
+
+EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
+{
+    if (sim_ready() && (grid_width < 1 || grid_height < 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_ready() && !sim_stream(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return launch("cuLaunchGridAsync", f);
 }
 
 SAME_TYPE(cuModuleLoadData);
@@ -510,3 +644,12 @@ SAME_TYPE(cuLinkDestroy);
 SAME_TYPE(cuLaunchKernel);
 SAME_TYPE(cuLaunchKernelEx);
 SAME_TYPE(cuLaunchCooperativeKernel);
+SAME_TYPE(cuFuncSetBlockShape);
+SAME_TYPE(cuFuncSetSharedSize);
+SAME_TYPE(cuParamSetSize);
+SAME_TYPE(cuParamSeti);
+SAME_TYPE(cuParamSetf);
+SAME_TYPE(cuParamSetv);
+SAME_TYPE(cuLaunch);
+SAME_TYPE(cuLaunchGrid);
+SAME_TYPE(cuLaunchGridAsync);

@@ -49,6 +49,9 @@ void sim_uncharge(int dev, uint64_t bytes);
 uint64_t sim_used(int dev);
 /* Device memory a context takes (VRAM_SIM_CONTEXT_SIZE, read by cuInit). */
 uint64_t sim_context_size(void);
+/* CUDA_MODULE_LOADING is LAZY (read by cuInit): a module's code is charged
+ * at its first launch, not at its load. */
+bool sim_lazy_loading(void);
 
 /* One line on stderr when VRAM_LOG asks for `level` (1 error .. 4 debug). */
 void sim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,7 +1,7 @@
 /* What NVML shows for a process (nvidia-smi's per-process figure) stays
  * within its budget: the CUDA contexts and loaded modules of a program under
  * the interposer are charged to its budget beside its allocations, on the
- * simulated driver whose contexts take 392 MiB (sim/config.h) and whose
+ * simulated driver whose contexts take 518 MiB (sim/config.h) and whose
  * modules take their image's size, as a GPU's do.
  *
  * Checked: a primary context is charged when first retained and given back
@@ -29,9 +29,12 @@
 #include <stdbool.h>
 #include <sys/wait.h>
 
-#define CTX (392 * MiB)     /* a context on the simulated H100 (sim/config.h) */
-#define BUDGET0 GiB         /* device 0 */
-#define BUDGET1 (768 * MiB) /* device 1 */
+#define CTX (518 * MiB)     /* a context on the simulated H100 (sim/config.h) */
+/* Two contexts fit on device 0 and not three; one on device 1 and not two. */
+#define BUDGET0 (2 * CTX + 240 * MiB) /* device 0 */
+#define BUDGET1 (CTX + 376 * MiB)     /* device 1 */
+#define BUDGETS "0=1276MiB,1=894MiB"  /* both, as vram takes them */
+_Static_assert(BUDGET0 == 1276 * MiB && BUDGET1 == 894 * MiB, "BUDGETS says the budgets");
 
 static bool with_nvml; /* false in the run where NVML cannot be loaded */
 static const char *mode;
@@ -153,11 +156,11 @@ static void created_contexts(void)
     CHECK(cuCtxCreate_v2(&a, 0, 0) == CUDA_SUCCESS); /* current now */
     NVML_OWN(0, 2 * CTX);
     VIEW(0, BUDGET0, 2 * CTX);
-    /* A third does not fit in 1 GiB: refused as a driver refuses it, and
+    /* A third does not fit: refused as a driver refuses it, and
      * nothing of it is left on the device. */
     CHECK(cuCtxCreate_v2(&b, 0, 0) == CUDA_ERROR_OUT_OF_MEMORY);
     NVML_OWN(0, 2 * CTX);
-    /* Device 1 has room for one more beside its primary context? No: 768 MiB. */
+    /* Device 1 has room for one more beside its primary context? No. */
     CHECK(cuCtxCreate_v2(&b, 0, 1) == CUDA_ERROR_OUT_OF_MEMORY);
     NVML_OWN(1, CTX);
     CHECK(cuCtxDestroy_v2(a) == CUDA_SUCCESS);
@@ -178,6 +181,33 @@ static void created_contexts(void)
     CHECK(destroy(a) == CUDA_SUCCESS);
     NVML_OWN(0, CTX);
     CHECK(cuCtxSetCurrent(primary[0]) == CUDA_SUCCESS);
+    VIEW(0, BUDGET0, CTX);
+}
+
+/* The legacy way (PyCUDA's Context.attach() and .detach()): a created
+ * context has one user, cuCtxAttach adds one, cuCtxDetach takes one away
+ * and the last destroys it. Its charge goes with it, not before: twenty
+ * rounds leave the budget where it was. */
+static void attached_contexts(void)
+{
+    for (int i = 0; i < 20; i++) {
+        CUcontext a, b;
+        CHECK(cuCtxCreate_v2(&a, 0, 0) == CUDA_SUCCESS);
+        CHECK(cuCtxAttach(&b, 0) == CUDA_SUCCESS && b == a);
+        VIEW(0, BUDGET0, 2 * CTX);
+        CHECK(cuCtxDetach(a) == CUDA_SUCCESS); /* one user left */
+        NVML_OWN(0, 2 * CTX);
+        VIEW(0, BUDGET0, 2 * CTX);
+        CHECK(cuCtxDetach(a) == CUDA_SUCCESS); /* the last: destroyed */
+        NVML_OWN(0, CTX);
+        CHECK(cuCtxSetCurrent(primary[0]) == CUDA_SUCCESS);
+        VIEW(0, BUDGET0, CTX);
+    }
+    /* The primary context's users are its retains. */
+    CUcontext p;
+    CHECK(cuCtxAttach(&p, 0) == CUDA_SUCCESS && p == primary[0]);
+    CHECK(cuCtxDetach(p) == CUDA_SUCCESS);
+    NVML_OWN(0, CTX);
     VIEW(0, BUDGET0, CTX);
 }
 
@@ -445,10 +475,10 @@ static int again(const char *how, char **argv)
     pid_t pid = fork();
     if (pid == 0) {
         setenv("TEST_CONTEXTS_UNDER", how, 1);
-        unsetenv("VRAM_SIM_CONTEXT_SIZE"); /* the profile's: 392 MiB */
+        unsetenv("VRAM_SIM_CONTEXT_SIZE"); /* the profile's: 518 MiB */
         if (!strcmp(how, "process")) {
             setenv("LD_PRELOAD", argv[1], 1);
-            setenv("VRAM_MEMORY_LIMIT", "0=1GiB,1=768MiB", 1);
+            setenv("VRAM_MEMORY_LIMIT", BUDGETS, 1);
             execv("/proc/self/exe", argv);
         } else {
             if (!strcmp(how, "driver-only")) {
@@ -463,7 +493,7 @@ static int again(const char *how, char **argv)
             char self[4096];
             ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
             self[n > 0 ? n : 0] = 0;
-            execl(argv[2], argv[2], "run", "--limit", "0=1GiB,1=768MiB", "--log", "off", "--",
+            execl(argv[2], argv[2], "run", "--limit", BUDGETS, "--log", "off", "--",
                   self, argv[1], argv[2], argv[3], (char *)NULL);
         }
         perror("exec");
@@ -494,6 +524,7 @@ int main(int argc, char **argv)
     nvml_up();
     primary_contexts();
     created_contexts();
+    attached_contexts();
     modules();
     every_family();
     if (strcmp(mode, "process") != 0)

@@ -11,7 +11,7 @@ vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
 daemon_test daemon "$build"
 # A CUDA context (the simulated H100's, sim/config.h) is inside every grant.
 unset VRAM_SIM_CONTEXT_SIZE
-C=$((392 << 20))
+C=$((518 << 20))
 G=$((1 << 30))
 
 start_daemon() { # POLICY-FILE [extra options]

@@ -190,7 +190,7 @@ static const char ptx[] = "//\n.version 8.0\n.target sm_90\n.address_size 64\n\n
 
 static void contexts_and_modules(void)
 {
-    const size_t ctx = 392 * MiB; /* the profile's context (sim/config.h) */
+    const size_t ctx = 518 * MiB; /* the profile's context (sim/config.h) */
     CUcontext primary, created;
     OK(CU(cuDevicePrimaryCtxRetain)(&primary, 0));
     OK(CU(cuCtxSetCurrent)(primary));
@@ -206,14 +206,30 @@ static void contexts_and_modules(void)
     OK(CU(cuDevicePrimaryCtxGetState)(0, &flags, &active));
     CHECK(active == 1);
 
-    /* A module costs its image; its function is found; it does not run. */
+    /* A module costs its image; its function is found; a launch is
+     * accepted and runs nothing, and the first one brings the module's
+     * code to the device (CUDA_MODULE_LOADING=LAZY, the driver's default). */
     CUmodule m;
     CUfunction f;
     OK(CU(cuModuleLoadData)(&m, ptx));
     CHECK(used_now() == ctx + device_charge(sizeof ptx));
     OK(CU(cuModuleGetFunction)(&f, m, "scale"));
     CHECK(CU(cuModuleGetFunction)(&f, m, "absent") == CUDA_ERROR_NOT_FOUND);
-    CHECK(CU(cuLaunchKernel)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_ERROR_NOT_SUPPORTED);
+    OK(CU(cuLaunchKernel)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(used_now() == ctx + device_charge(sizeof ptx) + 2 * MiB);
+    OK(CU(cuLaunchKernel)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(used_now() == ctx + device_charge(sizeof ptx) + 2 * MiB); /* once per module */
+    /* The legacy launch, as PyCUDA's prepared calls make it. */
+    OK(CU(cuFuncSetBlockShape)(f, 32, 1, 1));
+    OK(CU(cuFuncSetSharedSize)(f, 0));
+    OK(CU(cuParamSetSize)(f, 8));
+    OK(CU(cuParamSeti)(f, 0, 7));
+    OK(CU(cuParamSetf)(f, 4, 1.5f));
+    OK(CU(cuLaunchGrid)(f, 1, 1));
+    OK(CU(cuLaunch)(f));
+    OK(CU(cuLaunchGridAsync)(f, 1, 1, NULL));
+    CHECK(CU(cuFuncSetBlockShape)(f, 0, 1, 1) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(CU(cuLaunch)(NULL) == CUDA_ERROR_INVALID_HANDLE);
     CHECK(CU(cuModuleLoadData)(&m, "\x01\x02garbage") == CUDA_ERROR_INVALID_IMAGE);
     OK(CU(cuModuleUnload)(m));
     CHECK(used_now() == ctx);

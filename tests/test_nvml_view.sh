@@ -13,15 +13,15 @@ holder=${2:?usage: test_nvml_view.sh BUILD_DIR HOLDER NVML_VIEW}
 view=${3:?usage: test_nvml_view.sh BUILD_DIR HOLDER NVML_VIEW}
 tests=$(cd "$(dirname "$0")" && pwd)
 . "$tests/clients/setup.sh"
-MiB=$((1 << 20)) ctx=$((392 * MiB))
+MiB=$((1 << 20)) ctx=$((518 * MiB)) # a context on the profile (sim/config.h)
 
 # vram devices on the profile's H100 (NVML's total with its 480 MiB reserve,
 # CUDA's without): total, used and free add up, used being the processes'.
 unset VRAM_SIM_DEVICES
 check "another process holds 3 GiB" hold "$holder" 3GiB
 "$build/vram" devices --json >"$tmp/devices" 2>&1
-total=$((81079 * MiB)) used=$((3464 * MiB))
-check "vram devices: total = CUDA's 81,079 MiB = used + free; used = the process's 3,464 MiB" \
+total=$((81079 * MiB)) used=$((3072 * MiB + ctx))
+check "vram devices: total = CUDA's 81,079 MiB = used + free; used = the process's 3 GiB and its context" \
   contains "$tmp/devices" "\"total\":$total,\"used\":$used,\"free\":$((total - used)),"
 stop_hold
 
@@ -42,11 +42,12 @@ stop_hold
 
 # A device the other process nearly fills: what it takes from the budget
 # is in used, and it is listed at that much, no more.
+# (2.5 GiB and its context, so that the command's context still fits.)
 export VRAM_SIM_DEVICES=4GiB
-check "another process holds 3 GiB of 4" hold "$holder" 3GiB
+check "another process holds 2.5 GiB of 4" hold "$holder" 2560MiB
 "$build/vram" run --limit 2GiB -- "$view" 0 >"$tmp/full" 2>&1
 check "nvml_view ran under vram run" test $? = 0
-phys_free=$((4096 * MiB - (3072 * MiB + ctx) - ctx))
+phys_free=$((4096 * MiB - (2560 * MiB + ctx) - ctx))
 used=$((2048 * MiB - phys_free))
 check "v1: used is the budget less what the device still has" \
   contains "$tmp/full" "^mem $((2048 * MiB)) $used $phys_free$"
@@ -55,10 +56,10 @@ check "the list: the command's process, then the other one as far as it fits" \
 stop_hold
 
 # No budget: NVML's own figures, the other process at its size.
-check "another process holds 3 GiB" hold "$holder" 3GiB
+check "another process holds 2.5 GiB" hold "$holder" 2560MiB
 "$view" 0 >"$tmp/plain" 2>&1
 check "without vram run: NVML's total and every process at its size" \
-  contains "$tmp/plain" "^proc3 \(self:$ctx other:$((3072 * MiB + ctx))\|other:$((3072 * MiB + ctx)) self:$ctx\)$"
+  contains "$tmp/plain" "^proc3 \(self:$ctx other:$((2560 * MiB + ctx))\|other:$((2560 * MiB + ctx)) self:$ctx\)$"
 stop_hold
 for f in devices roomy full plain; do echo "--- $f"; cat "$tmp/$f"; done
 echo "$passed passed, $failures failed"

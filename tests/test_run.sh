@@ -11,8 +11,8 @@ vram=$build/vram grab=$build/vram-demo-grab
 export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$(mktemp -d)
 unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_SIM_CONTEXT_SIZE
 # What a program can take of a budget: the budget less its CUDA context
-# (392 MiB on the simulated H100, sim/config.h).
-context=$((392 << 20))
+# (518 MiB on the simulated H100, sim/config.h).
+context=$((518 << 20))
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$VRAM_SIM_DIR" "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
@@ -120,24 +120,24 @@ check "interposer: says so" contains "$tmp/err" 'a budget of 0 B'
 check "a budget below a context: refused" test $rc = 2
 check "a budget below a context: not started" test ! -e "$tmp/ran"
 check "a budget below a context: says what a context takes there" contains "$tmp/err" \
-  "gives device 0 (NVIDIA H100 80GB HBM3, GPU-5a1d0e5a-a000-4000-8000-000000000000) a budget of 300.00 MiB, and a CUDA context alone takes 392.00 MiB there: no program can run in it; a budget there needs at least 393.00 MiB; the program was not started"
-"$vram" run --limit 393MiB -- true 2>"$tmp/err"
+  "gives device 0 (NVIDIA H100 80GB HBM3, GPU-5a1d0e5a-a000-4000-8000-000000000000) a budget of 300.00 MiB, and a CUDA context alone takes 518.00 MiB there: no program can run in it; a budget there needs at least 519.00 MiB; the program was not started"
+"$vram" run --limit 519MiB -- true 2>"$tmp/err"
 check "a budget of a context and 1 MiB: started" test $? = 0
 "$vram" run --fraction 3% -- true 2>"$tmp/err"
-check "a fraction below a context: refused" contains "$tmp/err" "a budget of 368.64 MiB, and a CUDA context alone takes 392.00 MiB there"
+check "a fraction below a context: refused" contains "$tmp/err" "a budget of 368.64 MiB, and a CUDA context alone takes 518.00 MiB there"
 # Reached without vram run (VRAM_LOG unset: quiet otherwise), the interposer
 # refuses the context and says why, once.
 VRAM_MEMORY_LIMIT=300MiB LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "interposer: a budget below a context fails the program" test $rc = 1
 check "interposer: says what a context takes" contains "$tmp/err" \
-  "^vram: error: a CUDA context takes 392.00 MiB on device 0 (NVIDIA H100 80GB HBM3) and its budget is 300.00 MiB, which leaves no room beside it: cuDevicePrimaryCtxRetain fails with CUDA_ERROR_OUT_OF_MEMORY; a budget there needs at least 393.00 MiB\$"
+  "^vram: error: a CUDA context takes 518.00 MiB on device 0 (NVIDIA H100 80GB HBM3) and its budget is 300.00 MiB, which leaves no room beside it: cuDevicePrimaryCtxRetain fails with CUDA_ERROR_OUT_OF_MEMORY; a budget there needs at least 519.00 MiB\$"
 check "interposer: says it once" test "$(grep -c 'vram:' "$tmp/err")" = 1
 
 # The budget is the device the program sees, and all it can take beside its
 # context; the peak says so.
 "$vram" run --limit 4GiB -- "$grab" A 1 >"$tmp/out" 2>"$tmp/err"
 check "sees 4 GiB and takes all its context leaves" contains "$tmp/out" "RESULT A 4294967296 $((4294967296 - context)) ok"
-check "the peak is the budget, the context inside it" contains "$tmp/err" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)\$"
+check "the peak is the budget, the context inside it" contains "$tmp/err" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget (context 518.00 MiB)\$"
 "$vram" run --limit 3GiB -- "$grab" B 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "over budget fails" test $rc = 1
 check "refusal is one line a person can act on" \

@@ -34,6 +34,7 @@ const char *plot_colour(const struct timeline_chart *ch, int s)
     static const char *const family[RECORD_FAMILIES] = {
         "#9c9c9c", "#4e79a7", "#f28e2b", "#59a14f", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
         "#9c755f", "#d7b5a6", /* context, module */
+        "#e15759",            /* driver: what the driver holds beyond the charges */
         "#4e79a7",            /* reported (vramd's history) */
     };
     static const char *const process[] = {

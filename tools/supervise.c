@@ -2,10 +2,14 @@
 #include "supervise.h"
 #include "grants.h"
 #include "../src/util/json.h"
+#include "../src/cuda/nvml_query.h"
 #include "../src/util/parse.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,10 +92,13 @@ static void write_summary(FILE *f, char **argv, int status, const struct command
         json_string(f, e->uuid);
         fprintf(f,
                 ", \"budget\": %llu, \"peak\": %llu, \"context\": %llu, \"modules\": %llu, "
+                "\"driver\": %llu, \"nvml_peak\": %llu, "
                 "\"refused\": %llu}",
                 (unsigned long long)e->budget, (unsigned long long)e->peak,
                 (unsigned long long)e->part[COMMAND_CONTEXTS],
-                (unsigned long long)e->part[COMMAND_MODULES], (unsigned long long)e->refused);
+                (unsigned long long)e->part[COMMAND_MODULES],
+                (unsigned long long)e->part[COMMAND_DRIVER], (unsigned long long)e->nvml_peak,
+                (unsigned long long)e->refused);
     }
     fprintf(f, "%s],\n  \"processes\": [", order->n ? "\n  " : "");
     for (int p = 0; p < s->nprocesses; p++) {
@@ -151,6 +158,120 @@ static void finish_recording(const struct supervise_options *o)
         fprintf(stderr, "vram run: --record %s: note: %s\n", o->record_path, notes);
 }
 
+/* ------------------------------------------------- what NVML shows */
+
+/* While the command runs, NVML's figure for its processes (vram run's
+ * descendants) on each GPU it can see, every 200 ms: the command's NVML
+ * peak, also where no process of it loaded the interposer (all of them
+ * cleared LD_PRELOAD), which no member's reading can see. */
+static struct {
+    pthread_t thread;
+    bool running;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    bool stop;
+    int n;
+    char uuid[COMMAND_MAX_DEVICES][COMMAND_UUID_SIZE];
+    nvmlDevice_t dev[COMMAND_MAX_DEVICES];
+    _Atomic uint64_t most[COMMAND_MAX_DEVICES];
+} nv = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static void nvml_look(void)
+{
+    int self = getpid();
+    for (int i = 0; i < nv.n; i++) {
+        struct nvml_process *p;
+        char err[256];
+        int count = nvml_processes_on(nv.dev[i], &p, err, sizeof err);
+        uint64_t sum = 0;
+        for (int k = 0; k < count; k++)
+            if (p[k].used_known && command_descends((int)p[k].pid, self))
+                sum += p[k].used;
+        if (count >= 0)
+            free(p);
+        if (sum > atomic_load(&nv.most[i]))
+            atomic_store(&nv.most[i], sum);
+    }
+}
+
+static void *nvml_watch(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&nv.mu);
+    while (!nv.stop) {
+        pthread_mutex_unlock(&nv.mu);
+        nvml_look();
+        pthread_mutex_lock(&nv.mu);
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 200 * 1000000L;
+        if (t.tv_nsec >= 1000000000L)
+            t.tv_sec++, t.tv_nsec -= 1000000000L;
+        while (!nv.stop && pthread_cond_timedwait(&nv.wake, &nv.mu, &t) == EINTR)
+            ;
+    }
+    pthread_mutex_unlock(&nv.mu);
+    return NULL;
+}
+
+static void nvml_watch_start(const struct supervise_options *o)
+{
+    char err[512];
+    if (o->ncontext_sizes == 0 || nvml_open(NULL, "vram run", err, sizeof err) != 0)
+        return;
+    for (int i = 0; i < o->ncontext_sizes && nv.n < COMMAND_MAX_DEVICES; i++)
+        if (nvml_by_uuid(o->context_sizes[i].uuid, &nv.dev[nv.n], err, sizeof err) == 0)
+            snprintf(nv.uuid[nv.n++], COMMAND_UUID_SIZE, "%s", o->context_sizes[i].uuid);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay vram run's main thread's */
+    nv.running = nv.n > 0 && pthread_create(&nv.thread, NULL, nvml_watch, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!nv.running)
+        nvml_close();
+}
+
+static void nvml_watch_stop(void)
+{
+    if (!nv.running)
+        return;
+    pthread_mutex_lock(&nv.mu);
+    nv.stop = true;
+    pthread_cond_signal(&nv.wake);
+    pthread_mutex_unlock(&nv.mu);
+    pthread_join(nv.thread, NULL);
+    nvml_look(); /* what is left at the end (a process the command left behind) */
+    nvml_close();
+    nv.running = false;
+}
+
+/* NVML's figures into the summary: each GPU's NVML peak, and for a GPU no
+ * process of the command registered (none used vram there), an entry of
+ * its own. */
+static void nvml_into(struct command_summary *s)
+{
+    for (int i = 0; i < nv.n; i++) {
+        uint64_t most = atomic_load(&nv.most[i]);
+        int d = 0;
+        while (d < s->ndevices && strcmp(s->device[d].uuid, nv.uuid[i]) != 0)
+            d++;
+        if (!most || (d == s->ndevices && d == COMMAND_MAX_DEVICES))
+            continue;
+        struct command_summary_device *e = &s->device[d];
+        if (d == s->ndevices) {
+            memset(e, 0, sizeof *e);
+            s->ndevices++;
+            e->ordinal = i;
+            snprintf(e->uuid, sizeof e->uuid, "%s", nv.uuid[i]);
+            e->ungoverned = true;
+        }
+        if (most > e->nvml_peak)
+            e->nvml_peak = most;
+        if (e->ungoverned && most > e->peak)
+            e->peak = most;
+    }
+}
+
 /* The command has ended with `status`: everything that must happen when a
  * command ends happens here (the peak, the summary, the recording). */
 static int command_ended(struct command_owner *owner, char **argv, int status,
@@ -160,6 +281,7 @@ static int command_ended(struct command_owner *owner, char **argv, int status,
     struct order order = {0};
     if (s) {
         command_summarize(owner, s);
+        nvml_into(s);
         device_order(s, &order);
         if (o->report)
             report(s, &order, status);
@@ -226,6 +348,7 @@ int supervise(char **argv, const struct supervise_options *o)
         _exit(e == ENOENT ? 127 : 126);
     }
     child = pid;
+    nvml_watch_start(o);
     if (o->grants) { /* after the fork: the child is only ever this thread's copy */
         job_member(o->grants, pid);
         job_start(o->grants);
@@ -250,6 +373,7 @@ int supervise(char **argv, const struct supervise_options *o)
         }
     }
     child = 0;
+    nvml_watch_stop();
     if (o->grants) /* the grants go back; what reads the state from here is this thread */
         job_end(o->grants);
     return command_ended(&owner, argv, status, o);

@@ -38,6 +38,7 @@ static struct {
     int entry_pid[MAX_ENTRIES], entry_fd[MAX_ENTRIES];
     char open_error[384]; /* why the state could not be opened */
     char claim_error[256];
+    uint64_t margin; /* command_set_margin */
 } me = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .own = -1,
@@ -74,24 +75,6 @@ static int parse_env(const char *v, char *why, size_t n)
     return 0;
 }
 
-/* The parent of `pid`, from /proc/PID/stat (after the command's name,
- * which may itself contain parentheses). */
-static int parent_of(int pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int f = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t len = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
-    if (f >= 0)
-        close(f);
-    if (len <= 0)
-        return 0;
-    buf[len] = 0;
-    char *end = strrchr(buf, ')');
-    char state;
-    int ppid;
-    return end && sscanf(end + 1, " %c %d", &state, &ppid) == 2 ? ppid : 0;
-}
 
 /* The state held by the nearest live ancestor: a process that started
  * while the command's state was reachable holds it for its descendants,
@@ -100,7 +83,7 @@ static int parent_of(int pid)
 static int open_from_ancestors(void)
 {
     char why[256];
-    for (int pid = getppid(), depth = 0; pid > 1 && depth < 64; pid = parent_of(pid), depth++) {
+    for (int pid = getppid(), depth = 0; pid > 1 && depth < 64; pid = command_parent_of(pid), depth++) {
         char dir[64];
         snprintf(dir, sizeof dir, "/proc/%d/fd", pid);
         DIR *d = opendir(dir);
@@ -521,6 +504,12 @@ static inline uint64_t sum_until(_Atomic uint64_t *row, uint32_t n, uint64_t lim
     return sum;
 }
 
+/* 1 when a sum after a reservation came within the margin of the limit. */
+static inline int near(uint64_t sum, uint64_t limit)
+{
+    return me.margin && sum > limit - (me.margin < limit ? me.margin : limit);
+}
+
 /* A budget per process: a compare-and-swap on this process's counter. */
 static int reserve_own(struct command_shared *s, int d, int own, uint64_t limit, uint64_t bytes)
 {
@@ -533,7 +522,7 @@ static int reserve_own(struct command_shared *s, int d, int own, uint64_t limit,
                                                     memory_order_relaxed));
     raise_to(&s->peak[d][own], cur + bytes);
     raise_to(&s->device[d].peak, cur + bytes);
-    return 0;
+    return near(cur + bytes, limit);
 }
 
 /* The first try did not fit: take it back, then try again while what the
@@ -558,7 +547,7 @@ __attribute__((noinline, cold)) static int reserve_contended(struct command_shar
         if (sum <= limit) {
             raise_to(&s->peak[d][own], mine);
             raise_to(&s->device[d].peak, sum);
-            return 0;
+            return near(sum, limit);
         }
         atomic_fetch_sub(&row[own], bytes);
     }
@@ -575,7 +564,7 @@ static inline int reserve_shared(struct command_shared *s, int d, int own, uint6
         return reserve_contended(s, d, own, limit, bytes);
     raise_to(&s->peak[d][own], mine);
     raise_to(&s->device[d].peak, sum);
-    return 0;
+    return near(sum, limit);
 }
 
 __attribute__((noinline, cold)) static int refused(int d)
@@ -591,7 +580,46 @@ int command_reserve(int d, uint64_t limit, uint64_t bytes)
         return refused(d);
     int rc = me.mode == COMMAND_PER_PROCESS ? reserve_own(me.s, d, own, limit, bytes)
                                             : reserve_shared(me.s, d, own, limit, bytes);
-    return rc == 0 ? 0 : refused(d);
+    return rc >= 0 ? rc : refused(d);
+}
+
+void command_set_margin(uint64_t bytes) { me.margin = bytes; }
+
+int command_recheck(int d, uint64_t limit, uint64_t bytes)
+{
+    if (command_used(d) <= limit)
+        return 0;
+    command_release(d, bytes);
+    return refused(d);
+}
+
+void command_force(int d, uint64_t bytes)
+{
+    int own = atomic_load_explicit(&me.own, memory_order_acquire);
+    if (own < 0)
+        return;
+    uint64_t mine = atomic_fetch_add(&me.s->used[d][own], bytes) + bytes;
+    raise_to(&me.s->peak[d][own], mine);
+    raise_to(&me.s->device[d].peak, me.mode == COMMAND_PER_PROCESS
+                                        ? mine
+                                        : sum_until(me.s->used[d], atomic_load(&me.s->slots),
+                                                    UINT64_MAX - 1));
+}
+
+void command_note_nvml(int d, uint64_t bytes) { raise_to(&me.s->device[d].nvml_peak, bytes); }
+
+int command_supervisor(void) { return me.shared ? me.s->supervisor : 0; }
+
+
+int command_first_member(void)
+{
+    uint32_t n = atomic_load(&me.s->slots);
+    for (uint32_t i = 0; i < n && i < COMMAND_MAX_SLOTS; i++) {
+        int pid = atomic_load(&me.s->pid[i]);
+        if (pid > 0)
+            return pid;
+    }
+    return 0;
 }
 
 void command_release(int d, uint64_t bytes)

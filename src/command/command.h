@@ -38,6 +38,9 @@ enum command_mode {
 enum command_part {
     COMMAND_CONTEXTS, /* CUDA contexts */
     COMMAND_MODULES,  /* loaded modules and libraries */
+    COMMAND_DRIVER,   /* what the driver holds beyond every charge: NVML's
+                         figure for the process less what vram charged it
+                         (driver_memory.c) */
     COMMAND_PARTS
 };
 
@@ -87,7 +90,10 @@ struct command_summary {
         int ordinal; /* as the process that first used it numbered it */
         char uuid[COMMAND_UUID_SIZE];
         uint64_t budget, peak, refused;
-        uint64_t part[COMMAND_PARTS]; /* the most contexts, modules held at once */
+        uint64_t part[COMMAND_PARTS]; /* the most contexts, modules, driver held at once */
+        uint64_t nvml_peak;           /* the most NVML showed the command holding */
+        bool ungoverned;              /* no process of the command used vram there: the
+                                         peak is NVML's (vram run's own reading) */
     } device[COMMAND_MAX_DEVICES];
     int nprocesses, processes_not_listed;
     struct command_summary_process {
@@ -132,10 +138,30 @@ int command_device(const char *uuid, int ordinal, bool register_budget, uint64_t
                    uint64_t *budget_out, char *why, size_t whylen);
 
 /* Reserve-before-allocate on device index d against `limit`: 0 if `bytes`
- * are charged, -1 if they do not fit (dead processes' shares are reclaimed
- * before that answer; the refusal is counted for the summary). No system
- * call unless the answer would be -1. */
+ * are charged, 1 if they are and the sum came within the margin of the
+ * limit (command_set_margin: the caller then reads what the driver holds
+ * before it lets the allocation go), -1 if they do not fit (dead
+ * processes' shares are reclaimed before that answer; the refusal is
+ * counted for the summary). No system call unless the answer would be -1. */
 int command_reserve(int d, uint64_t limit, uint64_t bytes);
+/* How near the limit a reservation answers 1 (0: never). Set once, early. */
+void command_set_margin(uint64_t bytes);
+/* After a reservation answered 1 and the driver's part was settled: if
+ * the command now holds more than `limit` on d, the reservation of `bytes`
+ * is taken back and counted as refused (-1); else 0. */
+int command_recheck(int d, uint64_t limit, uint64_t bytes);
+/* Charges `bytes` to this process on d whatever the limit (memory the
+ * driver already holds), raising the peaks. */
+void command_force(int d, uint64_t bytes);
+/* The most NVML showed the command holding on d, raised to `bytes`. */
+void command_note_nvml(int d, uint64_t bytes);
+/* vram run's pid (the command's processes descend from it), or 0. */
+int command_supervisor(void);
+/* `pid`'s parent (from /proc), or 0; `pid` is `ancestor` or descends from it. */
+int command_parent_of(int pid);
+bool command_descends(int pid, int ancestor);
+/* The pid of the lowest slot in use, or 0. */
+int command_first_member(void);
 void command_release(int d, uint64_t bytes);
 /* Counts `bytes` of what this process holds on d as a part (after their
  * reservation; `add` false: before their release), raising the part's

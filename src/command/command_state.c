@@ -227,6 +227,7 @@ void command_summarize(struct command_owner *o, struct command_summary *out)
         e->refused = atomic_load(&s->device[d].refused);
         for (int p = 0; p < COMMAND_PARTS; p++)
             e->part[p] = atomic_load(&s->device[d].part_peak[p]);
+        e->nvml_peak = atomic_load(&s->device[d].nvml_peak);
     }
     uint32_t nr = atomic_load(&s->records);
     for (uint32_t r = 0; r < nr && r < COMMAND_MAX_RECORDS; r++) {
@@ -255,14 +256,27 @@ void command_summarize(struct command_owner *o, struct command_summary *out)
 void command_peak_line(const struct command_summary *s, int i, char *out, size_t n)
 {
     const struct command_summary_device *e = &s->device[i];
+    if (e->ungoverned) {
+        snprintf(out, n, "GPU %d (%s): NVML showed the command's processes holding %s, none of "
+                         "them under vram's budget (LD_PRELOAD cleared)",
+                 e->ordinal, e->uuid, format_size(e->nvml_peak).text);
+        return;
+    }
     int len = snprintf(out, n, "GPU %d (%s): peak %s of %s budget%s", e->ordinal, e->uuid,
                        format_size(e->peak).text, format_size(e->budget).text,
                        s->mode == COMMAND_PER_PROCESS ? " per process" : "");
-    uint64_t ctx = e->part[COMMAND_CONTEXTS], mod = e->part[COMMAND_MODULES];
-    if ((ctx || mod) && len >= 0 && (size_t)len < n)
-        len += snprintf(out + len, n - (size_t)len, " (%s%s%s%s%s)", ctx ? "context " : "",
-                        ctx ? format_size(ctx).text : "", ctx && mod ? ", " : "",
-                        mod ? "modules " : "", mod ? format_size(mod).text : "");
+    static const char *const name[COMMAND_PARTS] = {"context", "modules", "driver"};
+    for (int p = 0, said = 0; p < COMMAND_PARTS; p++)
+        if (e->part[p] && len >= 0 && (size_t)len < n)
+            len += snprintf(out + len, n - (size_t)len, "%s%s %s", said++ ? ", " : " (", name[p],
+                            format_size(e->part[p]).text);
+    if ((e->part[COMMAND_CONTEXTS] || e->part[COMMAND_MODULES] || e->part[COMMAND_DRIVER]) &&
+        len >= 0 && (size_t)len < n)
+        len += snprintf(out + len, n - (size_t)len, ")");
+    /* NVML's own figure, where it saw more than vram counted. */
+    if (e->nvml_peak > e->peak && len >= 0 && (size_t)len < n)
+        len += snprintf(out + len, n - (size_t)len, "; NVML showed %s",
+                        format_size(e->nvml_peak).text);
     if (e->refused && len >= 0 && (size_t)len < n)
         snprintf(out + len, n - (size_t)len, "; %llu allocation%s refused",
                  (unsigned long long)e->refused, e->refused == 1 ? "" : "s");
@@ -286,4 +300,35 @@ int command_grant(struct command_owner *o, const char *uuid, int ordinal, uint64
     atomic_store(&s->devices, n + 1);
     command_set_granted(o);
     return 0;
+}
+
+/* ------------------------------------------------------- processes */
+
+/* The parent of `pid`, from /proc/PID/stat (after the command's name,
+ * which may itself contain parentheses). */
+int command_parent_of(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t len = f < 0 ? -1 : read(f, buf, sizeof buf - 1);
+    if (f >= 0)
+        close(f);
+    if (len <= 0)
+        return 0;
+    buf[len] = 0;
+    char *end = strrchr(buf, ')');
+    char state;
+    int ppid;
+    return end && sscanf(end + 1, " %c %d", &state, &ppid) == 2 ? ppid : 0;
+}
+
+bool command_descends(int pid, int ancestor)
+{
+    for (int depth = 0; pid > 1 && depth < 64; depth++) {
+        if (pid == ancestor)
+            return true;
+        pid = command_parent_of(pid);
+    }
+    return false;
 }

@@ -11,7 +11,7 @@
  *   pid[i]                  the same;
  *   device[], devices       whoever holds the registry lock;
  *   device[d].peak/refused, anyone, by compare-and-swap / add (statistics);
- *   .part_peak, .context_size
+ *   .part_peak, .context_size, .nvml_peak
  *   record[], records       whoever reclaims a dead slot (statistics).
  *
  * Locks are open-file-description locks (F_OFD_SETLK) on single bytes of
@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #define COMMAND_MAGIC "VRAMCMD"
-#define COMMAND_VERSION 2
+#define COMMAND_VERSION 3
 #define COMMAND_REGISTRY_BYTE COMMAND_MAX_SLOTS
 /* The device entries are vramd's grants for the whole command, registered
  * by its holder (vram run, the Slurm plugin) before it started. */
@@ -53,6 +53,8 @@ struct command_device_entry {
     /* What one context takes on the device, as measured (vram run's probe,
      * or the command's first process to create one); 0 while unknown. */
     _Atomic uint64_t context_size;
+    /* The most NVML showed the command's processes holding at once. */
+    _Atomic uint64_t nvml_peak;
 };
 
 /* What vram run measured before the command started: a context's cost on

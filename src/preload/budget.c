@@ -1,5 +1,6 @@
 #include "budget.h"
 #include "../command/command.h"
+#include "driver_memory.h"
 
 #include "../core/options.h"
 #include "../cuda/uuid.h"
@@ -64,6 +65,7 @@ __attribute__((constructor)) static void budget_load(void)
 
 int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uuid))
 {
+    command_set_margin(DRIVER_MEMORY_MARGIN);
     b.total_of = total_of;
     b.uuid_of = uuid_of;
     options_clear(&b.env);
@@ -273,12 +275,56 @@ static int resolve(int dev)
 bool budget_limited(int dev) { return resolve(dev) == 2; }
 uint64_t budget_limit(int dev) { return budget_limited(dev) ? b.limit[dev] : UINT64_MAX; }
 
+/* A reservation that came near the budget, or was refused: what the driver
+ * holds is read first (driver_memory.h). */
+__attribute__((noinline, cold)) static int reserve_near(int dev, int c, uint64_t bytes, int rc)
+{
+    if (rc > 0) {
+        /* Inside a pool's, graph's, context's or module's call the
+         * reservation may settle what the driver took already. */
+        bool inside = driver_memory_in_call();
+        if (driver_memory_settle(dev, inside ? 0 : bytes) < 0)
+            return 0;
+        return command_recheck(c, b.limit[dev], bytes);
+    }
+    /* Refused: the driver may have given back what it held. */
+    if (driver_memory_part(dev) == 0 || driver_memory_settle(dev, 0) <= 0)
+        return -1;
+    rc = command_reserve(c, b.limit[dev], bytes);
+    return rc <= 0 ? rc : command_recheck(c, b.limit[dev], bytes);
+}
+
 int budget_reserve(int dev, uint64_t bytes)
 {
     int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
     if (c < 0)
         return -1; /* limited but not accounted: a budget that could not be set up */
-    return command_reserve(c, b.limit[dev], bytes);
+    int rc = command_reserve(c, b.limit[dev], bytes);
+    if (__builtin_expect(rc == 0, 1))
+        return 0;
+    return reserve_near(dev, c, bytes, rc);
+}
+
+void budget_force_part(int dev, uint64_t bytes, enum command_part part)
+{
+    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
+    if (c < 0)
+        return;
+    command_force(c, bytes);
+    command_part(c, part, bytes, true);
+}
+
+uint64_t budget_own_used(int dev)
+{
+    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
+    return c >= 0 ? command_own_used(c) : 0;
+}
+
+void budget_note_nvml(int dev, uint64_t bytes)
+{
+    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
+    if (c >= 0)
+        command_note_nvml(c, bytes);
 }
 
 void budget_release(int dev, uint64_t bytes)
@@ -437,22 +483,23 @@ static bool consider(uint64_t key, uint64_t v, void *arg)
     return true;
 }
 
-/* " including contexts 392.00 MiB, modules 2.00 MiB": what this process
- * holds that no allocation asked for, for the report. */
+/* " including contexts 518.00 MiB, modules 2.00 MiB, driver 4.00 MiB":
+ * what this process holds that no allocation asked for, for the report. */
 struct beside {
-    char text[96];
+    char text[128];
 };
 
 static struct beside beside_allocations(int c)
 {
+    static const char *const name[COMMAND_PARTS] = {"contexts", "modules", "driver"};
     struct beside t = {""};
-    uint64_t ctx = command_own_part(c, COMMAND_CONTEXTS), mod = command_own_part(c, COMMAND_MODULES);
     int n = 0;
-    if (ctx)
-        n = snprintf(t.text, sizeof t.text, " including contexts %s", format_size(ctx).text);
-    if (mod)
-        snprintf(t.text + n, sizeof t.text - (size_t)n, "%s modules %s", ctx ? "," : " including",
-                 format_size(mod).text);
+    for (int p = 0, said = 0; p < COMMAND_PARTS; p++) {
+        uint64_t v = command_own_part(c, (enum command_part)p);
+        if (v && n >= 0 && (size_t)n < sizeof t.text)
+            n += snprintf(t.text + n, sizeof t.text - (size_t)n, "%s %s %s",
+                          said++ ? "," : " including", name[p], format_size(v).text);
+    }
     return t;
 }
 

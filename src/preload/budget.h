@@ -77,6 +77,12 @@ void budget_release_part(int dev, uint64_t bytes, enum command_part part);
 /* What one context takes on the device as the command knows it (0 when
  * unknown), and a measure of it to share with the command's processes. */
 uint64_t budget_context_size(int dev);
+/* What the driver holds beyond the charges (driver_memory.c): charged
+ * whatever the budget says, as `part`; what this process holds on dev; the
+ * command's NVML figure there, for its peak. */
+void budget_force_part(int dev, uint64_t bytes, enum command_part part);
+uint64_t budget_own_used(int dev);
+void budget_note_nvml(int dev, uint64_t bytes);
 void budget_note_context_size(int dev, uint64_t bytes);
 /* A context of `bytes` refused on dev by `call`. When the budget cannot hold
  * one context and 1 MiB beside it, that is said whatever VRAM_LOG says

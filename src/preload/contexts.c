@@ -4,8 +4,11 @@
  * MiB on a GPU, as much as the driver decides. Every way a program makes one
  * is governed: cuCtxCreate (every version), and the first retain of a
  * device's primary context (the CUDA runtime's way, and libvram's); its end
- * (cuCtxDestroy, the primary context's last release, a reset) gives the
- * charge back.
+ * (cuCtxDestroy, the primary context's last release, a reset, the last
+ * cuCtxDetach) gives the charge back. The legacy cuCtxAttach and
+ * cuCtxDetach count a context's users as the driver does (a created
+ * context has one; a primary context's are its retains), so the charge
+ * goes when the driver destroys the context, not before.
  *
  * What a context takes is measured (footprint.h) and charged like an
  * allocation, reserve before the driver is called: the reservation is the
@@ -20,6 +23,7 @@
  * Contexts are made and ended one at a time in a process (footprint_lock):
  * they are rare, and a measure must not see another one's memory.
  */
+#include "driver_memory.h"
 #include "footprint.h"
 #include "interposer.h"
 
@@ -122,6 +126,8 @@ static CUresult charged(const struct maker *m, const char *call, CUcontext *out,
     *charge = cost;
     record_context(dev, (uint64_t)(uintptr_t)*out);
     record_alloc(RECORD_CONTEXT_MEMORY, dev, (uint64_t)(uintptr_t)*out, cost, 0);
+    /* From now on the driver may take memory here on its own. */
+    driver_memory_watch(dev);
     return CUDA_SUCCESS;
 }
 
@@ -223,6 +229,57 @@ EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 {
     need_real();
     return governed_destroy(ctx, real.cuCtxDestroy ? real.cuCtxDestroy : real.cuCtxDestroy_v2);
+}
+
+/* -------------------------------------------------------------- legacy */
+
+/* The primary context of a device that `ctx` is, or -1. Caller holds the lock. */
+static int primary_of(CUcontext ctx)
+{
+    for (int d = 0; ctx && d < BUDGET_MAX_DEVICES; d++)
+        if (cx.primary[d].refs > 0 && cx.primary[d].ctx == ctx)
+            return d;
+    return -1;
+}
+
+static void primary_ended(CUdevice dev, bool reset);
+
+EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags)
+{
+    need_real();
+    if (!real.cuCtxAttach)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    footprint_lock();
+    CUresult rc = real.cuCtxAttach(pctx, flags);
+    if (rc == CUDA_SUCCESS && pctx) {
+        struct footprint_charge *c = footprint_find(&cx.created, *pctx);
+        int d = primary_of(*pctx);
+        if (c)
+            c->users++;
+        else if (d >= 0)
+            cx.primary[d].refs++;
+    }
+    footprint_unlock();
+    return rc;
+}
+
+EXPORT CUresult cuCtxDetach(CUcontext ctx)
+{
+    need_real();
+    if (!real.cuCtxDetach)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    footprint_lock();
+    CUresult rc = real.cuCtxDetach(ctx);
+    if (rc == CUDA_SUCCESS) {
+        struct footprint_charge *c = footprint_find(&cx.created, ctx);
+        int d = primary_of(ctx);
+        if (c && --c->users == 0)
+            footprint_ended(&cx.created, ctx, COMMAND_CONTEXTS, RECORD_CONTEXT_MEMORY);
+        else if (d >= 0)
+            primary_ended(d, false);
+    }
+    footprint_unlock();
+    return rc;
 }
 
 /* ------------------------------------------------------------- primary */
@@ -333,6 +390,7 @@ static void after_fork_parent(void) { footprint_unlock(); }
 static void after_fork_child(void)
 {
     footprint_after_fork();
+    driver_memory_after_fork();
     footprint_forget(&cx.created);
     for (int d = 0; d < BUDGET_MAX_DEVICES; d++)
         cx.primary[d].refs = 0, cx.primary[d].charge = 0;

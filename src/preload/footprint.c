@@ -1,4 +1,5 @@
 /* footprint: measuring what the device gives this process (footprint.h). */
+#include "driver_memory.h"
 #include "footprint.h"
 #include "interposer.h"
 
@@ -16,16 +17,28 @@
 
 static struct {
     pthread_mutex_t event; /* one measured event at a time */
+    pthread_mutex_t handles; /* handle[], known[]: measures and driver_memory.c's readings */
     pthread_once_t once;
     bool nvml; /* loaded and started */
     PFN_nvmlDeviceGetHandleByUUID by_uuid;
     struct nvml_process_calls list;
     nvmlDevice_t handle[BUDGET_MAX_DEVICES];
     signed char known[BUDGET_MAX_DEVICES]; /* 0 not asked, 1 handle, -1 NVML does not know it */
-} fp = {.event = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
+} fp = {.event = PTHREAD_MUTEX_INITIALIZER, .handles = PTHREAD_MUTEX_INITIALIZER,
+        .once = PTHREAD_ONCE_INIT};
 
-void footprint_lock(void) { pthread_mutex_lock(&fp.event); }
-void footprint_unlock(void) { pthread_mutex_unlock(&fp.event); }
+/* A context or module being made may hold more than it was charged until
+ * it is measured: no reading of the driver's part may count that. */
+void footprint_lock(void)
+{
+    pthread_mutex_lock(&fp.event);
+    driver_memory_enter();
+}
+void footprint_unlock(void)
+{
+    driver_memory_leave();
+    pthread_mutex_unlock(&fp.event);
+}
 
 static void load_nvml(void)
 {
@@ -45,13 +58,13 @@ static void load_nvml(void)
                        "measured from the device's free memory");
 }
 
-/* What NVML says this process holds on dev: 1 (listed), 0 (not listed),
- * -1 (NVML cannot say). The caller holds fp.event. */
-static int nvml_usage(int dev, uint64_t *bytes)
+/* NVML's handle of dev, or NULL when NVML cannot say. */
+static bool nvml_handle(int dev, nvmlDevice_t *out)
 {
     pthread_once(&fp.once, load_nvml);
     if (!fp.nvml || dev < 0 || dev >= BUDGET_MAX_DEVICES)
-        return -1;
+        return false;
+    pthread_mutex_lock(&fp.handles);
     if (!fp.known[dev]) {
         CUuuid u;
         char text[UUID_TEXT_SIZE];
@@ -62,10 +75,29 @@ static int nvml_usage(int dev, uint64_t *bytes)
                 fp.known[dev] = 1;
         }
     }
-    if (fp.known[dev] < 0)
+    bool known = fp.known[dev] > 0;
+    *out = fp.handle[dev];
+    pthread_mutex_unlock(&fp.handles);
+    return known;
+}
+
+/* What NVML says this process holds on dev: 1 (listed), 0 (not listed),
+ * -1 (NVML cannot say). */
+static int nvml_usage(int dev, uint64_t *bytes)
+{
+    nvmlDevice_t h;
+    if (!nvml_handle(dev, &h))
         return -1;
     *bytes = 0;
-    return nvml_process_usage(&fp.list, fp.handle[dev], (unsigned)getpid(), bytes);
+    return nvml_process_usage(&fp.list, h, (unsigned)getpid(), bytes);
+}
+
+int footprint_nvml_read(int dev, struct nvml_process **out)
+{
+    nvmlDevice_t h;
+    nvmlReturn_t rc;
+    *out = NULL;
+    return nvml_handle(dev, &h) ? nvml_process_read(&fp.list, h, out, &rc) : -1;
 }
 
 static int free_in(CUcontext ctx, uint64_t *bytes)
@@ -113,6 +145,7 @@ int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *byte
 void footprint_after_fork(void)
 {
     pthread_mutex_init(&fp.event, NULL);
+    pthread_mutex_init(&fp.handles, NULL);
 }
 
 /* ---------------------------------------------------------------- charges */
@@ -132,7 +165,15 @@ bool footprint_room(struct footprint_charges *t)
 
 void footprint_charged(struct footprint_charges *t, const void *handle, int dev, uint64_t bytes)
 {
-    t->v[t->n++] = (struct footprint_charge){handle, dev, bytes};
+    t->v[t->n++] = (struct footprint_charge){handle, dev, bytes, 1};
+}
+
+struct footprint_charge *footprint_find(struct footprint_charges *t, const void *handle)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->v[i].handle == handle)
+            return &t->v[i];
+    return NULL;
 }
 
 bool footprint_ended(struct footprint_charges *t, const void *handle, enum command_part part,

@@ -55,6 +55,12 @@ void footprint_begin(struct footprint *f, int dev, CUcontext ctx);
  * allows way 3. 0, or -1 when nothing could measure it. */
 int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *bytes);
 
+/* NVML's list of the processes holding memory on dev, read whole (loading
+ * NVML the first time): its count and a malloc()ed array in *out, or -1
+ * when NVML cannot say. Any thread, any time (driver_memory.c). */
+struct nvml_process;
+int footprint_nvml_read(int dev, struct nvml_process **out);
+
 /* In a child after fork(). */
 void footprint_after_fork(void);
 
@@ -65,6 +71,7 @@ struct footprint_charges {
         const void *handle;
         int dev;
         uint64_t bytes;
+        int users; /* a context's: 1, and one per cuCtxAttach not detached */
     } *v;
     int n, cap;
 };
@@ -78,6 +85,8 @@ void footprint_charged(struct footprint_charges *t, const void *handle, int dev,
  * recorded as a free of `family`. false if `handle` was not charged. */
 bool footprint_ended(struct footprint_charges *t, const void *handle, enum command_part part,
                      enum record_family family);
+/* The charge of `handle`, or NULL. */
+struct footprint_charge *footprint_find(struct footprint_charges *t, const void *handle);
 /* Forgets them all (a forked child holds none). */
 void footprint_forget(struct footprint_charges *t);
 

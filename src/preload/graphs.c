@@ -1,5 +1,6 @@
 /* graphs: memory of graph allocation nodes, reserved by the driver at
  * upload or launch and kept until cuDeviceGraphMemTrim. */
+#include "driver_memory.h"
 #include "interposer.h"
 
 /* ---------------------------------------------------------- graph memory */
@@ -11,6 +12,18 @@
  * to CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT. */
 #define MAX_GRAPHS 1024
 static pthread_mutex_t graph_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Its holder may have the driver take memory not charged yet: no reading
+ * of the driver's part may count that (driver_memory.h). */
+static void graph_lock(void)
+{
+    pthread_mutex_lock(&graph_mu);
+    driver_memory_enter();
+}
+static void graph_unlock(void)
+{
+    driver_memory_leave();
+    pthread_mutex_unlock(&graph_mu);
+}
 static struct graph_need {
     void *key; /* a CUgraph, or a CUgraphExec instantiated from one */
     int dev;
@@ -75,11 +88,11 @@ EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgra
     }
     CUresult rc = real.cuGraphAddMemAllocNode(node, g, deps, ndeps, params);
     if (rc == CUDA_SUCCESS) {
-        pthread_mutex_lock(&graph_mu);
+        graph_lock();
         struct graph_need *n = graph_add(g, dev);
         if (n)
             n->bytes += charge;
-        pthread_mutex_unlock(&graph_mu);
+        graph_unlock();
     }
     return rc;
 }
@@ -90,7 +103,7 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsign
     CUresult rc = real.cuGraphInstantiateWithFlags(exec, g, flags);
     if (rc != CUDA_SUCCESS || !exec)
         return rc;
-    pthread_mutex_lock(&graph_mu);
+    graph_lock();
     struct graph_need *n = graph_find(g);
     if (n) {
         struct graph_need copy = *n;
@@ -98,22 +111,22 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsign
         if (e)
             e->bytes = copy.bytes;
     }
-    pthread_mutex_unlock(&graph_mu);
+    graph_unlock();
     return rc;
 }
 
 static CUresult graph_run(const char *name, CUgraphExec e, CUstream s, PFN_cuGraphLaunch run)
 {
-    pthread_mutex_lock(&graph_mu);
+    graph_lock();
     struct graph_need *n = graph_find(e);
     if (!n) {
-        pthread_mutex_unlock(&graph_mu);
+        graph_unlock();
         return run(e, s);
     }
     int dev = n->dev;
     uint64_t pre = n->bytes > graph_charged[dev] ? n->bytes - graph_charged[dev] : 0;
     if (pre && budget_reserve(dev, pre) != 0) {
-        pthread_mutex_unlock(&graph_mu);
+        graph_unlock();
         governed_refusal(dev, RECORD_GRAPH, pre, (uintptr_t)s, name, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -122,7 +135,7 @@ static CUresult graph_run(const char *name, CUgraphExec e, CUstream s, PFN_cuGra
         budget_release(dev, pre);
     else
         graph_settle(dev, pre, s);
-    pthread_mutex_unlock(&graph_mu);
+    graph_unlock();
     return rc;
 }
 
@@ -155,9 +168,9 @@ EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev)
     need_real();
     CUresult rc = real.cuDeviceGraphMemTrim(dev);
     if (rc == CUDA_SUCCESS && dev >= 0 && dev < BUDGET_MAX_DEVICES && budget_limited(dev)) {
-        pthread_mutex_lock(&graph_mu);
+        graph_lock();
         graph_settle(dev, 0, NULL);
-        pthread_mutex_unlock(&graph_mu);
+        graph_unlock();
     }
     return rc;
 }

@@ -68,6 +68,8 @@ struct real_driver {
     PFN_cuCtxCreate_v4 cuCtxCreate_v4;
     PFN_cuCtxDestroy cuCtxDestroy;
     PFN_cuCtxDestroy_v2 cuCtxDestroy_v2;
+    PFN_cuCtxAttach cuCtxAttach;
+    PFN_cuCtxDetach cuCtxDetach;
     PFN_cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRetain;
     PFN_cuDevicePrimaryCtxRelease cuDevicePrimaryCtxRelease;
     PFN_cuDevicePrimaryCtxRelease_v2 cuDevicePrimaryCtxRelease_v2;
@@ -234,6 +236,8 @@ EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsig
                                CUdevice dev);
 EXPORT CUresult cuCtxDestroy(CUcontext ctx);
 EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx);
+EXPORT CUresult cuCtxAttach(CUcontext *pctx, unsigned int flags);
+EXPORT CUresult cuCtxDetach(CUcontext ctx);
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);

@@ -1,5 +1,6 @@
 /* pools: stream-ordered allocation from default and user pools (and the
  * _ptsz variants), charged by what each pool reserves. */
+#include "driver_memory.h"
 #include "interposer.h"
 
 /* ------------------------------------------------ stream-ordered pools */
@@ -11,6 +12,18 @@
  * change it. Pool operations are serialised here so each settles alone. */
 #define MAX_POOLS 256
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Its holder may have the driver take memory not charged yet: no reading
+ * of the driver's part may count that (driver_memory.h). */
+static void pool_lock(void)
+{
+    pthread_mutex_lock(&pool_mu);
+    driver_memory_enter();
+}
+static void pool_unlock(void)
+{
+    driver_memory_leave();
+    pthread_mutex_unlock(&pool_mu);
+}
 static struct pool_charge {
     CUmemoryPool pool;
     int dev;
@@ -70,10 +83,10 @@ static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize,
         return from_pool ? from_pool(dptr, bytesize, pool, s) : from_default(dptr, bytesize, s);
     if (!pool && (!real.cuDeviceGetMemPool || real.cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS))
         return from_default(dptr, bytesize, s);
-    pthread_mutex_lock(&pool_mu);
+    pool_lock();
     struct pool_charge *pc = pool_entry(pool, dev);
     if (!pc) {
-        pthread_mutex_unlock(&pool_mu);
+        pool_unlock();
         governed_refusal(dev, RECORD_POOL, bytesize, (uintptr_t)s, name, RECORD_TOO_MANY_POOLS);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -83,7 +96,7 @@ static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize,
                     pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
     uint64_t pre = charge > idle ? device_charge(charge - idle) : 0;
     if (pre && budget_reserve(dev, pre) != 0) {
-        pthread_mutex_unlock(&pool_mu);
+        pool_unlock();
         governed_refusal(dev, RECORD_POOL, charge, (uintptr_t)s, name, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -96,7 +109,7 @@ static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize,
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         governed_refusal(dev, RECORD_POOL, charge, (uintptr_t)s, name, 0);
     }
-    pthread_mutex_unlock(&pool_mu);
+    pool_unlock();
     return rc;
 }
 
@@ -137,9 +150,9 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 /* After anything that can shrink pools, their charges follow. */
 static CUresult settled(CUresult rc, CUstream stream)
 {
-    pthread_mutex_lock(&pool_mu);
+    pool_lock();
     settle_all_pools(stream);
-    pthread_mutex_unlock(&pool_mu);
+    pool_unlock();
     return rc;
 }
 
@@ -173,7 +186,7 @@ EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     CUresult rc = real.cuMemPoolDestroy(pool);
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&pool_mu);
+    pool_lock();
     for (int i = 0; i < npools; i++)
         if (pools[i].pool == pool) {
             budget_release(pools[i].dev, pools[i].charged);
@@ -181,6 +194,6 @@ EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
             pools[i] = pools[--npools];
             break;
         }
-    pthread_mutex_unlock(&pool_mu);
+    pool_unlock();
     return rc;
 }

@@ -9,7 +9,7 @@ const char *record_family_name(unsigned family)
 {
     static const char *const names[RECORD_FAMILIES] = {
         "none", "plain", "pitched", "managed", "pool", "vmm", "array", "graph", "context", "module",
-        "reported",
+        "driver", "reported",
     };
     return family < RECORD_FAMILIES ? names[family] : "?";
 }

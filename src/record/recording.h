@@ -34,6 +34,9 @@ enum record_family {
     RECORD_GRAPH,          /* graph memory: a device's graph reservation */
     RECORD_CONTEXT_MEMORY, /* what a CUDA context takes of the device; address: the context */
     RECORD_MODULE,         /* a loaded module or library; address: its handle */
+    RECORD_DRIVER,         /* what the driver holds beyond every charge (NVML's
+                              figure less vram's): a reservation resized at
+                              each reading; address 0 */
     RECORD_REPORTED,       /* vramd's history: what a client reported in use (a
                               reservation resized at every step); never in a file */
     RECORD_FAMILIES

@@ -61,13 +61,15 @@ static void survey_change(const struct usage *u, const struct usage_change *c, v
 }
 
 /* Families from the bottom of the stack up: what a process holds from its
- * start to its end (its contexts, its code) under what comes and goes. */
+ * start to its end (its contexts, its code, what the driver keeps) under
+ * what comes and goes. */
 static const int stack_order[RECORD_FAMILIES - 1] = {
-    RECORD_CONTEXT_MEMORY, RECORD_MODULE, RECORD_PLAIN, RECORD_PITCHED, RECORD_MANAGED,
-    RECORD_POOL,           RECORD_VMM,    RECORD_ARRAY, RECORD_GRAPH,   RECORD_REPORTED,
+    RECORD_CONTEXT_MEMORY, RECORD_MODULE, RECORD_DRIVER, RECORD_PLAIN, RECORD_PITCHED,
+    RECORD_MANAGED,        RECORD_POOL,   RECORD_VMM,    RECORD_ARRAY, RECORD_GRAPH,
+    RECORD_REPORTED,
 };
 _Static_assert(RECORD_FAMILIES - 1 <= TIMELINE_MAX_SERIES, "a series for every family");
-_Static_assert(RECORD_FAMILIES == 11, "stack_order names every family once");
+_Static_assert(RECORD_FAMILIES == 12, "stack_order names every family once");
 
 /* ------------------------------------------- second pass: the columns */
 

@@ -20,7 +20,7 @@
 
 #include "reader.h"
 
-#define TIMELINE_MAX_SERIES 10
+#define TIMELINE_MAX_SERIES 12
 
 struct timeline_chart {
     int nseries;

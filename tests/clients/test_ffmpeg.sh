@@ -2,7 +2,7 @@
 # ffmpeg, a program nobody here wrote, on the simulated GPU as its users run
 # it: `-init_hw_device cuda` and frames uploaded to the device and downloaded
 # again (hwupload,hwdownload) come back identical to a CPU-only run; under
-# `vram run --limit 404MiB` (its CUDA context, 392 MiB on the simulated
+# `vram run --limit 530MiB` (its CUDA context, 518 MiB on the simulated
 # H100, and 12 MiB beside it) 1080p frames still pass and 4K frames (14 MiB
 # each) do not fit: a clean allocation failure, not a crash.
 set -u
@@ -31,13 +31,13 @@ for fmt in nv12 yuv420p yuv444p; do
 done
 
 on_cpu 1920x1080 nv12 "$tmp/cpu.hd"
-through_gpu 1920x1080 nv12 "$tmp/gpu.hd" --limit 404MiB 2>"$tmp/err.hd"
+through_gpu 1920x1080 nv12 "$tmp/gpu.hd" --limit 530MiB 2>"$tmp/err.hd"
 check "1080p under a budget of a context and 12 MiB" test $? = 0
 check "1080p under a budget of a context and 12 MiB: identical" cmp -s "$tmp/cpu.hd" "$tmp/gpu.hd"
-through_gpu 3840x2160 nv12 "$tmp/gpu.4k" --limit 404MiB 2>"$tmp/err.4k"; rc=$?
+through_gpu 3840x2160 nv12 "$tmp/gpu.4k" --limit 530MiB 2>"$tmp/err.4k"; rc=$?
 check "4K under a budget of a context and 12 MiB fails" test $rc = 1
 check "... as an allocation failure ffmpeg reports" contains "$tmp/err.4k" "CUDA_ERROR_OUT_OF_MEMORY"
-check "... which vram explains" contains "$tmp/err.4k" "budget 404.00 MiB, in use 392.00 MiB by the command (this process 392.00 MiB including contexts 392.00 MiB)"
+check "... which vram explains" contains "$tmp/err.4k" "budget 530.00 MiB, in use 518.00 MiB by the command (this process 518.00 MiB including contexts 518.00 MiB)"
 check "... and no frame was written" test ! -s "$tmp/gpu.4k"
 cat "$tmp"/err.* 2>/dev/null
 echo "$passed passed, $failures failed"

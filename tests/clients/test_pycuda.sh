@@ -19,7 +19,7 @@ if ! "$py" -c 'import pycuda.driver' >"$tmp/import" 2>&1; then
   exit 77
 fi
 MiB=$((1 << 20))
-total=$((81079 * MiB)) context=$((392 * MiB)) # CUDA's total on the H100 profile; its context
+total=$((81079 * MiB)) context=$((518 * MiB)) # CUDA's total on the H100 profile; its context
 
 "$py" "$here/pycuda_client.py" $total $((total - context)) >"$tmp/direct" 2>&1
 check "PyCUDA alone: the whole device less its context, filled; 20 contexts gone" test $? = 0

@@ -8,7 +8,8 @@
 # tolerance README.md speaks of ("over" when it passed the budget). Record
 # what you ran and saw in docs/gpu-validation.md.
 #
-#   tests/gpu/run.sh [BUDGET]      default budget 4GiB
+#   tests/gpu/run.sh [BUDGET [train]]   default budget 4GiB; "train": only
+#                                       the training check
 #
 # Needs: the driver (libcuda.so.1), nvcc, and whichever of PyTorch, JAX and
 # CuPy are installed (missing ones are reported as skipped); the training
@@ -17,6 +18,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 budget=${1:-4GiB}
+only=${2:-all} # "train": the training check alone
 build=build-gpu
 cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build $build -j >/dev/null || exit 1
 vram=$build/vram
@@ -82,6 +84,7 @@ run() { # NAME ENV... -- COMMAND...
 
 have() { python3 -c "import $1" 2>/dev/null; }
 
+if [ "$only" != train ]; then
 if command -v nvcc >/dev/null; then
   # The driver's own figures (what sim/config.h's H100 is calibrated to).
   nvcc -o "$out/facts" tests/gpu/facts.cu && "$out/facts"
@@ -118,6 +121,8 @@ if have torch; then
   verdict "$(tail -1 "$out/a")" "$out/a.json"
   verdict "$(tail -1 "$out/b")" "$out/b.json"
 fi
+fi
+
 # A real training workload (torchvision ResNet-50, bf16, batch 64) while
 # NVML is sampled every 100 ms from outside vram: once under a budget it
 # fits, once under one it does not. Fails when NVML's largest figure for

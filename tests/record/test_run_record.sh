@@ -20,9 +20,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export VRAM_SIM_DIR=$tmp/sim
 mkdir "$VRAM_SIM_DIR"
-run() { "$vram" run --limit 1GiB "$@"; }
+run() { "$vram" run --limit 1276MiB "$@"; }
 mib() { echo $(($1 * 1048576)); }
-context=$(mib 392) # what a context takes on the simulated H100, inside the budget
+context=$(mib 518) # what a context takes on the simulated H100, inside the budget
 
 # --- every family, as vram's own form -------------------------------------
 run --record "$tmp/fam.vrec" --summary "$tmp/fam-summary.json" -- \
@@ -33,8 +33,8 @@ $py "$here/check_recording.py" "$tmp/fam.vrec" "$tmp/fam.log" >"$tmp/fam.json" 2
 check "exactly the program's events, and what the budget and the GPU counted" test -s "$tmp/fam.json"
 cat "$tmp/err"
 peak=$(json_field "$tmp/fam-summary.json" 'd["devices"][0]["peak"]')
-check "the peak vram run reported is the program's: its context and 512 MiB" \
-  test "$peak" = "$((context + $(mib 512)))"
+check "the peak vram run reported is the program's: its context and 640 MiB" \
+  test "$peak" = "$((context + $(mib 640)))"
 check "the contexts' part of it: two at once" \
   test "$(json_field "$tmp/fam-summary.json" 'd["devices"][0]["context"]')" = "$((2 * context))"
 check "the modules' part: a module and a library of 4 MiB each" \
@@ -45,7 +45,7 @@ check "every refusal recorded" \
 "$vram" record info --json "$tmp/fam.vrec" >"$tmp/info.json"
 check "vram record info reads the same peak" \
   test "$(json_field "$tmp/info.json" 'd["devices"][0]["peak"]')" = "$peak"
-check "and the command's budget" test "$(json_field "$tmp/info.json" 'd["devices"][0]["budget"]')" = "$(mib 1024)"
+check "and the command's budget" test "$(json_field "$tmp/info.json" 'd["devices"][0]["budget"]')" = "$(mib 1276)"
 check "every family in it" test "$(json_field "$tmp/info.json" \
   'sorted(k for k, v in d["devices"][0]["family_peaks"].items() if v)')" = \
   "['array', 'context', 'graph', 'managed', 'module', 'pitched', 'plain', 'pool', 'vmm']"
@@ -63,7 +63,7 @@ peak=$(json_field "$tmp/csv-summary.json" 'd["devices"][0]["peak"]')
 check "the log's peak is vram run's" test "$(json_field "$tmp/csv.json" 'd["peak"]')" = "$peak"
 check "refusals are allocate failures" test "$(json_field "$tmp/csv.json" 'd["failures"]')" = 10
 "$replay" --runs 1 "$tmp/fam.csv" >"$tmp/replay" 2>&1
-check "vram-replay replays it to the same peak" contains "$tmp/replay" "/ 904.00 MiB)"
+check "vram-replay replays it to the same peak" contains "$tmp/replay" "/ 1.13 GiB)"
 check "vram-replay: nothing failed" sh -c "! grep -q failed '$tmp/replay'"
 
 # --- trace events, by --format --------------------------------------------
@@ -77,7 +77,7 @@ check "its GPU 0 counter peaks at vram run's peak" test "$(json_field "$tmp/trac
 check "its refusals marked" test "$(json_field "$tmp/trace.json" 'd["gpus"]["0"]["refusals"]')" = 10
 check "as many as vram run counted (a graph node over the budget too)" test \
   "$(json_field "$tmp/trace-summary.json" 'd["devices"][0]["refused"]')" = 10
-check "its budget" test "$(json_field "$tmp/trace.json" 'd["gpus"]["0"]["budget"]')" = "$(mib 1024)"
+check "its budget" test "$(json_field "$tmp/trace.json" 'd["gpus"]["0"]["budget"]')" = "$(mib 1276)"
 
 # --- several processes, one recording -------------------------------------
 run --log off --record "$tmp/multi.vrec" -- bash -c \
@@ -103,7 +103,7 @@ check "exec: the note says so" contains "$tmp/exec.err" "followed by another of 
 cat "$tmp/err"
 
 # --- a process killed with SIGKILL ----------------------------------------
-"$vram" run --limit 1GiB --record "$tmp/killed.vrec" -- "$recorded" churn "$tmp/killed.log" \
+"$vram" run --limit 1276MiB --record "$tmp/killed.vrec" -- "$recorded" churn "$tmp/killed.log" \
   2>"$tmp/killed.err" &
 runner=$!
 cmd=$(command_of $runner)
@@ -138,7 +138,7 @@ rm -rf "$kept"
 refused() { # NAME PATTERN ARGS...: status 2, the message, nothing started or left
   local name=$1 pattern=$2; shift 2
   rm -f "$tmp/started"
-  "$vram" run --limit 1GiB "$@" -- touch "$tmp/started" 2>"$tmp/err"
+  "$vram" run --limit 1276MiB "$@" -- touch "$tmp/started" 2>"$tmp/err"
   local rc=$?
   check "$name: refused" test $rc = 2
   check "$name: says why" contains "$tmp/err" "$pattern"
@@ -171,11 +171,11 @@ sys.exit(names != ["refused: " + sys.argv[2]])' "$tmp/why.json" "$why"
 check "a refusal for bad settings says so" \
   refusal_reason "bad budget settings" VRAM_MEMORY_LIMIT=4Gx
 check "a refusal for a command that cannot be joined says so" \
-  refusal_reason "budget unavailable" VRAM_MEMORY_LIMIT=1GiB VRAM_COMMAND=00000000:1/3
+  refusal_reason "budget unavailable" VRAM_MEMORY_LIMIT=1276MiB VRAM_COMMAND=00000000:1/3
 
 # The interposer told to record where it cannot says so, always, and the
 # program runs on.
-VRAM_RECORD=$tmp/nowhere LD_PRELOAD=$build/libvram-preload.so VRAM_MEMORY_LIMIT=1GiB \
+VRAM_RECORD=$tmp/nowhere LD_PRELOAD=$build/libvram-preload.so VRAM_MEMORY_LIMIT=1276MiB \
   "$recorded" pairs "$tmp/alone.log" 2 2>"$tmp/err"
 rc=$?
 check "a bad VRAM_RECORD: the program runs" test $rc = 0

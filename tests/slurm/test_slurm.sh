@@ -122,13 +122,13 @@ grab=$build/vram-demo-grab member=$build/tests/member
 ledger() { "$build/vram" status --json; }
 # A task's CUDA context (the simulated H100's, sim/config.h) is inside its
 # budget: it takes the rest.
-C=$((392 << 20))
+C=$((518 << 20))
 
 # --- srun and sbatch with --gpu-mem ----------------------------------------------
 srun --help 2>&1 | grep -q -- "--gpu-mem=SIZE" && passed=$((passed + 1)) || { echo "FAIL: srun --help lists --gpu-mem"; failures=$((failures + 1)); }
 timeout 60 srun --gpu-mem=4G "$grab" A 1 >"$W/out/a" 2>&1
 check "srun: the task sees its budget and takes what its context leaves" contains "$W/out/a" "RESULT A 4294967296 $((4294967296 - C)) ok"
-check "srun: the task's peak in the job's output" contains "$W/out/a" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget (context 392.00 MiB)$"
+check "srun: the task's peak in the job's output" contains "$W/out/a" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 4.00 GiB of 4.00 GiB budget (context 518.00 MiB)$"
 timeout 60 srun --gpu-mem=3G "$grab" B 1 >"$W/out/b" 2>&1
 check "srun: out of memory at the budget" contains "$W/out/b" "cuMemAlloc refused with CUDA_ERROR_OUT_OF_MEMORY: device 0 (GPU-[-0-9a-f]*) budget 3.00 GiB"
 timeout 60 srun --gpu-mem=lots true >"$W/out/bad" 2>&1; rc=$?
@@ -140,7 +140,7 @@ jid=$(timeout 30 sbatch --parsable --gpu-mem=5G -o "$W/out/s-%j" --wrap "'$grab'
 check "sbatch accepted" test -n "$jid"
 wait_for 30 sh -c "! squeue -h -j $jid 2>/dev/null | grep -q ."
 check "sbatch: the batch task has the budget" contains "$W/out/s-$jid" "RESULT S 5368709120 $((5368709120 - C)) ok"
-check "sbatch: the peak in the job's output" contains "$W/out/s-$jid" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 5.00 GiB of 5.00 GiB budget (context 392.00 MiB)$"
+check "sbatch: the peak in the job's output" contains "$W/out/s-$jid" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 5.00 GiB of 5.00 GiB budget (context 518.00 MiB)$"
 timeout 60 srun --gpu-mem=0=2G "$grab" P 1 >"$W/out/p" 2>&1
 check "the per-device form" contains "$W/out/p" "RESULT P 2147483648 0 OOM"
 
