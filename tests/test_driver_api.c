@@ -390,6 +390,40 @@ static void bad_context_size(void)
     CHECK_CONTAINS(line, "VRAM_SIM_CONTEXT_SIZE=\"lots\"");
 }
 
+/* CUDA_MODULE_LOADING=EAGER: a module's code reaches the device at its
+ * load, not at its first launch (run in a process of its own: cuInit reads
+ * it). A value the driver does not know is refused, naming it. */
+static int eager_loading(void)
+{
+    CUcontext c;
+    CUmodule m;
+    CUfunction f;
+    OK(CU(cuInit)(0));
+    OK(CU(cuDevicePrimaryCtxRetain)(&c, 0));
+    OK(CU(cuCtxPushCurrent_v2)(c));
+    size_t before = used_now();
+    OK(CU(cuModuleLoadData)(&m, ptx));
+    CHECK(used_now() == before + device_charge(sizeof ptx) + 2 * MiB);
+    OK(CU(cuModuleGetFunction)(&f, m, "scale"));
+    OK(CU(cuLaunchKernel)(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL));
+    CHECK(used_now() == before + device_charge(sizeof ptx) + 2 * MiB); /* nothing more */
+    OK(CU(cuModuleUnload)(m));
+    CHECK(used_now() == before);
+    return 0;
+}
+
+static void module_loading(void)
+{
+    char cmd[512], line[512] = "";
+    snprintf(cmd, sizeof cmd, "CUDA_MODULE_LOADING=EAGER %s eager", self);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "CUDA_MODULE_LOADING=sometimes %s show 2>&1", self);
+    FILE *p = popen(cmd, "r");
+    CHECK(p && fgets(line, sizeof line, p));
+    pclose(p);
+    CHECK_CONTAINS(line, "CUDA_MODULE_LOADING=\"sometimes\"");
+}
+
 static char *state_dir;
 static void remove_state_dir(void) { rmdir(state_dir); }
 
@@ -401,6 +435,8 @@ int main(int argc, char **argv)
     CHECK(cuda && nvml);
     if (argc == 2 && strcmp(argv[1], "show") == 0)
         return show_devices();
+    if (argc == 2 && strcmp(argv[1], "eager") == 0)
+        return eager_loading();
     CHECK(argc == 2);
     vram = argv[1];
     private_gpu("");
@@ -416,6 +452,7 @@ int main(int argc, char **argv)
     memory_paths();
     visible_devices();
     bad_context_size();
+    module_loading();
     printf("test_driver_api: ok\n");
     return 0;
 }
