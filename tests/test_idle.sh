@@ -6,7 +6,8 @@
 # test_slurm measures in slurmstepd) each use under 0.1 s of CPU and wake a
 # bounded number of times. vramd's timer ticks 20 times a second and its
 # NVML thread reads once a second; the holder reports 5 times a second; a
-# supervisor alone sleeps in waitpid. A thread that spins (a timed wait
+# supervisor alone reads NVML's figure for its command 5 times a second
+# (what the driver holds for processes that escaped the interposer). A thread that spins (a timed wait
 # whose deadline is always past) takes a whole core and is preempted
 # hundreds of times a second.
 set -u
@@ -29,7 +30,7 @@ alone=$!
 check "vram run (no vramd) started its command" eval "command_of $alone >/dev/null"
 sleep 1   # past the start-up of both
 idle_cost "idle vramd" "/proc/$daemon_pid" 10 500 >"$tmp/vramd.cost" &
-idle_cost "idle vram run, no vramd" "/proc/$alone" 10 20 >"$tmp/alone.cost"
+idle_cost "idle vram run, no vramd" "/proc/$alone" 10 100 >"$tmp/alone.cost"
 wait $!
 cat "$tmp/vramd.cost" "$tmp/alone.cost"
 # The checks ran in subshells: count them here.

@@ -33,10 +33,12 @@ other=$HOLD_PID
 tmux -S "$sock" -f /dev/null new-session -d -x 150 -y 45 "exec $nvtop"
 check "nvtop shows the device" wait_for 20 screen "Device 0 \[NVIDIA H100 80GB HBM3\]"
 check "its PCIe link: Gen 5 x16" screen "PCIe GEN 5@16x"
-check "its memory: NVML's total (81,559 MiB) and the other process's 3,464 MiB with the reserve" \
-  screen "3.852Gi/79.647Gi"
+# The other process: 3 GiB and its 518 MiB context, 3,590 MiB; with NVML's
+# 480 MiB reserve 4,070 MiB of 81,559 (sim/config.h).
+check "its memory: NVML's total (81,559 MiB) and the other process's 3,590 MiB with the reserve" \
+  screen "3.975Gi/79.647Gi"
 check "the power limit: 700 W" screen "/ 700 W"
-check "the other process at its size" wait_for 10 screen "^ *$other .*Compute .*3464MiB"
+check "the other process at its size" wait_for 10 screen "^ *$other .*Compute .*3590MiB"
 cp "$tmp/screen" "$tmp/alone"
 quit
 
@@ -47,9 +49,9 @@ writer=$!
 tmux -S "$sock" -f /dev/null new-session -d -x 150 -y 45 \
   "exec $build/vram run --limit 2GiB -- sh -c '$holder 512MiB <$tmp/in >$tmp/inner & echo \$! >$tmp/inner.pid; exec $nvtop'"
 check "under vram run: the device" wait_for 20 screen "Device 0 \[NVIDIA H100 80GB HBM3\]"
-check "the budget is the device's memory; the command's 904 MiB in it" wait_for 10 screen "0.883Gi/2.000Gi"
+check "the budget is the device's memory; the command's 1,030 MiB (512 and a context) in it" wait_for 10 screen "1.006Gi/2.000Gi"
 inner=$(cat "$tmp/inner.pid" 2>/dev/null)
-check "the command's process, at its size" wait_for 10 screen "^ *$inner .*Compute .*904MiB"
+check "the command's process, at its size" wait_for 10 screen "^ *$inner .*Compute .*1030MiB"
 check "not the other process: it takes nothing from the budget" eval "! grep -q '^ *$other ' '$tmp/screen'"
 cp "$tmp/screen" "$tmp/budget"
 quit
