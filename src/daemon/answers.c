@@ -49,6 +49,32 @@ static int reply_text(struct conn *c, enum proto_verb v, const char *dev, const 
     return reply(c, &w);
 }
 
+/* A grant is said only once the state file holds it: a daemon killed after
+ * the client heard GRANT must find the grant in the file when it starts
+ * again, or the client's re-registration would be a new request, refused
+ * while the client goes on holding the budget. The grants of one turn of the
+ * loop wait here for one write of the file (answers_flush_grants). Without a
+ * state file (a daemon driven without the loop), there is nothing to wait
+ * for. */
+struct pending_grant {
+    struct conn *c;
+    char dev[48];
+    uint64_t bytes;
+};
+static struct {
+    struct pending_grant *p;
+    int n, cap;
+} P;
+
+static int send_grant(struct conn *c, const char *dev, uint64_t bytes)
+{
+    struct proto_writer w;
+    proto_begin(&w, VERB_GRANT);
+    proto_add(&w, "dev", dev);
+    proto_add_u64(&w, "bytes", bytes);
+    return reply(c, &w);
+}
+
 static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
 {
     /* Every grant is answered here: the client's history begins (or goes
@@ -59,11 +85,47 @@ static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
         history_note_client(&D.history, c->client, d, now);
         history_note_device(&D.history, &D.L, d, now);
     }
-    struct proto_writer w;
-    proto_begin(&w, VERB_GRANT);
-    proto_add(&w, "dev", dev);
-    proto_add_u64(&w, "bytes", bytes);
-    return reply(c, &w);
+    D.state_dirty = true;
+    if (!D.state_path[0])
+        return send_grant(c, dev, bytes);
+    if (P.n == P.cap) {
+        int cap = P.cap ? P.cap * 2 : 64;
+        struct pending_grant *t = realloc(P.p, (size_t)cap * sizeof *t);
+        if (!t) { /* no room to wait: written and said at once */
+            files_write_state();
+            return send_grant(c, dev, bytes);
+        }
+        P.p = t;
+        P.cap = cap;
+    }
+    struct pending_grant *g = &P.p[P.n++];
+    g->c = c;
+    snprintf(g->dev, sizeof g->dev, "%s", dev);
+    g->bytes = bytes;
+    return 0;
+}
+
+void answers_flush_grants(void)
+{
+    if (!P.n)
+        return;
+    daemon_test_point("admitted");
+    /* A write that fails (a full disk) is said and tried again on the timer;
+     * the grants are said all the same rather than held back from clients
+     * for as long as the disk is full. */
+    files_write_state();
+    daemon_test_point("written");
+    int n = P.n;
+    P.n = 0;
+    bool struck = false;
+    for (int i = 0; i < n; i++)
+        if (send_grant(P.p[i].c, P.p[i].dev, P.p[i].bytes) != 0) {
+            P.p[i].c->strikes = MAX_STRIKES;
+            struck = true;
+        }
+    daemon_test_point("sent");
+    if (struck)
+        conns_drop_struck();
 }
 
 /* ---------------------------------------------------------- admission */
@@ -206,8 +268,11 @@ static int on_request(struct conn *c, const struct proto_msg *m)
         return r < 0 ? -1 : 0;
     const char *uuid = D.L.dev[dev].uuid;
     /* A re-registration after a restart takes back the grant held for this
-     * process; anything else is a new request, admitted as any other. */
-    if (restore && ledger_adopt(&D.L, lc, dev, restore)) {
+     * process; so does a request it makes again because the daemon before
+     * this one stopped after writing its grant and before saying it.
+     * Anything else is a new request, admitted as any other. */
+    if ((restore || bytes) && ledger_adopt(&D.L, lc, dev, restore ? restore : bytes)) {
+        restore = restore ? restore : bytes;
         D.state_dirty = true;
         dlog(L_INFO, "pid %d (%s): re-registered %s on %s", (int)lc->pid, lc->user,
              format_size(restore).text, uuid);
@@ -488,6 +553,9 @@ int answers_handle(struct conn *c, const char *buf, size_t len)
 
 void answers_gone(struct conn *c)
 {
+    for (int i = 0; i < P.n; i++)
+        if (P.p[i].c == c)
+            P.p[i--] = P.p[--P.n];
     struct ledger_client *lc = c->client;
     if (!lc)
         return;

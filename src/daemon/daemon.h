@@ -80,6 +80,11 @@ struct log_limit {
 void dlog_limited(struct log_limit *limit, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t now_ms(void);
+/* For the tests of a restart: vramd stops at once (_exit, as kill -9
+ * would) when it reaches the point VRAMD_TEST_EXIT names: "admitted" (the
+ * ledger granted, the state file not yet written), "written" (written, the
+ * GRANT not yet sent), "sent". */
+void daemon_test_point(const char *point);
 
 /* conns.c */
 /* Sends one message without waiting; -1 if the client does not take it. */
@@ -117,6 +122,9 @@ int answers_strike(struct conn *c, const char *fmt, ...) __attribute__((format(p
 void answers_gone(struct conn *c);
 /* Admits what now fits of the wait queue. */
 void answers_admit_waiting(void);
+/* The grants of this turn of the loop: the state file written with them,
+ * then each said to its client. The loop calls it after each turn. */
+void answers_flush_grants(void);
 
 /* files.c */
 #define STATE_EVERY_MS 100
@@ -129,6 +137,9 @@ int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *));
 void files_tick(uint64_t now);
 /* The state file now, if it changed (the daemon stops). */
 void files_flush(void);
+/* The state file now, before grants are said (answers_flush_grants); a
+ * failure is said as files_tick says it, and tried again on the timer. */
+void files_write_state(void);
 /* The fallback file (what a process may take while the daemon is down),
  * after the policy or the devices change. */
 void files_fallback(void);

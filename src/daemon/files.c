@@ -1,7 +1,9 @@
 /* files: what vramd writes beside itself, each whole or not at all.
  *   - the state file: the grants, by pid + start time + uid, so that
  *     clients re-registering after a restart cannot claim more than they
- *     held; written by root, atomically, at most every 100 ms;
+ *     held; written by root, atomically, before a grant is said (a kill -9
+ *     after GRANT finds it in the file) and within 100 ms of any other
+ *     change;
  *   - the metrics file: the ledger in Prometheus text format, for
  *     node_exporter's textfile collector.
  */
@@ -238,9 +240,19 @@ static void write_one(struct output *o, const char *path, mode_t mode, void (*fi
         *due = false;
 }
 
+static struct output state = {"state", 0, false}, metrics = {"metrics", 0, false};
+
+/* No fsync: the file is for a daemon killed or crashed, not for a machine
+ * that loses power, and a rename is whole to every process at once; the
+ * clients whose grants it holds die with the machine. */
+void files_write_state(void)
+{
+    if (D.state_path[0])
+        write_one(&state, D.state_path, 0600, fill_state, &D.state_dirty);
+}
+
 void files_tick(uint64_t now)
 {
-    static struct output state = {"state", 0, false}, metrics = {"metrics", 0, false};
     if (D.state_dirty && D.state_path[0] && now - state.last_ms >= STATE_EVERY_MS) {
         state.last_ms = now;
         write_one(&state, D.state_path, 0600, fill_state, &D.state_dirty);
