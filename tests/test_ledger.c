@@ -660,6 +660,52 @@ static void test_command_is_one_job(void)
  * one of them ending lowers the use, never the peak; usage outside grants is
  * its process's (seen by root and its owner) and its user's (seen by all);
  * refusals, reclaims and waits are counted. */
+/* Issue 22 item 15: what a job's members report is bounded together by
+ * the job's grant, not each by the device: a 1 MiB job whose holder says
+ * each of its 10 processes uses 12 GiB shows 1 MiB in use, in every view. */
+static void test_members_bounded_by_their_job(void)
+{
+    struct ledger l;
+    policy_of("");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *cmd = ledger_join(&l, ROLE_JOB, 500, 1001, 1001);
+    cmd->start = 1500;
+    CHECK(ask(&l, cmd, 1 * MiB, false) == VERDICT_GRANT);
+    struct ledger_client *m[10];
+    for (int i = 0; i < 10; i++) {
+        m[i] = ledger_member(&l, cmd, 501 + i, 1501 + (uint64_t)i);
+        CHECK(m[i]);
+        ledger_report(&l, m[i], 0, 12 * GiB, 12 * GiB);
+    }
+    consistent(&l);
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&l, 0, &s);
+    CHECK(s.dev[0].used == 1 * MiB);
+    uint64_t users = 0, members = 0;
+    for (int i = 0; i < s.n; i++) {
+        if (s.e[i].role == 'u')
+            users += s.e[i].used;
+        else if (s.e[i].role == 'p')
+            members += s.e[i].used;
+        CHECK(s.e[i].peak <= 1 * MiB);
+    }
+    CHECK(users == 1 * MiB && members == 1 * MiB);
+    /* What one member gives back, another may report; one leaving frees its share. */
+    ledger_report(&l, m[0], 0, 0, 0);
+    ledger_report(&l, m[1], 0, 12 * GiB, 12 * GiB);
+    CHECK(m[1]->use[0].used == 1 * MiB && l.dev[0].used == 1 * MiB);
+    ledger_leave(&l, m[1]);
+    ledger_report(&l, m[2], 0, 512 * 1024, 0);
+    ledger_report(&l, m[3], 0, 12 * GiB, 0);
+    CHECK(m[2]->use[0].used == 512 * 1024 && m[3]->use[0].used == 512 * 1024);
+    CHECK(l.dev[0].used == 1 * MiB);
+    consistent(&l);
+    snapshot_free(&s);
+    ledger_destroy(&l);
+}
+
 static void test_users_unseen_and_counters(void)
 {
     struct ledger l;
@@ -761,6 +807,7 @@ int main(void)
     test_first_come_first_served();
     test_register_counts_usage_once();
     test_command_is_one_job();
+    test_members_bounded_by_their_job();
     test_users_unseen_and_counters();
     printf("test_ledger: ok\n");
     return 0;

@@ -311,6 +311,8 @@ static void job_ends(struct ledger *l, struct ledger_client *job, int d)
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev)
 {
     struct ledger_use *u = &c->use[dev];
+    if (c->member_of)
+        c->member_of->use[dev].members_used -= u->used;
     ledger_dequeue(l, c, dev);
     job_ends(l, c, dev);
     ledger_account(l, c, dev, -1);
@@ -393,6 +395,17 @@ struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job,
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak)
 {
+    if (c->member_of) {
+        struct ledger_use *j = &c->member_of->use[dev];
+        uint64_t most = j->grant < l->dev[dev].total ? j->grant : l->dev[dev].total;
+        uint64_t others = j->members_used - c->use[dev].used;
+        uint64_t room = most > others ? most - others : 0;
+        if (used > room)
+            used = room;
+        if (peak > most)
+            peak = most;
+        j->members_used = others + used;
+    }
     /* Of the kept sums only the device's in-use figure depends on it: the
      * hot message of the protocol touches no rule. */
     uint64_t before = ledger_in_use(c, dev);
@@ -586,6 +599,15 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
             for (int k = 0; c->role == ROLE_JOB && k < l->nclients; k++)
                 if (l->clients[k]->use[d].job == c)
                     drawn += l->clients[k]->use[d].grant;
+            uint64_t members_used = 0;
+            for (int k = 0; c->role == ROLE_JOB && k < l->nclients; k++)
+                if (l->clients[k]->member_of == c)
+                    members_used += l->clients[k]->use[d].used;
+            if (members_used != u->members_used) {
+                snprintf(err, errlen, "job %d: its members use %llu, counted %llu on %d", c->id,
+                         (unsigned long long)members_used, (unsigned long long)u->members_used, d);
+                return -1;
+            }
             if (drawn != u->drawn || drawn > u->grant) {
                 snprintf(err, errlen, "job %d: drawn %llu, counted %llu, granted %llu on %d", c->id,
                          (unsigned long long)drawn, (unsigned long long)u->drawn,

@@ -99,6 +99,10 @@ struct ledger_use {
      * counts for the client itself. */
     struct ledger_client *job;
     uint64_t drawn; /* a job's: what its processes' grants take of its own */
+    /* A job's: what its members report in use together, never more than
+     * its grant (or the device): ledger_report bounds each report by what
+     * the others leave. */
+    uint64_t members_used;
     /* The device's wait queue, oldest first. */
     struct ledger_client *client;
     struct ledger_use *qprev, *qnext;
@@ -230,7 +234,10 @@ typedef bool (*ledger_alive_fn)(pid_t pid, uint64_t start);
 void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
                         void (*gone)(const struct ledger_client *c, void *arg), void *arg);
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
-/* Usage of a client, or of a member, on a device. */
+/* Usage of a client, or of a member, on a device. A member's figures are
+ * bounded by what its job's grant (and the device) leaves beside the other
+ * members': a job's processes together never show more than the job was
+ * granted, whatever its holder says. */
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak);
 
