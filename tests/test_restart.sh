@@ -42,7 +42,7 @@ uuid=$("$vram" status --json | grep -o '"uuid":"[^"]*"' | head -1 | cut -d'"' -f
 kill -TERM $daemon_pid; wait $daemon_pid 2>/dev/null
 
 for point in admitted written sent; do
-  rm -f "$tmp/state"
+  rm -f "$tmp"/state*   # and its journal
   start_daemon VRAMD_TEST_EXIT=$point
   hold "h-$point"
   check "$point: vramd stops there" wait_for 10 gone $daemon_pid
@@ -74,13 +74,13 @@ done
 # A grant the restarted daemon does not know (its state file lost): the
 # re-registration is refused, and the holder takes no more memory until
 # the daemon counts its budget again.
-rm -f "$tmp/state"
+rm -f "$tmp"/state*   # and its journal
 start_daemon
 hold lost
 check "lost: granted" wait_for 10 contains "$tmp/lost" held
 kill -STOP $h
 kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
-rm -f "$tmp/state"
+rm -f "$tmp"/state*   # and its journal
 start_daemon
 root_asks
 check "lost: root is granted (the daemon knows no other grant)" contains "$tmp/root" GRANT

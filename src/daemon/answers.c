@@ -92,7 +92,8 @@ static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
         int cap = P.cap ? P.cap * 2 : 64;
         struct pending_grant *t = realloc(P.p, (size_t)cap * sizeof *t);
         if (!t) { /* no room to wait: written and said at once */
-            files_write_state();
+            struct ledger_client *who = c->client;
+            files_grants_durable(&who, &d, 1);
             return send_grant(c, dev, bytes);
         }
         P.p = t;
@@ -113,9 +114,23 @@ void answers_flush_grants(void)
     /* A write that fails (a full disk) is said and tried again on the timer;
      * the grants are said all the same rather than held back from clients
      * for as long as the disk is full. */
-    files_write_state();
-    daemon_test_point("written");
     int n = P.n;
+    struct ledger_client **who = malloc((size_t)n * sizeof *who);
+    int *dev = malloc((size_t)n * sizeof *dev);
+    if (who && dev) {
+        for (int i = 0; i < n; i++) {
+            who[i] = P.p[i].c->client;
+            dev[i] = ledger_find_device(&D.L, P.p[i].dev);
+            if (dev[i] < 0)
+                who[i] = NULL;
+        }
+        files_grants_durable(who, dev, n);
+    } else {
+        files_grants_durable(NULL, NULL, 0); /* the whole file */
+    }
+    free(who);
+    free(dev);
+    daemon_test_point("written");
     P.n = 0;
     bool struck = false;
     for (int i = 0; i < n; i++)

@@ -137,16 +137,20 @@ int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *));
 void files_tick(uint64_t now);
 /* The state file now, if it changed (the daemon stops). */
 void files_flush(void);
-/* The state file now, before grants are said (answers_flush_grants); a
- * failure is said as files_tick says it, and tried again on the timer. */
-void files_write_state(void);
+/* Before the grants of client who[i] on device dev[i] are said: each is
+ * appended to the state's journal (one write), or, without one, the whole
+ * state file is written (a failure said as files_tick says it, and tried
+ * again on the timer). who[i] NULL is passed over. */
+void files_grants_durable(struct ledger_client *const *who, const int *dev, int n);
+#define STATE_LINE_MAX 300
 /* The fallback file (what a process may take while the daemon is down),
  * after the policy or the devices change. */
 void files_fallback(void);
 void fill_state(FILE *f);
 void fill_metrics(FILE *f);
-/* The grants of the daemon before this one, held for their owners (the
- * devices must be in the ledger first). */
+/* The grants of the daemon before this one (the state file, then its
+ * journal), held for their owners (the devices must be in the ledger
+ * first). */
 void load_state(void);
 void load_state_from(FILE *f); /* what load_state reads, once the file is trusted */
 #define RESTORE_GRACE_MS 10000 /* how long a held grant waits for its owner */
