@@ -706,6 +706,45 @@ static void test_members_bounded_by_their_job(void)
     ledger_destroy(&l);
 }
 
+/* Issue 22 item 14: a user's jobs together list at most LEDGER_USER_MEMBERS
+ * processes (each is an entry of the daemon's), found by (job, pid); the
+ * cap is the user's, not another user's, and a member leaving frees it. */
+static void test_members_capped_per_user(void)
+{
+    struct ledger l;
+    policy_of("");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 80 * GiB);
+    struct ledger_client *jobs[5];
+    int listed = 0;
+    for (int k = 0; k < 5; k++) {
+        jobs[k] = ledger_join(&l, ROLE_JOB, 100 + k, 1001, 1001);
+        CHECK(ask(&l, jobs[k], 1 * GiB, false) == VERDICT_GRANT);
+        /* Pids in no order: the index keeps them sorted. */
+        for (int i = 0; i < 1000; i++)
+            listed += ledger_member(&l, jobs[k], 10000 + k * 1000 + (i * 7919) % 1000,
+                                    1 + (uint64_t)i) != NULL;
+    }
+    CHECK(listed == LEDGER_USER_MEMBERS);
+    CHECK(ledger_find_member(&l, jobs[2], 12000 + 500) != NULL);
+    CHECK(ledger_find_member(&l, jobs[2], 13000 + 500) == NULL);
+    consistent(&l);
+    /* Another user's job is not held back by this one's. */
+    struct ledger_client *other = ledger_join(&l, ROLE_JOB, 200, 1002, 1002);
+    CHECK(ask(&l, other, 1 * GiB, false) == VERDICT_GRANT);
+    CHECK(ledger_member(&l, other, 30000, 1) != NULL);
+    /* One leaves: one more may come. */
+    ledger_leave(&l, ledger_find_member(&l, jobs[0], 10000));
+    CHECK(ledger_member(&l, jobs[4], 20000, 1) != NULL);
+    CHECK(ledger_member(&l, jobs[4], 20001, 1) == NULL);
+    consistent(&l);
+    /* A job ending takes its members, and their share of the cap, along. */
+    ledger_leave(&l, jobs[1]);
+    CHECK(ledger_member(&l, jobs[4], 20001, 1) != NULL);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
 static void test_users_unseen_and_counters(void)
 {
     struct ledger l;
@@ -808,6 +847,7 @@ int main(void)
     test_register_counts_usage_once();
     test_command_is_one_job();
     test_members_bounded_by_their_job();
+    test_members_capped_per_user();
     test_users_unseen_and_counters();
     printf("test_ledger: ok\n");
     return 0;

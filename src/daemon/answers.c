@@ -449,9 +449,9 @@ static int on_member(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "MEMBER: %s", err[0] ? err : "pid= (more than 0) is required");
     const char *uuid = proto_get(m, "dev");
     if (!uuid) { /* it left the job */
-        for (int i = D.L.nclients - 1; lc->nmembers && i >= 0; i--)
-            if (D.L.clients[i]->member_of == lc && D.L.clients[i]->pid == (pid_t)pid)
-                ledger_leave(&D.L, D.L.clients[i]);
+        struct ledger_client *gone = ledger_find_member(&D.L, lc, (pid_t)pid);
+        if (gone)
+            ledger_leave(&D.L, gone);
         return 0;
     }
     int dev = ledger_find_device(&D.L, uuid);
@@ -470,8 +470,17 @@ static int on_member(struct conn *c, const struct proto_msg *m)
         return 0;
     }
     struct ledger_client *mb = ledger_member(&D.L, lc, (pid_t)pid, pi.start);
+    /* A cap reached is not a malformed message: ERR, but no strike (the
+     * holder of a large job would be dropped, and its grants with it). */
+    if (!mb && lc->nmembers >= LEDGER_MAX_MEMBERS)
+        return reply_text(c, VERB_ERR, NULL, "MEMBER: pid %llu not listed: a job may list at most "
+                          "%d processes", (unsigned long long)pid, LEDGER_MAX_MEMBERS);
+    if (!mb && lc->who && lc->who->members >= LEDGER_USER_MEMBERS)
+        return reply_text(c, VERB_ERR, NULL, "MEMBER: pid %llu not listed: uid %u has %d "
+                          "processes in its jobs, the most a user may have across all of them",
+                          (unsigned long long)pid, (unsigned)lc->uid, LEDGER_USER_MEMBERS);
     if (!mb)
-        return answers_strike(c, "MEMBER: a job may list at most %d processes", LEDGER_MAX_MEMBERS);
+        return answers_strike(c, "MEMBER: the daemon is out of memory");
     proto_name_clean(pi.comm, mb->cmd, sizeof mb->cmd);
     ledger_report(&D.L, mb, dev, used, peak);
     uint64_t now = now_ms();

@@ -128,6 +128,7 @@ void ledger_destroy(struct ledger *l)
 {
     for (int i = 0; i < l->nclients; i++) {
         free(l->clients[i]->groups);
+        free(l->clients[i]->members);
         free(l->clients[i]);
     }
     free(l->clients);
@@ -276,6 +277,34 @@ int ledger_set_groups(struct ledger *l, struct ledger_client *c, const gid_t *gr
     return 0;
 }
 
+/* Where pid is in a job's members (by pid), or where it would go. */
+static int member_slot(const struct ledger_client *job, pid_t pid, bool *found)
+{
+    int lo = 0, hi = job->nmembers;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (job->members[mid]->pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = lo < job->nmembers && job->members[lo]->pid == pid;
+    return lo;
+}
+
+static void forget_member(struct ledger_client *job, const struct ledger_client *m)
+{
+    bool found;
+    int k = member_slot(job, m->pid, &found);
+    if (!found || job->members[k] != m)
+        return;
+    memmove(&job->members[k], &job->members[k + 1],
+            (size_t)(job->nmembers - k - 1) * sizeof *job->members);
+    job->nmembers--;
+    if (job->who)
+        job->who->members--;
+}
+
 static int index_of(const struct ledger *l, int id)
 {
     int lo = 0, hi = l->nclients - 1;
@@ -326,12 +355,12 @@ void ledger_leave(struct ledger *l, struct ledger_client *c)
     int i = index_of(l, c->id);
     if (i < 0 || l->clients[i] != c)
         return;
-    /* A job's members go with it (they have higher ids: they came after). */
-    for (int k = l->nclients - 1; c->nmembers && k > i; k--)
-        if (l->clients[k]->member_of == c)
-            ledger_leave(l, l->clients[k]);
+    /* A job's members go with it. */
+    while (c->nmembers)
+        ledger_leave(l, c->members[c->nmembers - 1]);
     if (c->member_of)
-        c->member_of->nmembers--;
+        forget_member(c->member_of, c);
+    i = index_of(l, c->id); /* the members have gone from the array */
     for (int d = 0; d < l->ndev; d++) {
         /* The connection is the grant: what it still held comes back. */
         if (c->use[d].grant && c->role != ROLE_MONITOR) {
@@ -349,6 +378,7 @@ void ledger_leave(struct ledger *l, struct ledger_client *c)
         if (l->jobs[k] == c)
             l->jobs[k] = l->jobs[--l->njobs];
     free(c->groups);
+    free(c->members);
     free(c);
 }
 
@@ -366,27 +396,48 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
     return NULL;
 }
 
+struct ledger_client *ledger_find_member(const struct ledger *l, const struct ledger_client *job,
+                                         pid_t pid)
+{
+    (void)l;
+    bool found;
+    int k = member_slot(job, pid, &found);
+    return found ? job->members[k] : NULL;
+}
+
 struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job, pid_t pid,
                                     uint64_t start)
 {
-    for (int i = index_of(l, job->id) + 1; job->nmembers && i < l->nclients; i++) {
-        struct ledger_client *m = l->clients[i];
-        if (m->member_of != job || m->pid != pid)
-            continue;
+    bool found;
+    int k = member_slot(job, pid, &found);
+    if (found) {
+        struct ledger_client *m = job->members[k];
         if (m->start == start)
             return m;
-        ledger_leave(l, m); /* the pid's previous process, gone */
-        break;
+        ledger_leave(l, m); /* the pid's previous process, gone: k is where it goes */
     }
-    if (job->nmembers >= LEDGER_MAX_MEMBERS)
+    if (job->nmembers >= LEDGER_MAX_MEMBERS || !job->who ||
+        job->who->members >= LEDGER_USER_MEMBERS)
         return NULL;
+    if (job->nmembers == job->members_cap) {
+        int cap = job->members_cap ? job->members_cap * 2 : 8;
+        struct ledger_client **t = realloc(job->members, (size_t)cap * sizeof *t);
+        if (!t)
+            return NULL;
+        job->members = t;
+        job->members_cap = cap;
+    }
     struct ledger_client *m = ledger_join(l, ROLE_PROCESS, pid, job->uid, job->gid);
     if (!m)
         return NULL;
     /* Nothing it holds counts for a rule, so its groups do not matter. */
     m->start = start;
     m->member_of = job;
+    memmove(&job->members[k + 1], &job->members[k],
+            (size_t)(job->nmembers - k) * sizeof *job->members);
+    job->members[k] = m;
     job->nmembers++;
+    job->who->members++;
     snprintf(m->user, sizeof m->user, "%s", job->user);
     snprintf(m->job, sizeof m->job, "%s", job->job);
     return m;
@@ -563,6 +614,12 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
         for (int k = 0; k < l->nclients; k++)
             members += l->clients[k]->member_of == c;
         const struct ledger_client *j = c->member_of;
+        for (int k = 0; k < c->nmembers; k++)
+            if (c->members[k]->member_of != c ||
+                (k && c->members[k - 1]->pid >= c->members[k]->pid)) {
+                snprintf(err, errlen, "job %d: its index of members is wrong at %d", c->id, k);
+                return -1;
+            }
         if (members != c->nmembers ||
             (j && (j->role != ROLE_JOB || ledger_find_client(l, j->id) != j || j->id > c->id))) {
             snprintf(err, errlen, "client %d: %d members, counted %d%s", c->id, members,
@@ -574,6 +631,16 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
                 snprintf(err, errlen, "member %d holds or waits on %d", c->id, d);
                 return -1;
             }
+    }
+    for (int k = 0; k < l->nusers; k++) {
+        int members = 0;
+        for (int i = 0; i < l->nclients; i++)
+            members += l->clients[i]->member_of && l->clients[i]->who == l->users[k];
+        if (members != l->users[k]->members) {
+            snprintf(err, errlen, "user %u: %d members in its jobs, counted %d",
+                     (unsigned)l->users[k]->uid, members, l->users[k]->members);
+            return -1;
+        }
     }
     for (int d = 0; d < l->ndev; d++) {
         const struct ledger_device *dv = &l->dev[d];
