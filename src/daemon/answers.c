@@ -346,6 +346,18 @@ static int on_report(struct conn *c, const struct proto_msg *m)
     uint64_t now = now_ms();
     history_note_client(&D.history, lc, dev, now);
     history_note_device(&D.history, &D.L, dev, now);
+    /* A job that NVML saw over its grant hears it (job.c), for its end-of-run
+     * line: a process of it that the interposer does not hold (one that
+     * cleared LD_PRELOAD) is what only NVML sees. */
+    struct ledger_use *u = &lc->use[dev];
+    if (lc->role == ROLE_JOB && u->over_most > u->over_told) {
+        u->over_told = u->over_most;
+        struct proto_writer w;
+        proto_begin(&w, VERB_OK);
+        proto_add(&w, "dev", uuid);
+        proto_add_u64(&w, "over", u->over_most);
+        return reply(c, &w);
+    }
     return 0;
 }
 

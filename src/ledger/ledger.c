@@ -581,6 +581,8 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
         if (over_now && !u->over && nover < max)
             over[nover++] = j;
         u->over = over_now;
+        if (over_now && u->nvml > u->over_most)
+            u->over_most = u->nvml;
     }
     free(sorted);
     free(d->unseen_by);

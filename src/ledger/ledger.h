@@ -107,6 +107,9 @@ struct ledger_use {
      * its grant (or the device): ledger_report bounds each report by what
      * the others leave. */
     uint64_t members_used;
+    /* A job's: the most NVML saw its processes use while over its grant
+     * (by more than the margin), and the most its holder was told of. */
+    uint64_t over_most, over_told;
     /* The device's wait queue, oldest first. */
     struct ledger_client *client;
     struct ledger_use *qprev, *qnext;
