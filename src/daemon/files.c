@@ -286,12 +286,18 @@ static int write_one(struct output *o, const char *path, mode_t mode, void (*fil
 static struct output state = {"state", 0, false}, metrics = {"metrics", 0, false};
 static int journal = -1; /* 0: none to be had */
 
-/* The whole state is in the file: the journal starts again. A daemon killed
- * between the two finds the journal's grants in both, which holds each once. */
+static int open_journal(void);
+
+/* The whole state is in the file: the journal starts again (the previous
+ * daemon's too, read by now). A daemon killed between the two finds the
+ * journal's grants in both, which holds each once. */
 static void write_state(void)
 {
-    if (write_one(&state, D.state_path, 0600, fill_state, &D.state_dirty) == 0 && journal > 0 &&
-        ftruncate(journal, 0) != 0)
+    if (write_one(&state, D.state_path, 0600, fill_state, &D.state_dirty) != 0)
+        return;
+    if (journal < 0)
+        journal = open_journal();
+    if (journal > 0 && ftruncate(journal, 0) != 0)
         dlog(L_WARN, "cannot empty the state's journal: %s", strerror(errno));
 }
 
@@ -299,10 +305,14 @@ static int open_journal(void)
 {
     char path[sizeof D.state_path + 8];
     journal_path(path, sizeof path);
+    /* Written through, unlike the state file: never a link (O_NOFOLLOW),
+     * a FIFO (O_NONBLOCK, then trusted()), or a second name of a file. */
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
-    if (fd >= 0 && !trusted(fd, path)) {
+    struct stat st;
+    if (fd >= 0 && (!trusted(fd, path) || fstat(fd, &st) != 0 || st.st_nlink != 1)) {
         close(fd);
         fd = -1;
+        errno = EEXIST;
     }
     if (fd < 0)
         dlog(L_WARN, "cannot use %s (%s): each grant rewrites the whole state file instead",
@@ -349,6 +359,7 @@ void files_flush(void)
         return;
     if (write_atomically(D.state_path, 0600, fill_state) != 0)
         dlog(L_ERROR, "cannot write the state file %s: %s", D.state_path, strerror(errno));
-    else if (journal > 0 && ftruncate(journal, 0) != 0)
+    else if ((journal > 0 || (journal < 0 && (journal = open_journal()) > 0)) &&
+             ftruncate(journal, 0) != 0)
         dlog(L_WARN, "cannot empty the state's journal: %s", strerror(errno));
 }
