@@ -239,6 +239,38 @@ static int read_line(int fd, char *buf, size_t n)
     return (int)k;
 }
 
+/* Another user's admission: `n` joins as uid MEASURED, one every
+ * `every_us`, in a child (while this process's others attack). */
+static void measured_admission(double *lat, int n, useconds_t every_us)
+{
+    int m[2];
+    if (pipe(m))
+        die("pipe");
+    pid_t c = fork();
+    if (c == 0) {
+        become(MEASURED);
+        for (int i = 0; i < n; i++) {
+            int fd;
+            lat[i] = join(&fd, 1 << 20);
+            close(fd);
+            usleep(every_us);
+        }
+        if (write(m[1], lat, (size_t)n * sizeof *lat) != (ssize_t)((size_t)n * sizeof *lat))
+            _exit(1);
+        _exit(0);
+    }
+    size_t got = 0, want = (size_t)n * sizeof *lat;
+    while (got < want) {
+        ssize_t r = read(m[0], (char *)lat + got, want - got);
+        if (r <= 0)
+            die("the measured user's process");
+        got += (size_t)r;
+    }
+    waitpid(c, NULL, 0);
+    close(m[0]);
+    close(m[1]);
+}
+
 static void under_attack(void)
 {
     if (geteuid() != 0) {
@@ -257,32 +289,8 @@ static void under_attack(void)
     pid_t idle[IDLE_PROCS];
     for (int k = 0; k < IDLE_PROCS; k++)
         idle[k] = as_user(ATTACKER, idle_connections, IDLE / IDLE_PROCS, p[1]);
-    int m[2];
-    if (pipe(m))
-        die("pipe");
-    pid_t measured = fork();
-    if (measured == 0) {
-        become(MEASURED);
-        static double lat[400];
-        for (int i = 0; i < 400; i++) {
-            int fd;
-            lat[i] = join(&fd, 1 << 20);
-            close(fd);
-            usleep(5000);
-        }
-        if (write(m[1], lat, sizeof lat) != (ssize_t)sizeof lat)
-            _exit(1);
-        _exit(0);
-    }
     static double lat[400];
-    size_t got = 0;
-    while (got < sizeof lat) {
-        ssize_t r = read(m[0], (char *)lat + got, sizeof lat - got);
-        if (r <= 0)
-            die("the measured user's process");
-        got += (size_t)r;
-    }
-    waitpid(measured, NULL, 0);
+    measured_admission(lat, 400, 5000);
     int made = 0, kept = 0;
     for (int k = 0; k < IDLE_PROCS; k++) {
         read_line(p[0], line, sizeof line);
@@ -302,8 +310,6 @@ static void under_attack(void)
     waitpid(waiter, NULL, 0);
     close(p[0]);
     close(p[1]);
-    close(m[0]);
-    close(m[1]);
 }
 
 /* Root's whole STATUS (every page), in µs, and the entries it had. */
@@ -318,37 +324,6 @@ static double status_us(int *entries)
     *entries = s.n;
     snapshot_free(&s);
     return t;
-}
-
-/* Another user's admission: `n` joins as uid MEASURED, in a child. */
-static void measured_admission(double *lat, int n)
-{
-    int m[2];
-    if (pipe(m))
-        die("pipe");
-    pid_t c = fork();
-    if (c == 0) {
-        become(MEASURED);
-        for (int i = 0; i < n; i++) {
-            int fd;
-            lat[i] = join(&fd, 1 << 20);
-            close(fd);
-            usleep(2000);
-        }
-        if (write(m[1], lat, (size_t)n * sizeof *lat) != (ssize_t)((size_t)n * sizeof *lat))
-            _exit(1);
-        _exit(0);
-    }
-    size_t got = 0, want = (size_t)n * sizeof *lat;
-    while (got < want) {
-        ssize_t r = read(m[0], (char *)lat + got, want - got);
-        if (r <= 0)
-            die("the measured user's process");
-        got += (size_t)r;
-    }
-    waitpid(c, NULL, 0);
-    close(m[0]);
-    close(m[1]);
 }
 
 static void *parked(void *arg)
@@ -447,7 +422,7 @@ static void member_attack(pid_t daemon)
     static double before[100], after[100];
     int e0, e1;
     double s0 = status_us(&e0);
-    measured_admission(before, 100);
+    measured_admission(before, 100, 2000);
     long rss0 = rss_kib(daemon);
     int p[2];
     if (pipe(p))
@@ -460,7 +435,7 @@ static void member_attack(pid_t daemon)
     long sent = 0, refused = 0;
     sscanf(line, "%ld %ld", &sent, &refused);
     double s1 = status_us(&e1);
-    measured_admission(after, 100);
+    measured_admission(after, 100, 2000);
     printf("member attack: uid %d, %d jobs naming %d of its pids each: %ld MEMBERs in %.0f ms, "
            "%ld refused (a user's jobs list at most 4096)\n", MEMBERS_USER, MEMBER_JOBS,
            MEMBER_PIDS, sent, flood_ms, refused);
