@@ -4,7 +4,9 @@
  * as root, under attack (issue 11): one user (uid 60001) opens 20,000
  * connections and leaves them idle, another (uid 60002) has 2,000 requests
  * waiting on its cap, and the admission of a third user's requests (uid
- * 60003) is measured meanwhile.
+ * 60003) is measured meanwhile. Last (issue 22), one user (uid 60004) with
+ * 100 jobs each naming 1,000 of its own processes (MEMBER): root's STATUS
+ * and another user's admission before and after, and vramd's memory.
  *
  *   vram-bench-daemon VRAMD   (the simulated NVML on LD_LIBRARY_PATH)
  */
@@ -13,6 +15,7 @@
 #include "../src/protocol/history_view.h"
 #include "../src/protocol/snapshot.h"
 
+#include <dirent.h>
 #include <grp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,6 +39,9 @@
 #define ATTACKER 60001
 #define WAITING_USER 60002
 #define MEASURED 60003
+#define MEMBERS_USER 60004
+#define MEMBER_JOBS 100
+#define MEMBER_PIDS 1000
 
 static char sock[256], uuid[64];
 static int fds[CLIENTS];
@@ -233,6 +240,38 @@ static int read_line(int fd, char *buf, size_t n)
     return (int)k;
 }
 
+/* Another user's admission: `n` joins as uid MEASURED, one every
+ * `every_us`, in a child (while this process's others attack). */
+static void measured_admission(double *lat, int n, useconds_t every_us)
+{
+    int m[2];
+    if (pipe(m))
+        die("pipe");
+    pid_t c = fork();
+    if (c == 0) {
+        become(MEASURED);
+        for (int i = 0; i < n; i++) {
+            int fd;
+            lat[i] = join(&fd, 1 << 20);
+            close(fd);
+            usleep(every_us);
+        }
+        if (write(m[1], lat, (size_t)n * sizeof *lat) != (ssize_t)((size_t)n * sizeof *lat))
+            _exit(1);
+        _exit(0);
+    }
+    size_t got = 0, want = (size_t)n * sizeof *lat;
+    while (got < want) {
+        ssize_t r = read(m[0], (char *)lat + got, want - got);
+        if (r <= 0)
+            die("the measured user's process");
+        got += (size_t)r;
+    }
+    waitpid(c, NULL, 0);
+    close(m[0]);
+    close(m[1]);
+}
+
 static void under_attack(void)
 {
     if (geteuid() != 0) {
@@ -251,32 +290,8 @@ static void under_attack(void)
     pid_t idle[IDLE_PROCS];
     for (int k = 0; k < IDLE_PROCS; k++)
         idle[k] = as_user(ATTACKER, idle_connections, IDLE / IDLE_PROCS, p[1]);
-    int m[2];
-    if (pipe(m))
-        die("pipe");
-    pid_t measured = fork();
-    if (measured == 0) {
-        become(MEASURED);
-        static double lat[400];
-        for (int i = 0; i < 400; i++) {
-            int fd;
-            lat[i] = join(&fd, 1 << 20);
-            close(fd);
-            usleep(5000);
-        }
-        if (write(m[1], lat, sizeof lat) != (ssize_t)sizeof lat)
-            _exit(1);
-        _exit(0);
-    }
     static double lat[400];
-    size_t got = 0;
-    while (got < sizeof lat) {
-        ssize_t r = read(m[0], (char *)lat + got, sizeof lat - got);
-        if (r <= 0)
-            die("the measured user's process");
-        got += (size_t)r;
-    }
-    waitpid(measured, NULL, 0);
+    measured_admission(lat, 400, 5000);
     int made = 0, kept = 0;
     for (int k = 0; k < IDLE_PROCS; k++) {
         read_line(p[0], line, sizeof line);
@@ -296,8 +311,144 @@ static void under_attack(void)
     waitpid(waiter, NULL, 0);
     close(p[0]);
     close(p[1]);
-    close(m[0]);
-    close(m[1]);
+}
+
+/* Root's whole STATUS (every page), in µs, and the entries it had. */
+static double status_us(int *entries)
+{
+    struct snapshot s;
+    char err[256];
+    double t0 = now_us();
+    if (snapshot_fetch(sock, &s, err, sizeof err) != 0)
+        die(err);
+    double t = now_us() - t0;
+    *entries = s.n;
+    snapshot_free(&s);
+    return t;
+}
+
+static void *parked(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* The member attacker: MEMBER_PIDS threads of its own (each a pid /proc
+ * knows, of this user), then MEMBER_JOBS jobs each naming all of them;
+ * writes how many MEMBERs it sent and how many were refused, then holds. */
+static void member_flood(int n, int out)
+{
+    (void)n;
+    static pid_t tids[MEMBER_PIDS];
+    /* A process that changed its uid is not dumpable, and then /proc/PID
+     * is root's: the daemon would not take it for this user's. */
+    prctl(PR_SET_DUMPABLE, 1);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 64 << 10);
+    for (int i = 0; i < MEMBER_PIDS; i++) {
+        pthread_t t;
+        if (pthread_create(&t, &at, parked, NULL) != 0)
+            break;
+    }
+    /* The threads' ids, from /proc: each is a pid the daemon can look up. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)getpid());
+    DIR *dir = opendir(path);
+    struct dirent *e;
+    int k = 0;
+    while (dir && k < MEMBER_PIDS && (e = readdir(dir)))
+        if (atoi(e->d_name) > 0 && atoi(e->d_name) != getpid())
+            tids[k++] = atoi(e->d_name);
+    if (dir)
+        closedir(dir);
+    long sent = 0, refused = 0;
+    static int jfd[MEMBER_JOBS];
+    for (int j = 0; j < MEMBER_JOBS; j++) {
+        struct proto_writer w;
+        struct proto_msg m;
+        char err[256], name[32];
+        int fd = jfd[j] = ledger_connect(sock);
+        if (fd < 0)
+            break;
+        snprintf(name, sizeof name, "flood-%d", j);
+        proto_begin(&w, VERB_HELLO);
+        proto_add(&w, "role", "command");
+        proto_add(&w, "job", name);
+        if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
+            break;
+        proto_begin(&w, VERB_REQUEST);
+        proto_add(&w, "dev", uuid);
+        proto_add_u64(&w, "bytes", 1 << 20);
+        if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err) || m.verb != VERB_GRANT)
+            break;
+        for (int i = 0; i < k; i++) {
+            proto_begin(&w, VERB_MEMBER);
+            proto_add_u64(&w, "pid", (uint64_t)tids[i]);
+            proto_add(&w, "dev", uuid);
+            proto_add_u64(&w, "used", 0);
+            proto_add_u64(&w, "peak", 1 << 20); /* a peak: each is an entry of root's status */
+            if (ledger_send(fd, &w) != 0)
+                break;
+            sent++;
+            while (ledger_recv(fd, &m, 0, err, sizeof err) == 0) /* the ERRs past the cap */
+                refused += m.verb == VERB_ERR;
+        }
+    }
+    /* The answers still on their way. */
+    for (int j = 0; j < MEMBER_JOBS; j++) {
+        struct proto_msg m;
+        char err[256];
+        while (jfd[j] > 0 && ledger_recv(jfd[j], &m, 200, err, sizeof err) == 0)
+            refused += m.verb == VERB_ERR;
+    }
+    char line[64];
+    int len = snprintf(line, sizeof line, "%ld %ld\n", sent, refused);
+    if (write(out, line, (size_t)len) != len)
+        _exit(1);
+    for (;;)
+        pause();
+}
+
+static long rss_kib(pid_t pid);
+
+static void member_attack(pid_t daemon)
+{
+    if (geteuid() != 0) {
+        printf("member attack: skipped (another user's processes need root to make)\n");
+        return;
+    }
+    static double before[100], after[100];
+    int e0, e1;
+    double s0 = status_us(&e0);
+    measured_admission(before, 100, 2000);
+    long rss0 = rss_kib(daemon);
+    int p[2];
+    if (pipe(p))
+        die("pipe");
+    double t0 = now_us();
+    pid_t flood = as_user(MEMBERS_USER, member_flood, 0, p[1]);
+    char line[64];
+    read_line(p[0], line, sizeof line);
+    double flood_ms = (now_us() - t0) / 1e3;
+    long sent = 0, refused = 0;
+    sscanf(line, "%ld %ld", &sent, &refused);
+    double s1 = status_us(&e1);
+    measured_admission(after, 100, 2000);
+    printf("member attack: uid %d, %d jobs naming %d of its pids each: %ld MEMBERs in %.0f ms, "
+           "%ld refused (a user's jobs list at most 4096)\n", MEMBERS_USER, MEMBER_JOBS,
+           MEMBER_PIDS, sent, flood_ms, refused);
+    printf("root's STATUS: %.1f ms (%d entries) before, %.1f ms (%d entries) during; vramd's "
+           "memory %ld KiB before, %ld KiB during\n", s0 / 1e3, e0, s1 / 1e3, e1, rss0,
+           rss_kib(daemon));
+    summary("admission of uid 60003 before:", before, 100);
+    summary("admission of uid 60003 during:", after, 100);
+    kill(flood, SIGKILL);
+    waitpid(flood, NULL, 0);
+    close(p[0]);
+    close(p[1]);
 }
 
 /* The daemon's resident memory, KiB. */
@@ -416,6 +567,7 @@ int main(int argc, char **argv)
     }
     summary("reclaim: SIGKILL to grant back (1000 connected):", reclaim, 50);
     under_attack();
+    member_attack(d);
     for (int i = 0; i < CLIENTS; i++)
         close(fds[i]);
     kill(d, SIGTERM);

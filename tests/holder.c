@@ -1,6 +1,7 @@
 /* A process that holds device memory through libvram until it is killed or
  * its stdin closes: the other process in the multi-process tests.
- *   holder SIZE   allocates SIZE on device 0, prints "held", then waits */
+ *   holder SIZE   allocates SIZE on device 0, prints "held", then waits;
+ *                 each line on stdin allocates SIZE more ("held" or "oom") */
 #include "../src/util/parse.h"
 #include "check.h"
 
@@ -20,7 +21,14 @@ int main(int argc, char **argv)
     printf("held\n");
     fflush(stdout);
     char c;
-    while (read(0, &c, 1) > 0)
-        ;
+    while (read(0, &c, 1) > 0) {
+        if (c != '\n')
+            continue;
+        if (vram_malloc(0, size, NULL, &p) == VRAM_OK)
+            printf("held\n");
+        else
+            printf("oom %s\n", vram_last_error());
+        fflush(stdout);
+    }
     return 0;
 }

@@ -679,6 +679,91 @@ static void test_command_is_one_job(void)
  * one of them ending lowers the use, never the peak; usage outside grants is
  * its process's (seen by root and its owner) and its user's (seen by all);
  * refusals, reclaims and waits are counted. */
+/* Issue 22 item 15: what a job's members report is bounded together by
+ * the job's grant, not each by the device: a 1 MiB job whose holder says
+ * each of its 10 processes uses 12 GiB shows 1 MiB in use, in every view. */
+static void test_members_bounded_by_their_job(void)
+{
+    struct ledger l;
+    policy_of("");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *cmd = ledger_join(&l, ROLE_JOB, 500, 1001, 1001);
+    cmd->start = 1500;
+    CHECK(ask(&l, cmd, 1 * MiB, false) == VERDICT_GRANT);
+    struct ledger_client *m[10];
+    for (int i = 0; i < 10; i++) {
+        m[i] = ledger_member(&l, cmd, 501 + i, 1501 + (uint64_t)i);
+        CHECK(m[i]);
+        ledger_report(&l, m[i], 0, 12 * GiB, 12 * GiB);
+    }
+    consistent(&l);
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&l, 0, &s);
+    CHECK(s.dev[0].used == 1 * MiB);
+    uint64_t users = 0, members = 0;
+    for (int i = 0; i < s.n; i++) {
+        if (s.e[i].role == 'u')
+            users += s.e[i].used;
+        else if (s.e[i].role == 'p')
+            members += s.e[i].used;
+        CHECK(s.e[i].peak <= 1 * MiB);
+    }
+    CHECK(users == 1 * MiB && members == 1 * MiB);
+    /* What one member gives back, another may report; one leaving frees its share. */
+    ledger_report(&l, m[0], 0, 0, 0);
+    ledger_report(&l, m[1], 0, 12 * GiB, 12 * GiB);
+    CHECK(m[1]->use[0].used == 1 * MiB && l.dev[0].used == 1 * MiB);
+    ledger_leave(&l, m[1]);
+    ledger_report(&l, m[2], 0, 512 * 1024, 0);
+    ledger_report(&l, m[3], 0, 12 * GiB, 0);
+    CHECK(m[2]->use[0].used == 512 * 1024 && m[3]->use[0].used == 512 * 1024);
+    CHECK(l.dev[0].used == 1 * MiB);
+    consistent(&l);
+    snapshot_free(&s);
+    ledger_destroy(&l);
+}
+
+/* Issue 22 item 14: a user's jobs together list at most LEDGER_USER_MEMBERS
+ * processes (each is an entry of the daemon's), found by (job, pid); the
+ * cap is the user's, not another user's, and a member leaving frees it. */
+static void test_members_capped_per_user(void)
+{
+    struct ledger l;
+    policy_of("");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 80 * GiB);
+    struct ledger_client *jobs[5];
+    int listed = 0;
+    for (int k = 0; k < 5; k++) {
+        jobs[k] = ledger_join(&l, ROLE_JOB, 100 + k, 1001, 1001);
+        CHECK(ask(&l, jobs[k], 1 * GiB, false) == VERDICT_GRANT);
+        /* Pids in no order: the index keeps them sorted. */
+        for (int i = 0; i < 1000; i++)
+            listed += ledger_member(&l, jobs[k], 10000 + k * 1000 + (i * 7919) % 1000,
+                                    1 + (uint64_t)i) != NULL;
+    }
+    CHECK(listed == LEDGER_USER_MEMBERS);
+    CHECK(ledger_find_member(&l, jobs[2], 12000 + 500) != NULL);
+    CHECK(ledger_find_member(&l, jobs[2], 13000 + 500) == NULL);
+    consistent(&l);
+    /* Another user's job is not held back by this one's. */
+    struct ledger_client *other = ledger_join(&l, ROLE_JOB, 200, 1002, 1002);
+    CHECK(ask(&l, other, 1 * GiB, false) == VERDICT_GRANT);
+    CHECK(ledger_member(&l, other, 30000, 1) != NULL);
+    /* One leaves: one more may come. */
+    ledger_leave(&l, ledger_find_member(&l, jobs[0], 10000));
+    CHECK(ledger_member(&l, jobs[4], 20000, 1) != NULL);
+    CHECK(ledger_member(&l, jobs[4], 20001, 1) == NULL);
+    consistent(&l);
+    /* A job ending takes its members, and their share of the cap, along. */
+    ledger_leave(&l, jobs[1]);
+    CHECK(ledger_member(&l, jobs[4], 20001, 1) != NULL);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
 static void test_users_unseen_and_counters(void)
 {
     struct ledger l;
@@ -780,6 +865,8 @@ int main(void)
     test_first_come_first_served();
     test_register_counts_usage_once();
     test_command_is_one_job();
+    test_members_bounded_by_their_job();
+    test_members_capped_per_user();
     test_users_unseen_and_counters();
     printf("test_ledger: ok\n");
     return 0;

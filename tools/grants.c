@@ -5,6 +5,7 @@
 #include "../src/util/parse.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,6 +143,37 @@ static int while_down(struct job *j, const struct grants_request *r, const char 
     return 0;
 }
 
+/* Nothing chose the GPUs (no --devices, no CUDA_VISIBLE_DEVICES): the
+ * command holds a grant on every one for its whole life, whether it uses
+ * them or not, and others may be kept waiting for what it never touches.
+ * Said once, at the start, where the remedy is. */
+static void said_every_gpu(const struct job *j, const struct grants_request *r)
+{
+    const char *chosen = getenv("CUDA_VISIBLE_DEVICES");
+    int held = 0;
+    bool same = true;
+    for (int i = 0; i < j->ndev; i++)
+        if (j->dev[i].grant) {
+            same &= j->dev[i].grant == j->dev[0].grant;
+            held++;
+        }
+    if (!r->report || (chosen && *chosen) || held < 2)
+        return;
+    if (same) {
+        fprintf(stderr, "vram run: holding %s on each of the %d GPUs for the command's whole "
+                "life, used or not; name --devices to hold only those it uses\n",
+                format_size(j->dev[0].grant).text, held);
+        return;
+    }
+    fprintf(stderr, "vram run: holding");
+    for (int i = 0, n = 0; i < j->ndev; i++)
+        if (j->dev[i].grant)
+            fprintf(stderr, "%s %s on GPU %d", n++ ? "," : "", format_size(j->dev[i].grant).text,
+                    j->dev[i].ordinal);
+    fprintf(stderr, " for the command's whole life, used or not; name --devices to hold only "
+            "those it uses\n");
+}
+
 int grants_ask(struct job *j, const struct grants_request *r)
 {
     job_init(j);
@@ -232,6 +264,7 @@ int grants_ask(struct job *j, const struct grants_request *r)
         fprintf(stderr, "; starting the program anyway (--start-anyway): it has no GPU memory "
                 "there\n");
     }
+    said_every_gpu(j, r);
     return 0;
 }
 

@@ -122,13 +122,23 @@ static void write_summary(FILE *f, char **argv, int status, const struct command
 /* "vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget (context 392.00 MiB)"
  * for each device (the part of it the command's contexts, and modules, held
  * at most), and what else a person needs to read it right. */
-static void report(const struct command_summary *s, const struct order *order, int status)
+static void report(const struct command_summary *s, const struct order *order, int status,
+                   const struct job *grants)
 {
     for (int i = 0; i < order->n; i++) {
         char line[256];
         command_peak_line(s, order->index[i], line, sizeof line);
         fprintf(stderr, "vram: %s\n", line);
     }
+    /* What only vramd saw (NVML): memory of the command's processes beyond
+     * its grant, which the peak above, the interposer's count, cannot show. */
+    for (int i = 0; grants && i < grants->ndev; i++)
+        if (grants->dev[i].over)
+            fprintf(stderr, "vram: GPU %d (%s): vramd saw the command's processes use %s by NVML, "
+                    "over its budget of %s: a process of it was not held to the budget (one that "
+                    "cleared LD_PRELOAD or VRAM_COMMAND, or reached the GPU another way)\n",
+                    grants->dev[i].ordinal, grants->dev[i].uuid,
+                    format_size(grants->dev[i].over).text, format_size(grants->dev[i].grant).text);
     int running = 0, first = 0;
     for (int p = 0; p < s->nprocesses; p++)
         if (s->process[p].running && !running++)
@@ -284,7 +294,7 @@ static int command_ended(struct command_owner *owner, char **argv, int status,
         nvml_into(s);
         device_order(s, &order);
         if (o->report)
-            report(s, &order, status);
+            report(s, &order, status, o->grants);
     } else if (o->report) {
         fprintf(stderr, "vram run: no memory for the command's summary\n");
     }

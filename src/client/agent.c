@@ -36,7 +36,7 @@ enum standing {
 
 struct slot {
     enum standing standing;
-    bool said; /* a refused registration was said once */
+    bool stopped; /* the daemon would not take the budget back: no more memory until it does */
     char uuid[48];
     uint64_t total, budget;
     uint64_t sent_used, sent_peak;
@@ -49,6 +49,7 @@ static struct {
     int found; /* 0 unknown, 1 a socket to use, -1 no daemon */
     char path[256];
     agent_usage_fn usage;
+    agent_allow_fn allow;
     bool reporter;
     bool gave_up; /* a first use waited for the daemon in vain, and it is still down */
     uint64_t last_attempt_ms, next_register_ms;
@@ -214,10 +215,13 @@ static int ask(struct slot *s, uint64_t bytes, bool restore, uint64_t wait_ms, c
 /* Tells the daemon of a budget held here that it does not count: one it
  * granted before it went away (it takes back what it held for this
  * process), or one taken while it was down (a new request, admitted as any
- * other). The budget is enforced here already and cannot shrink, so a
- * refusal leaves it held here, said once, and asked again later. mu held. */
-static void register_budget(struct slot *s)
+ * other). A refusal is obeyed: the daemon may have given that memory to
+ * someone else, so until it takes the budget (it is offered again every
+ * REGISTER_RETRY_MS) the caller takes no more memory of the device; what
+ * the program holds stays its own. mu held. */
+static void register_budget(int i)
 {
+    struct slot *s = &A.slot[i];
     char why[512];
     int r = ask(s, s->budget, true, 0, why, sizeof why);
     if (r < 0) {
@@ -227,24 +231,31 @@ static void register_budget(struct slot *s)
     if (r > 0) {
         s->standing = GRANTED;
         s->sent_used = s->sent_peak = UINT64_MAX;
-        if (s->said)
-            vlog(LOG_WARN, "vramd at %s now counts the budget of %s on %s", A.path,
-                 format_size(s->budget).text, s->uuid);
-        s->said = false;
+        if (s->stopped) {
+            vlog(LOG_WARN, "vramd at %s now counts the budget of %s on %s; this process may "
+                 "take memory of it again", A.path, format_size(s->budget).text, s->uuid);
+            if (A.allow)
+                A.allow(i, true);
+        }
+        s->stopped = false;
         return;
     }
-    if (!s->said)
-        vlog(LOG_WARN, "vramd at %s did not take the budget of %s on %s that this process holds "
-             "(%s); it is held here, and offered again every %d s", A.path,
+    if (!s->stopped) {
+        vlog(LOG_ERROR, "vramd at %s did not take back the budget of %s on %s that this process "
+             "held (%s); until it does, this process takes no more memory of that GPU (what it "
+             "holds stays its own; offered again every %d s)", A.path,
              format_size(s->budget).text, s->uuid, why, REGISTER_RETRY_MS / 1000);
-    s->said = true;
+        if (A.allow)
+            A.allow(i, false);
+    }
+    s->stopped = true;
 }
 
 static void register_all(void)
 {
     for (int i = 0; i < AGENT_MAX_SLOTS && A.fd >= 0; i++)
         if (A.slot[i].standing == UNREGISTERED)
-            register_budget(&A.slot[i]);
+            register_budget(i);
     A.next_register_ms = ledger_now_ms() + REGISTER_RETRY_MS;
 }
 
@@ -391,7 +402,8 @@ static enum agent_result fallback(struct slot *s, const char *down, uint64_t *gr
 }
 
 enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint64_t bytes,
-                                agent_usage_fn usage, uint64_t *granted, char *why, size_t n)
+                                agent_usage_fn usage, agent_allow_fn allow, uint64_t *granted,
+                                char *why, size_t n)
 {
     if (slot < 0 || slot >= AGENT_MAX_SLOTS)
         return AGENT_ALONE;
@@ -417,6 +429,7 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
     snprintf(s->uuid, sizeof s->uuid, "%s", uuid);
     s->sent_used = s->sent_peak = UINT64_MAX;
     A.usage = usage;
+    A.allow = allow;
     uint64_t wait_ms;
     if (agent_wait_setting(&wait_ms, why, n) != 0) {
         res = AGENT_DENIED;

@@ -19,15 +19,18 @@
  * on stderr (once while it is down); then the process is held to the
  * daemon's fallback budget for the GPU (and its own, if smaller), or
  * refused if there is none, and the background thread registers that
- * budget when the daemon is back. A budget the daemon does not take (back)
- * stays the limit and is offered again every 5 s: a budget once given is
- * never taken away from under a program. A daemon that refuses the process
+ * budget when the daemon is back. The daemon's answer then is obeyed: while
+ * it does not take a budget (back), the caller takes no more memory of the
+ * device (`allow`, said on stderr as VRAM_LOG allows; what the program
+ * holds stays its own), so that no restart leaves more budgets than GPU;
+ * the budget is offered again every 5 s. A daemon that refuses the process
  * (ERR to HELLO), or one that is not to be trusted, is a refusal. Every
  * wait for the daemon is bounded.
  */
 #ifndef VRAM_AGENT_H
 #define VRAM_AGENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +45,10 @@
 int agent_wait_setting(uint64_t *ms, char *why, size_t n);
 
 typedef void (*agent_usage_fn)(int slot, uint64_t *used, uint64_t *peak);
+/* The daemon refused to count the budget of device `slot` after it came
+ * back (allowed false: the caller takes no more memory of the device), or
+ * counts it again (true). Called on the agent's thread. */
+typedef void (*agent_allow_fn)(int slot, bool allowed);
 
 enum agent_result { AGENT_ALONE, AGENT_GRANTED, AGENT_DENIED };
 
@@ -50,6 +57,7 @@ enum agent_result { AGENT_ALONE, AGENT_GRANTED, AGENT_DENIED };
  * GRANTED *granted is the budget to enforce; on DENIED why says why (and
  * the caller refuses every allocation on the device). */
 enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint64_t bytes,
-                                agent_usage_fn usage, uint64_t *granted, char *why, size_t n);
+                                agent_usage_fn usage, agent_allow_fn allow, uint64_t *granted,
+                                char *why, size_t n);
 
 #endif

@@ -292,8 +292,10 @@ static void report(struct job *j)
     struct job_sent *cur = NULL;
     int ncur = gather(j, used, &cur);
     for (int i = 0; i < j->ndev && j->fd >= 0; i++) {
+        uint64_t now = ledger_now_ms();
         if (j->dev[i].state != JOB_GRANTED ||
-            (used[i] == j->sent_total[i].used && j->peak[i] == j->sent_total[i].peak))
+            (used[i] == j->sent_total[i].used && j->peak[i] == j->sent_total[i].peak &&
+             now - j->sent_total[i].at_ms < JOB_TOLD_EVERY_MS))
             continue;
         struct proto_writer w;
         proto_begin(&w, VERB_REPORT);
@@ -303,6 +305,7 @@ static void report(struct job *j)
         if (send_now(j, &w)) {
             j->sent_total[i].used = used[i];
             j->sent_total[i].peak = j->peak[i];
+            j->sent_total[i].at_ms = now;
         }
     }
     /* The processes: merge what is with what was sent, both by pid. */
@@ -417,13 +420,22 @@ static void *holder(void *arg)
             return NULL; /* the job is over */
         pthread_mutex_lock(&j->mu);
         if (j->fd >= 0 && r > 0 && p[1].revents) {
-            /* The daemon sends nothing unasked but an ERR: anything else is
-             * its going away. */
+            /* The daemon sends nothing unasked but an ERR, and what NVML saw
+             * of the job over its grant (OK over=, to a REPORT): anything
+             * else is its going away. */
             struct proto_msg m;
             char err[256];
-            if (ledger_recv(j->fd, &m, 0, err, sizeof err) == 0 && m.verb == VERB_ERR) {
+            int got = ledger_recv(j->fd, &m, 0, err, sizeof err);
+            const char *uuid = got == 0 ? proto_get(&m, "dev") : NULL;
+            uint64_t over;
+            if (got == 0 && m.verb == VERB_ERR) {
                 const char *text = proto_get(&m, "text");
                 say(j, false, "vramd: %s", text ? text : "an error");
+            } else if (got == 0 && m.verb == VERB_OK && uuid &&
+                       proto_get_u64(&m, "over", UINT64_MAX, &over, err, sizeof err) == 0) {
+                for (int i = 0; i < j->ndev; i++)
+                    if (strcmp(j->dev[i].uuid, uuid) == 0 && over > j->dev[i].over)
+                        j->dev[i].over = over;
             } else {
                 close(j->fd);
                 j->fd = -1;

@@ -34,6 +34,9 @@
 
 #define JOB_MAX_DEVICES 16
 #define JOB_REPORT_EVERY_MS 200
+/* A REPORT goes at least this often, changed or not: vramd answers it with
+ * what NVML saw of the job over its grant (OK over=), which only it sees. */
+#define JOB_TOLD_EVERY_MS 1000
 
 enum job_grant {
     JOB_UNASKED,  /* not asked yet */
@@ -61,6 +64,7 @@ struct job {
         int ordinal;   /* as the job's processes number it */
         uint64_t total, ask, grant;
         enum job_grant state;
+        uint64_t over; /* the most vramd saw the job use by NVML, over its grant; 0: never */
     } dev[JOB_MAX_DEVICES];
     job_say_fn say;
     void *say_arg;
@@ -78,6 +82,7 @@ struct job {
     struct job_sent *sent; /* what vramd was last told, per process (by pid) */
     struct {
         uint64_t used, peak;
+        uint64_t at_ms; /* when: a REPORT goes at least every JOB_TOLD_EVERY_MS */
     } sent_total[JOB_MAX_DEVICES];
     int wake[2];
     bool thread;

@@ -30,6 +30,8 @@ static void pop(struct physical_device *p)
 static int backend_obtain(void *ctx, uint64_t size, uint64_t *base)
 {
     struct logical_device *l = ctx;
+    if (atomic_load_explicit(&l->phys->stopped, memory_order_relaxed))
+        return CUDA_ERROR_OUT_OF_MEMORY; /* vramd does not count the budget (agent.h) */
     if (!push(l->phys))
         return CUDA_ERROR_INVALID_CONTEXT;
     CUdeviceptr d = 0;
@@ -246,6 +248,16 @@ static void physical_usage(int v, uint64_t *used, uint64_t *peak)
     pthread_mutex_unlock(&reported_mu);
 }
 
+/* A restarted vramd does not count the budget (yet): the heaps take no
+ * more from the device (what they hold stays the program's). */
+static void physical_allow(int v, bool allowed)
+{
+    pthread_mutex_lock(&reported_mu);
+    if (reported && v < reported->nphys)
+        atomic_store_explicit(&reported->phys[v].stopped, !allowed, memory_order_relaxed);
+    pthread_mutex_unlock(&reported_mu);
+}
+
 /* Asks vramd for each physical device's budget and applies the grants. */
 static vram_status ask_daemon(struct device_table *t)
 {
@@ -258,7 +270,7 @@ static vram_status ask_daemon(struct device_table *t)
             want += t->logical[p->first_logical + k].limit;
         char why[1024];
         switch (agent_request(v, p->uuid, p->total, configured ? want : 0, physical_usage,
-                              &granted, why, sizeof why)) {
+                              physical_allow, &granted, why, sizeof why)) {
         case AGENT_ALONE: continue;
         case AGENT_DENIED:
             return report_fail(VRAM_ERROR_OUT_OF_MEMORY, "device %d (%s): vramd granted no "

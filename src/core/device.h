@@ -14,6 +14,7 @@
 #include "../../include/vram.h"
 #include "options.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 struct physical_device {
@@ -25,6 +26,7 @@ struct physical_device {
     char uuid[48];
     uint64_t total;
     int first_logical, nlogical;
+    _Atomic bool stopped; /* vramd does not take the budget back: the heaps grow no more */
 };
 
 struct logical_device {

@@ -49,6 +49,32 @@ static int reply_text(struct conn *c, enum proto_verb v, const char *dev, const 
     return reply(c, &w);
 }
 
+/* A grant is said only once the state file holds it: a daemon killed after
+ * the client heard GRANT must find the grant in the file when it starts
+ * again, or the client's re-registration would be a new request, refused
+ * while the client goes on holding the budget. The grants of one turn of the
+ * loop wait here for one write of the file (answers_flush_grants). Without a
+ * state file (a daemon driven without the loop), there is nothing to wait
+ * for. */
+struct pending_grant {
+    struct conn *c;
+    char dev[48];
+    uint64_t bytes;
+};
+static struct {
+    struct pending_grant *p;
+    int n, cap;
+} P;
+
+static int send_grant(struct conn *c, const char *dev, uint64_t bytes)
+{
+    struct proto_writer w;
+    proto_begin(&w, VERB_GRANT);
+    proto_add(&w, "dev", dev);
+    proto_add_u64(&w, "bytes", bytes);
+    return reply(c, &w);
+}
+
 static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
 {
     /* Every grant is answered here: the client's history begins (or goes
@@ -59,11 +85,62 @@ static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
         history_note_client(&D.history, c->client, d, now);
         history_note_device(&D.history, &D.L, d, now);
     }
-    struct proto_writer w;
-    proto_begin(&w, VERB_GRANT);
-    proto_add(&w, "dev", dev);
-    proto_add_u64(&w, "bytes", bytes);
-    return reply(c, &w);
+    D.state_dirty = true;
+    if (!D.state_path[0])
+        return send_grant(c, dev, bytes);
+    if (P.n == P.cap) {
+        int cap = P.cap ? P.cap * 2 : 64;
+        struct pending_grant *t = realloc(P.p, (size_t)cap * sizeof *t);
+        if (!t) { /* no room to wait: written and said at once */
+            struct ledger_client *who = c->client;
+            files_grants_durable(&who, &d, 1);
+            return send_grant(c, dev, bytes);
+        }
+        P.p = t;
+        P.cap = cap;
+    }
+    struct pending_grant *g = &P.p[P.n++];
+    g->c = c;
+    snprintf(g->dev, sizeof g->dev, "%s", dev);
+    g->bytes = bytes;
+    return 0;
+}
+
+void answers_flush_grants(void)
+{
+    if (!P.n)
+        return;
+    daemon_test_point("admitted");
+    /* A write that fails (a full disk) is said and tried again on the timer;
+     * the grants are said all the same rather than held back from clients
+     * for as long as the disk is full. */
+    int n = P.n;
+    struct ledger_client **who = malloc((size_t)n * sizeof *who);
+    int *dev = malloc((size_t)n * sizeof *dev);
+    if (who && dev) {
+        for (int i = 0; i < n; i++) {
+            who[i] = P.p[i].c->client;
+            dev[i] = ledger_find_device(&D.L, P.p[i].dev);
+            if (dev[i] < 0)
+                who[i] = NULL;
+        }
+        files_grants_durable(who, dev, n);
+    } else {
+        files_grants_durable(NULL, NULL, 0); /* the whole file */
+    }
+    free(who);
+    free(dev);
+    daemon_test_point("written");
+    P.n = 0;
+    bool struck = false;
+    for (int i = 0; i < n; i++)
+        if (send_grant(P.p[i].c, P.p[i].dev, P.p[i].bytes) != 0) {
+            P.p[i].c->strikes = MAX_STRIKES;
+            struck = true;
+        }
+    daemon_test_point("sent");
+    if (struck)
+        conns_drop_struck();
 }
 
 /* ---------------------------------------------------------- admission */
@@ -206,8 +283,11 @@ static int on_request(struct conn *c, const struct proto_msg *m)
         return r < 0 ? -1 : 0;
     const char *uuid = D.L.dev[dev].uuid;
     /* A re-registration after a restart takes back the grant held for this
-     * process; anything else is a new request, admitted as any other. */
-    if (restore && ledger_adopt(&D.L, lc, dev, restore)) {
+     * process; so does a request it makes again because the daemon before
+     * this one stopped after writing its grant and before saying it.
+     * Anything else is a new request, admitted as any other. */
+    if ((restore || bytes) && ledger_adopt(&D.L, lc, dev, restore ? restore : bytes)) {
+        restore = restore ? restore : bytes;
         D.state_dirty = true;
         dlog(L_INFO, "pid %d (%s): re-registered %s on %s", (int)lc->pid, lc->user,
              format_size(restore).text, uuid);
@@ -266,6 +346,18 @@ static int on_report(struct conn *c, const struct proto_msg *m)
     uint64_t now = now_ms();
     history_note_client(&D.history, lc, dev, now);
     history_note_device(&D.history, &D.L, dev, now);
+    /* A job that NVML saw over its grant hears it (job.c), for its end-of-run
+     * line: a process of it that the interposer does not hold (one that
+     * cleared LD_PRELOAD) is what only NVML sees. */
+    struct ledger_use *u = &lc->use[dev];
+    if (lc->role == ROLE_JOB && u->over_most > u->over_told) {
+        u->over_told = u->over_most;
+        struct proto_writer w;
+        proto_begin(&w, VERB_OK);
+        proto_add(&w, "dev", uuid);
+        proto_add_u64(&w, "over", u->over_most);
+        return reply(c, &w);
+    }
     return 0;
 }
 
@@ -369,9 +461,9 @@ static int on_member(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "MEMBER: %s", err[0] ? err : "pid= (more than 0) is required");
     const char *uuid = proto_get(m, "dev");
     if (!uuid) { /* it left the job */
-        for (int i = D.L.nclients - 1; lc->nmembers && i >= 0; i--)
-            if (D.L.clients[i]->member_of == lc && D.L.clients[i]->pid == (pid_t)pid)
-                ledger_leave(&D.L, D.L.clients[i]);
+        struct ledger_client *gone = ledger_find_member(&D.L, lc, (pid_t)pid);
+        if (gone)
+            ledger_leave(&D.L, gone);
         return 0;
     }
     int dev = ledger_find_device(&D.L, uuid);
@@ -390,8 +482,17 @@ static int on_member(struct conn *c, const struct proto_msg *m)
         return 0;
     }
     struct ledger_client *mb = ledger_member(&D.L, lc, (pid_t)pid, pi.start);
+    /* A cap reached is not a malformed message: ERR, but no strike (the
+     * holder of a large job would be dropped, and its grants with it). */
+    if (!mb && lc->nmembers >= LEDGER_MAX_MEMBERS)
+        return reply_text(c, VERB_ERR, NULL, "MEMBER: pid %llu not listed: a job may list at most "
+                          "%d processes", (unsigned long long)pid, LEDGER_MAX_MEMBERS);
+    if (!mb && lc->who && lc->who->members >= LEDGER_USER_MEMBERS)
+        return reply_text(c, VERB_ERR, NULL, "MEMBER: pid %llu not listed: uid %u has %d "
+                          "processes in its jobs, the most a user may have across all of them",
+                          (unsigned long long)pid, (unsigned)lc->uid, LEDGER_USER_MEMBERS);
     if (!mb)
-        return answers_strike(c, "MEMBER: a job may list at most %d processes", LEDGER_MAX_MEMBERS);
+        return answers_strike(c, "MEMBER: the daemon is out of memory");
     proto_name_clean(pi.comm, mb->cmd, sizeof mb->cmd);
     ledger_report(&D.L, mb, dev, used, peak);
     uint64_t now = now_ms();
@@ -488,6 +589,9 @@ int answers_handle(struct conn *c, const char *buf, size_t len)
 
 void answers_gone(struct conn *c)
 {
+    for (int i = 0; i < P.n; i++)
+        if (P.p[i].c == c)
+            P.p[i--] = P.p[--P.n];
     struct ledger_client *lc = c->client;
     if (!lc)
         return;

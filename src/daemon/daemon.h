@@ -80,6 +80,11 @@ struct log_limit {
 void dlog_limited(struct log_limit *limit, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t now_ms(void);
+/* For the tests of a restart: vramd stops at once (_exit, as kill -9
+ * would) when it reaches the point VRAMD_TEST_EXIT names: "admitted" (the
+ * ledger granted, the state file not yet written), "written" (written, the
+ * GRANT not yet sent), "sent". */
+void daemon_test_point(const char *point);
 
 /* conns.c */
 /* Sends one message without waiting; -1 if the client does not take it. */
@@ -117,6 +122,9 @@ int answers_strike(struct conn *c, const char *fmt, ...) __attribute__((format(p
 void answers_gone(struct conn *c);
 /* Admits what now fits of the wait queue. */
 void answers_admit_waiting(void);
+/* The grants of this turn of the loop: the state file written with them,
+ * then each said to its client. The loop calls it after each turn. */
+void answers_flush_grants(void);
 
 /* files.c */
 #define STATE_EVERY_MS 100
@@ -129,13 +137,20 @@ int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *));
 void files_tick(uint64_t now);
 /* The state file now, if it changed (the daemon stops). */
 void files_flush(void);
+/* Before the grants of client who[i] on device dev[i] are said: each is
+ * appended to the state's journal (one write), or, without one, the whole
+ * state file is written (a failure said as files_tick says it, and tried
+ * again on the timer). who[i] NULL is passed over. */
+void files_grants_durable(struct ledger_client *const *who, const int *dev, int n);
+#define STATE_LINE_MAX 300
 /* The fallback file (what a process may take while the daemon is down),
  * after the policy or the devices change. */
 void files_fallback(void);
 void fill_state(FILE *f);
 void fill_metrics(FILE *f);
-/* The grants of the daemon before this one, held for their owners (the
- * devices must be in the ledger first). */
+/* The grants of the daemon before this one (the state file, then its
+ * journal), held for their owners (the devices must be in the ledger
+ * first). */
 void load_state(void);
 void load_state_from(FILE *f); /* what load_state reads, once the file is trusted */
 #define RESTORE_GRACE_MS 10000 /* how long a held grant waits for its owner */

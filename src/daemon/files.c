@@ -1,7 +1,10 @@
 /* files: what vramd writes beside itself, each whole or not at all.
  *   - the state file: the grants, by pid + start time + uid, so that
  *     clients re-registering after a restart cannot claim more than they
- *     held; written by root, atomically, at most every 100 ms;
+ *     held; written by root, atomically, within 100 ms of a change; and
+ *     before a grant is said (a kill -9 after GRANT must find it), each
+ *     new grant is appended to the file's journal (STATE.grants), one
+ *     write per turn of the loop, which the next whole write empties;
  *   - the metrics file: the ledger in Prometheus text format, for
  *     node_exporter's textfile collector.
  */
@@ -82,25 +85,28 @@ void fill_metrics(FILE *f)
  * FROM-JOB are names or "-"), so that the
  * daemon after this one holds each grant for its owner until it
  * re-registers (answers.c) or RESTORE_GRACE_MS pass. */
+static int state_line(char *buf, size_t n, const struct ledger_client *c, int d)
+{
+    const struct ledger_use *u = &c->use[d];
+    if (c->role == ROLE_MONITOR || !u->grant)
+        return 0;
+    int len = snprintf(buf, n, "%c %d %llu %u %u %s %s %llu %s\n",
+                       c->role != ROLE_JOB ? 'p' : c->by_root ? 'j' : 'c', (int)c->pid,
+                       (unsigned long long)c->start, (unsigned)c->uid, (unsigned)c->gid, c->job,
+                       D.L.dev[d].uuid, (unsigned long long)u->grant, u->job ? u->job->job : "-");
+    return len > 0 && (size_t)len < n ? len : 0;
+}
+
 void fill_state(FILE *f)
 {
     fprintf(f, "# vramd grants: p|j|c pid start uid gid job device bytes from-job\n");
     for (int d = 0; d < D.L.ndev; d++)
         fprintf(f, "d %s %llu\n", D.L.dev[d].uuid, (unsigned long long)D.L.dev[d].total);
-    for (int i = 0; i < D.L.nclients; i++) {
-        const struct ledger_client *c = D.L.clients[i];
-        if (c->role == ROLE_MONITOR)
-            continue;
-        for (int d = 0; d < D.L.ndev; d++) {
-            const struct ledger_use *u = &c->use[d];
-            if (u->grant)
-                fprintf(f, "%c %d %llu %u %u %s %s %llu %s\n",
-                        c->role != ROLE_JOB ? 'p' : c->by_root ? 'j' : 'c',
-                        (int)c->pid, (unsigned long long)c->start, (unsigned)c->uid,
-                        (unsigned)c->gid, c->job, D.L.dev[d].uuid, (unsigned long long)u->grant,
-                        u->job ? u->job->job : "-");
-        }
-    }
+    char line[STATE_LINE_MAX];
+    for (int i = 0; i < D.L.nclients; i++)
+        for (int d = 0; d < D.L.ndev; d++)
+            if (state_line(line, sizeof line, D.L.clients[i], d))
+                fputs(line, f);
 }
 
 struct held_line {
@@ -177,20 +183,58 @@ void load_state_from(FILE *f)
     }
 }
 
-void load_state(void)
+/* Only a file this daemon's user wrote and no one else can is believed. */
+static bool trusted(int fd, const char *path)
 {
-    FILE *f = fopen(D.state_path, "re");
-    if (!f)
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022))
+        return true;
+    dlog(L_WARN, "%s: not a regular file of this daemon's user that only it may write; ignored",
+         path);
+    return false;
+}
+
+static void journal_path(char *out, size_t n) { snprintf(out, n, "%s.grants", D.state_path); }
+
+/* Appends the file at `path`, if it is to be believed, to *buf. */
+static void slurp(const char *path, char **buf, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
         return;
     struct stat st;
-    /* Only a file this daemon's user wrote and no one else can is believed. */
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-        (st.st_mode & 022))
-        dlog(L_WARN, "%s: not a regular file of this daemon's user that only it may write; "
-             "ignored", D.state_path);
-    else
+    if (trusted(fd, path) && fstat(fd, &st) == 0 && st.st_size < (64 << 20)) {
+        char *t = realloc(*buf, *len + (size_t)st.st_size + 2);
+        if (t) {
+            *buf = t;
+            ssize_t r;
+            size_t got = 0;
+            while (got < (size_t)st.st_size &&
+                   (r = read(fd, t + *len + got, (size_t)st.st_size - got)) > 0)
+                got += (size_t)r;
+            *len += got;
+            if (*len && t[*len - 1] != '\n') /* a journal's torn last line stays one line */
+                t[(*len)++] = '\n';
+        }
+    }
+    close(fd);
+}
+
+/* The state file, then its journal: a grant in both is held once (the
+ * journal's, newer, last). */
+void load_state(void)
+{
+    char jpath[sizeof D.state_path + 8], *buf = NULL;
+    size_t len = 0;
+    journal_path(jpath, sizeof jpath);
+    slurp(D.state_path, &buf, &len);
+    slurp(jpath, &buf, &len);
+    FILE *f = len ? fmemopen(buf, len, "r") : NULL;
+    if (f) {
         load_state_from(f);
-    fclose(f);
+        fclose(f);
+    }
+    free(buf);
 }
 
 /* The fallback file, beside the socket: what a process may take of each
@@ -222,29 +266,87 @@ struct output {
     bool failing;
 };
 
-static void write_one(struct output *o, const char *path, mode_t mode, void (*fill)(FILE *),
-                      bool *due)
+static int write_one(struct output *o, const char *path, mode_t mode, void (*fill)(FILE *),
+                     bool *due)
 {
     if (write_atomically(path, mode, fill) != 0) {
         if (!o->failing)
             dlog(L_WARN, "cannot write the %s file %s: %s%s; trying again", o->what, path,
                  strerror(errno), errno == EEXIST ? " (it is not a regular file)" : "");
         o->failing = true;
-        return;
+        return -1;
     }
     if (o->failing)
         dlog(L_WARN, "the %s file %s is written again", o->what, path);
     o->failing = false;
     if (due)
         *due = false;
+    return 0;
+}
+
+static struct output state = {"state", 0, false}, metrics = {"metrics", 0, false};
+static int journal = -1; /* 0: none to be had */
+
+static int open_journal(void);
+
+/* The whole state is in the file: the journal starts again (the previous
+ * daemon's too, read by now). A daemon killed between the two finds the
+ * journal's grants in both, which holds each once. */
+static void write_state(void)
+{
+    if (write_one(&state, D.state_path, 0600, fill_state, &D.state_dirty) != 0)
+        return;
+    if (journal < 0)
+        journal = open_journal();
+    if (journal > 0 && ftruncate(journal, 0) != 0)
+        dlog(L_WARN, "cannot empty the state's journal: %s", strerror(errno));
+}
+
+static int open_journal(void)
+{
+    char path[sizeof D.state_path + 8];
+    journal_path(path, sizeof path);
+    /* Written through, unlike the state file: never a link (O_NOFOLLOW),
+     * a FIFO (O_NONBLOCK, then trusted()), or a second name of a file. */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    struct stat st;
+    if (fd >= 0 && (!trusted(fd, path) || fstat(fd, &st) != 0 || st.st_nlink != 1)) {
+        close(fd);
+        fd = -1;
+        errno = EEXIST;
+    }
+    if (fd < 0)
+        dlog(L_WARN, "cannot use %s (%s): each grant rewrites the whole state file instead",
+             path, strerror(errno));
+    return fd < 0 ? 0 : fd;
+}
+
+/* No fsync: the file is for a daemon killed or crashed, not for a machine
+ * that loses power, and what a write() put in a file every process sees,
+ * whatever then happens to the writer; the clients whose grants it holds
+ * die with the machine. */
+void files_grants_durable(struct ledger_client *const *who, const int *dev, int n)
+{
+    if (!D.state_path[0])
+        return;
+    if (journal < 0)
+        journal = open_journal();
+    size_t cap = (size_t)n * STATE_LINE_MAX, len = 0;
+    char *buf = journal > 0 && n > 0 ? malloc(cap) : NULL;
+    for (int i = 0; buf && i < n; i++)
+        if (who[i])
+            len += (size_t)state_line(buf + len, cap - len, who[i], dev[i]);
+    bool journaled = buf && (!len || write(journal, buf, len) == (ssize_t)len);
+    free(buf);
+    if (!journaled)
+        write_state(); /* no journal, or it failed: the whole file */
 }
 
 void files_tick(uint64_t now)
 {
-    static struct output state = {"state", 0, false}, metrics = {"metrics", 0, false};
     if (D.state_dirty && D.state_path[0] && now - state.last_ms >= STATE_EVERY_MS) {
         state.last_ms = now;
-        write_one(&state, D.state_path, 0600, fill_state, &D.state_dirty);
+        write_state();
     }
     if (D.metrics_path[0] && now - metrics.last_ms >= D.metrics_ms) {
         metrics.last_ms = now;
@@ -254,6 +356,11 @@ void files_tick(uint64_t now)
 
 void files_flush(void)
 {
-    if (D.state_dirty && D.state_path[0] && write_atomically(D.state_path, 0600, fill_state) != 0)
+    if (!D.state_dirty || !D.state_path[0])
+        return;
+    if (write_atomically(D.state_path, 0600, fill_state) != 0)
         dlog(L_ERROR, "cannot write the state file %s: %s", D.state_path, strerror(errno));
+    else if ((journal > 0 || (journal < 0 && (journal = open_journal()) > 0)) &&
+             ftruncate(journal, 0) != 0)
+        dlog(L_WARN, "cannot empty the state's journal: %s", strerror(errno));
 }

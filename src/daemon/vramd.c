@@ -525,6 +525,7 @@ int main(int argc, char **argv)
                 conns_readable(fd);
             }
         }
+        answers_flush_grants();
     }
     return 1;
 }

@@ -171,6 +171,7 @@ void ledger_destroy(struct ledger *l)
 {
     for (int i = 0; i < l->nclients; i++) {
         free(l->clients[i]->groups);
+        free(l->clients[i]->members);
         free(l->clients[i]);
     }
     free(l->clients);
@@ -319,6 +320,34 @@ int ledger_set_groups(struct ledger *l, struct ledger_client *c, const gid_t *gr
     return 0;
 }
 
+/* Where pid is in a job's members (by pid), or where it would go. */
+static int member_slot(const struct ledger_client *job, pid_t pid, bool *found)
+{
+    int lo = 0, hi = job->nmembers;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (job->members[mid]->pid < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = lo < job->nmembers && job->members[lo]->pid == pid;
+    return lo;
+}
+
+static void forget_member(struct ledger_client *job, const struct ledger_client *m)
+{
+    bool found;
+    int k = member_slot(job, m->pid, &found);
+    if (!found || job->members[k] != m)
+        return;
+    memmove(&job->members[k], &job->members[k + 1],
+            (size_t)(job->nmembers - k - 1) * sizeof *job->members);
+    job->nmembers--;
+    if (job->who)
+        job->who->members--;
+}
+
 static int index_of(const struct ledger *l, int id)
 {
     int lo = 0, hi = l->nclients - 1;
@@ -354,6 +383,8 @@ static void job_ends(struct ledger *l, struct ledger_client *job, int d)
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev)
 {
     struct ledger_use *u = &c->use[dev];
+    if (c->member_of)
+        c->member_of->use[dev].members_used -= u->used;
     ledger_dequeue(l, c, dev);
     job_ends(l, c, dev);
     ledger_account(l, c, dev, -1);
@@ -367,12 +398,12 @@ void ledger_leave(struct ledger *l, struct ledger_client *c)
     int i = index_of(l, c->id);
     if (i < 0 || l->clients[i] != c)
         return;
-    /* A job's members go with it (they have higher ids: they came after). */
-    for (int k = l->nclients - 1; c->nmembers && k > i; k--)
-        if (l->clients[k]->member_of == c)
-            ledger_leave(l, l->clients[k]);
+    /* A job's members go with it. */
+    while (c->nmembers)
+        ledger_leave(l, c->members[c->nmembers - 1]);
     if (c->member_of)
-        c->member_of->nmembers--;
+        forget_member(c->member_of, c);
+    i = index_of(l, c->id); /* the members have gone from the array */
     for (int d = 0; d < l->ndev; d++) {
         /* The connection is the grant: what it still held comes back. */
         if (c->use[d].grant && c->role != ROLE_MONITOR) {
@@ -390,6 +421,7 @@ void ledger_leave(struct ledger *l, struct ledger_client *c)
         if (l->jobs[k] == c)
             l->jobs[k] = l->jobs[--l->njobs];
     free(c->groups);
+    free(c->members);
     free(c);
 }
 
@@ -407,27 +439,48 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
     return NULL;
 }
 
+struct ledger_client *ledger_find_member(const struct ledger *l, const struct ledger_client *job,
+                                         pid_t pid)
+{
+    (void)l;
+    bool found;
+    int k = member_slot(job, pid, &found);
+    return found ? job->members[k] : NULL;
+}
+
 struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job, pid_t pid,
                                     uint64_t start)
 {
-    for (int i = index_of(l, job->id) + 1; job->nmembers && i < l->nclients; i++) {
-        struct ledger_client *m = l->clients[i];
-        if (m->member_of != job || m->pid != pid)
-            continue;
+    bool found;
+    int k = member_slot(job, pid, &found);
+    if (found) {
+        struct ledger_client *m = job->members[k];
         if (m->start == start)
             return m;
-        ledger_leave(l, m); /* the pid's previous process, gone */
-        break;
+        ledger_leave(l, m); /* the pid's previous process, gone: k is where it goes */
     }
-    if (job->nmembers >= LEDGER_MAX_MEMBERS)
+    if (job->nmembers >= LEDGER_MAX_MEMBERS || !job->who ||
+        job->who->members >= LEDGER_USER_MEMBERS)
         return NULL;
+    if (job->nmembers == job->members_cap) {
+        int cap = job->members_cap ? job->members_cap * 2 : 8;
+        struct ledger_client **t = realloc(job->members, (size_t)cap * sizeof *t);
+        if (!t)
+            return NULL;
+        job->members = t;
+        job->members_cap = cap;
+    }
     struct ledger_client *m = ledger_join(l, ROLE_PROCESS, pid, job->uid, job->gid);
     if (!m)
         return NULL;
     /* Nothing it holds counts for a rule, so its groups do not matter. */
     m->start = start;
     m->member_of = job;
+    memmove(&job->members[k + 1], &job->members[k],
+            (size_t)(job->nmembers - k) * sizeof *job->members);
+    job->members[k] = m;
     job->nmembers++;
+    job->who->members++;
     snprintf(m->user, sizeof m->user, "%s", job->user);
     snprintf(m->job, sizeof m->job, "%s", job->job);
     return m;
@@ -436,6 +489,17 @@ struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job,
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak)
 {
+    if (c->member_of) {
+        struct ledger_use *j = &c->member_of->use[dev];
+        uint64_t most = j->grant < l->dev[dev].total ? j->grant : l->dev[dev].total;
+        uint64_t others = j->members_used - c->use[dev].used;
+        uint64_t room = most > others ? most - others : 0;
+        if (used > room)
+            used = room;
+        if (peak > most)
+            peak = most;
+        j->members_used = others + used;
+    }
     /* Of the kept sums only the device's in-use figure depends on it: the
      * hot message of the protocol touches no rule. */
     uint64_t before = ledger_in_use(c, dev);
@@ -560,6 +624,8 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
         if (over_now && !u->over && nover < max)
             over[nover++] = j;
         u->over = over_now;
+        if (over_now && u->nvml > u->over_most)
+            u->over_most = u->nvml;
     }
     free(sorted);
     free(d->unseen_by);
@@ -593,6 +659,12 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
         for (int k = 0; k < l->nclients; k++)
             members += l->clients[k]->member_of == c;
         const struct ledger_client *j = c->member_of;
+        for (int k = 0; k < c->nmembers; k++)
+            if (c->members[k]->member_of != c ||
+                (k && c->members[k - 1]->pid >= c->members[k]->pid)) {
+                snprintf(err, errlen, "job %d: its index of members is wrong at %d", c->id, k);
+                return -1;
+            }
         if (members != c->nmembers ||
             (j && (j->role != ROLE_JOB || ledger_find_client(l, j->id) != j || j->id > c->id))) {
             snprintf(err, errlen, "client %d: %d members, counted %d%s", c->id, members,
@@ -604,6 +676,16 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
                 snprintf(err, errlen, "member %d holds or waits on %d", c->id, d);
                 return -1;
             }
+    }
+    for (int k = 0; k < l->nusers; k++) {
+        int members = 0;
+        for (int i = 0; i < l->nclients; i++)
+            members += l->clients[i]->member_of && l->clients[i]->who == l->users[k];
+        if (members != l->users[k]->members) {
+            snprintf(err, errlen, "user %u: %d members in its jobs, counted %d",
+                     (unsigned)l->users[k]->uid, members, l->users[k]->members);
+            return -1;
+        }
     }
     for (int d = 0; d < l->ndev; d++) {
         const struct ledger_device *dv = &l->dev[d];
@@ -629,6 +711,15 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
             for (int k = 0; c->role == ROLE_JOB && k < l->nclients; k++)
                 if (l->clients[k]->use[d].job == c)
                     drawn += l->clients[k]->use[d].grant;
+            uint64_t members_used = 0;
+            for (int k = 0; c->role == ROLE_JOB && k < l->nclients; k++)
+                if (l->clients[k]->member_of == c)
+                    members_used += l->clients[k]->use[d].used;
+            if (members_used != u->members_used) {
+                snprintf(err, errlen, "job %d: its members use %llu, counted %llu on %d", c->id,
+                         (unsigned long long)members_used, (unsigned long long)u->members_used, d);
+                return -1;
+            }
             if (drawn != u->drawn || drawn > u->grant) {
                 snprintf(err, errlen, "job %d: drawn %llu, counted %llu, granted %llu on %d", c->id,
                          (unsigned long long)drawn, (unsigned long long)u->drawn,

@@ -52,6 +52,9 @@
 
 #define LEDGER_MAX_DEVICES SNAP_MAX_DEVICES
 #define LEDGER_MAX_MEMBERS 1024 /* processes one job may report */
+/* Processes a user's jobs may report together: each is a client entry,
+ * so a user with many jobs cannot fill the daemon's memory with them. */
+#define LEDGER_USER_MEMBERS 4096
 
 enum client_role { ROLE_PROCESS, ROLE_JOB, ROLE_MONITOR };
 
@@ -66,6 +69,7 @@ struct ledger_user {
     char name[64]; /* "" until known: the daemon names it (ledger_user_of) */
     uint64_t in_use[LEDGER_MAX_DEVICES];
     uint64_t peak[LEDGER_MAX_DEVICES]; /* never goes down */
+    int members; /* processes in this user's jobs, all jobs together (LEDGER_USER_MEMBERS) */
 };
 
 /* A process NVML sees using a device, as the daemon read it: its uid
@@ -99,6 +103,13 @@ struct ledger_use {
      * counts for the client itself. */
     struct ledger_client *job;
     uint64_t drawn; /* a job's: what its processes' grants take of its own */
+    /* A job's: what its members report in use together, never more than
+     * its grant (or the device): ledger_report bounds each report by what
+     * the others leave. */
+    uint64_t members_used;
+    /* A job's: the most NVML saw its processes use while over its grant
+     * (by more than the margin), and the most its holder was told of. */
+    uint64_t over_most, over_told;
     /* The device's wait queue, oldest first. */
     struct ledger_client *client;
     struct ledger_use *qprev, *qnext;
@@ -122,6 +133,8 @@ struct ledger_client {
     /* A member: a process of this job, reported by the job's holder. */
     struct ledger_client *member_of;
     int nmembers; /* a job's */
+    struct ledger_client **members; /* a job's, by pid: one lookup per MEMBER */
+    int members_cap;
     /* A grant of the daemon before a restart, held for its owner until
      * then (ms) or until it re-registers; 0 for a connected client. */
     uint64_t held_until_ms;
@@ -230,15 +243,22 @@ typedef bool (*ledger_alive_fn)(pid_t pid, uint64_t start);
 void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
                         void (*gone)(const struct ledger_client *c, void *arg), void *arg);
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
-/* Usage of a client, or of a member, on a device. */
+/* Usage of a client, or of a member, on a device. A member's figures are
+ * bounded by what its job's grant (and the device) leaves beside the other
+ * members': a job's processes together never show more than the job was
+ * granted, whatever its holder says. */
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak);
 
 /* The member of `job` that is the process pid (with its start time), added
- * if new; NULL if out of memory or the job has LEDGER_MAX_MEMBERS already.
- * A member leaves with ledger_leave, and with its job. */
+ * if new; NULL if out of memory, or the job has LEDGER_MAX_MEMBERS already,
+ * or its user LEDGER_USER_MEMBERS in all their jobs. A member leaves with
+ * ledger_leave, and with its job. O(log members) to find one. */
 struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job, pid_t pid,
                                     uint64_t start);
+/* The member of `job` that is pid, or NULL. */
+struct ledger_client *ledger_find_member(const struct ledger *l, const struct ledger_client *job,
+                                         pid_t pid);
 
 /* Admits what now fits of the queues, oldest first, and ends the waits that
  * passed their deadline; `answer` is told of each (granted, or timed out

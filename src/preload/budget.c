@@ -32,6 +32,7 @@ static struct {
     uint64_t limit[BUDGET_MAX_DEVICES];
     _Atomic int cdev[BUDGET_MAX_DEVICES]; /* the device's entry in the command's state, or -1 */
     char *denied[BUDGET_MAX_DEVICES]; /* why the daemon granted nothing */
+    _Atomic bool stopped[BUDGET_MAX_DEVICES]; /* vramd does not take the budget back (agent.h) */
     uint64_t (*total_of)(int dev);
     int (*uuid_of)(int dev, char *uuid);
 } b = {.resolve = PTHREAD_MUTEX_INITIALIZER};
@@ -111,13 +112,19 @@ static void usage_of(int dev, uint64_t *used, uint64_t *peak)
     *peak = c >= 0 ? command_own_peak(c) : 0;
 }
 
+/* A restarted vramd does not count this process's budget (yet): nothing more. */
+static void allow(int dev, bool allowed)
+{
+    atomic_store_explicit(&b.stopped[dev], !allowed, memory_order_relaxed);
+}
+
 /* With a daemon, the budget is what it grants; `s` is the local answer. */
 static int ask_daemon(int dev, const char *uuid, int s)
 {
     char why[1024];
     uint64_t granted = 0;
     switch (agent_request(dev, uuid, b.total_of(dev), s == 2 ? b.limit[dev] : 0, usage_of,
-                          &granted, why, sizeof why)) {
+                          allow, &granted, why, sizeof why)) {
     case AGENT_ALONE: return s;
     case AGENT_GRANTED: b.limit[dev] = granted; return 2;
     case AGENT_DENIED: break;
@@ -297,8 +304,8 @@ __attribute__((noinline, cold)) static int reserve_near(int dev, int c, uint64_t
 int budget_reserve(int dev, uint64_t bytes)
 {
     int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
-    if (c < 0)
-        return -1; /* limited but not accounted: a budget that could not be set up */
+    if (c < 0 || atomic_load_explicit(&b.stopped[dev], memory_order_relaxed))
+        return -1; /* limited but not accounted (a budget that could not be set up), or stopped */
     int rc = command_reserve(c, b.limit[dev], bytes);
     if (__builtin_expect(rc == 0, 1))
         return 0;
