@@ -27,7 +27,7 @@
  *
  * Usage: test_driver_memory PRELOAD VRAM BUILD
  */
-#include "../src/cuda/cuda_abi.h"
+#include "../src/cuda/cuda_prototypes.h"
 #include "../src/cuda/nvml_abi.h"
 #include "check.h"
 
@@ -38,16 +38,6 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
-
-CUresult cuInit(unsigned int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxPushCurrent_v2(CUcontext);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuModuleLoadData(CUmodule *, const void *);
-CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
-CUresult cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
-                        unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
 
 #define MODULES 50
 #define IMAGE (2 * MiB)
