@@ -117,8 +117,10 @@ static void run_usage(FILE *out)
             "the interposer cannot be loaded.\n"
             "\n"
             "What an LD_PRELOAD interposer cannot govern: a program that clears\n"
-            "LD_PRELOAD for its children, links the driver statically, or talks to the\n"
-            "kernel driver directly; nor memory the driver takes later on its own (a\n"
+            "LD_PRELOAD for its children (or LD_LIBRARY_PATH, where the interposer's\n"
+            "path has a space: LD_PRELOAD then names it by its file name, found in its\n"
+            "folder through LD_LIBRARY_PATH), links the driver statically, or talks to\n"
+            "the kernel driver directly; nor memory the driver takes later on its own (a\n"
             "kernel's code loaded lazily at its first use, its stack), which shows beyond\n"
             "the budget in nvidia-smi. Sizes and durations: vram --help.\n");
 }
@@ -639,6 +641,68 @@ static int run_resolve_budgets(struct run_request *rq, struct run_plan *pl)
     return -1;
 }
 
+/* How LD_PRELOAD names the interposer at `path`. The dynamic loader splits
+ * LD_PRELOAD at spaces and colons, and nothing escapes them, so a path
+ * with a space (a checkout in "/home/Jane Doe/vram") goes in as the bare
+ * file name, found through LD_LIBRARY_PATH, which is split at colons and
+ * semicolons only: the interposer's folder is added at its end. Names
+ * that lead to another file would be a fragile choice: a symlink in a
+ * private folder, or /proc/PID/fd/N of a descriptor, is valid only as long
+ * as that folder, process or descriptor lasts, and the command's processes
+ * may outlive vram run (a daemon it starts) or close every descriptor
+ * they did not open (Python's subprocess); the loader then runs them
+ * without the interposer, and without a budget. A name and a search path
+ * are valid in every descendant for as long as the file exists. What it
+ * costs: that folder's other libraries can be found too (after those of
+ * the inherited LD_LIBRARY_PATH); and a library of the same name found
+ * first would be loaded instead, so that is refused. 0, or 2 after a
+ * message. */
+static int preload_entry(const char *path, char *out, size_t n)
+{
+    if (!strchr(path, ' ')) {
+        if (strchr(path, ':'))
+            return run_fail("the interposer's path %s contains a colon, which LD_PRELOAD cannot "
+                            "carry (set VRAM_PRELOAD_LIBRARY to a path without one); the program "
+                            "was not started",
+                            path);
+        snprintf(out, n, "%s", path);
+        return 0;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    int dirlen = slash ? (int)(slash - path) : 0;
+    if (!slash || strpbrk(base, " :") || strpbrk(path, ":;"))
+        return run_fail("the interposer's path %s has a space%s, and LD_PRELOAD can carry it "
+                        "only as its file name found in its folder through LD_LIBRARY_PATH, "
+                        "which cannot hold a colon or semicolon (set VRAM_PRELOAD_LIBRARY to a "
+                        "path without them); the program was not started",
+                        path, strpbrk(base, " :") ? " in its file name" : " and a colon or semicolon");
+    struct stat mine, other;
+    if (stat(path, &mine) != 0)
+        return run_fail("the interposer %s: %s; the program was not started", path,
+                        strerror(errno));
+    const char *search = getenv("LD_LIBRARY_PATH");
+    for (const char *p = search; p && *p;) {
+        size_t len = strcspn(p, ":;");
+        char candidate[PATH_MAX];
+        /* An empty entry is the current folder, as the loader reads it. */
+        snprintf(candidate, sizeof candidate, "%.*s%s%s", (int)len, p, len ? "/" : "", base);
+        if (stat(candidate, &other) == 0 &&
+            (other.st_dev != mine.st_dev || other.st_ino != mine.st_ino))
+            return run_fail("the interposer's path %s has a space, so LD_PRELOAD names it %s, "
+                            "found through LD_LIBRARY_PATH; but LD_LIBRARY_PATH=\"%.300s\" has "
+                            "another %s first; the program was not started",
+                            path, base, search, candidate);
+        p += len + (p[len] != 0);
+    }
+    char joined[PATH_MAX * 2];
+    snprintf(joined, sizeof joined, "%s%s%.*s", search ? search : "", search && *search ? ":" : "",
+             dirlen, path);
+    setenv("LD_LIBRARY_PATH", joined, 1);
+    snprintf(out, n, "%s", base);
+    return 0;
+}
+
 /* Step 3: the interposer, found and loaded here once, into LD_PRELOAD;
  * and what the supervisor needs to know. Never run the program without
  * its budget: the interposer must exist and load, or nothing starts. -1
@@ -650,17 +714,16 @@ static int run_prepare(const struct run_request *rq, struct run_plan *pl)
         return run_fail("cannot find the interposer %s (set VRAM_PRELOAD_LIBRARY to its path); "
                         "the program was not started",
                         preload);
-    if (strpbrk(preload, " :"))
-        return run_fail("the interposer's path %s contains a space or colon, which LD_PRELOAD "
-                        "cannot carry; the program was not started",
-                        preload);
     void *h = dlopen(preload, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return run_fail("cannot load the interposer: %s; the program was not started", dlerror());
     dlclose(h);
+    char entry[PATH_MAX];
+    if (preload_entry(preload, entry, sizeof entry) != 0)
+        return 2;
     const char *old = getenv("LD_PRELOAD");
     char joined[PATH_MAX * 2];
-    snprintf(joined, sizeof joined, "%s%s%s", preload, old && *old ? ":" : "", old ? old : "");
+    snprintf(joined, sizeof joined, "%s%s%s", entry, old && *old ? ":" : "", old ? old : "");
     setenv("LD_PRELOAD", joined, 1);
 
     /* Asked now, not after a long run: the file can be written. */
