@@ -526,13 +526,16 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
     const char *inherited = getenv("CUDA_VISIBLE_DEVICES");
     int chosen[OPT_MAX_DEVICES];
     struct pick_gpu seen[OPT_MAX_DEVICES];
-    memcpy(seen, gpus, sizeof seen);
-    bool waited = false;
+    memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
+    bool waited = false, unread = false;
     uint64_t since = now_ms();
     for (;;) {
-        if (pl->daemon == 0 && ledger_room(pl->sock, seen, all.n, err, sizeof err) != 0 && !quiet)
+        if (pl->daemon == 0 && ledger_room(pl->sock, seen, all.n, err, sizeof err) != 0 &&
+            !quiet && !unread) {
             fprintf(stderr, "vram run: --gpus %s: cannot read vramd's ledger (%s); picking by "
                     "what NVML says is free\n", rq->gpus, err);
+            unread = true;
+        }
         if (pick_gpus(seen, all.n, rq->ngpus, budget, inherited, value, sizeof value, say,
                       sizeof say, chosen) == 0)
             break;
@@ -549,7 +552,7 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
         waited = true;
         struct timespec t = {0, 500 * 1000000L};
         nanosleep(&t, NULL);
-        memcpy(seen, gpus, sizeof seen);
+        memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
     }
     if (!quiet)
         fprintf(stderr, "vram run: %s\n", say);
