@@ -69,7 +69,7 @@ _vram()
             fi
             return
             ;;
-        --limit | --fraction | --devices | --job | --interval)
+        --limit | --fraction | --devices | --gpus | --job | --interval)
             return # a value of the user's own
             ;;
     esac

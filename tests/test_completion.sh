@@ -44,7 +44,7 @@ check "vram d<TAB>" is "vram d" devices
 check "vram run --l<TAB>" is "vram run --l" --limit --log
 check "vram run --w<TAB>: --wait takes =DURATION" is "vram run --w" --wait=
 check "vram run --<TAB>: every option of vram run --help" \
-  is "vram run --" --limit --fraction --devices --growth --log --wait= --start-anyway --job \
+  is "vram run --" --limit --fraction --devices --gpus --growth --log --wait= --start-anyway --job \
   --per-process --summary --record --format --help
 check "vram run --log <TAB>: the levels" is "vram run --log " off error warn info debug
 check "vram run --limit <TAB>: nothing to guess" is "vram run --limit "

@@ -477,6 +477,26 @@ static void test_job_reservation_is_for_registered_jobs(void)
     ledger_destroy(&l);
 }
 
+/* A refusal says what a user holds in words a person reads: nothing, when
+ * the request alone passes the cap, and no empty "(no one)" for the GPU. */
+static void test_refusal_words(void)
+{
+    struct ledger l;
+    policy_of("cap user 1001 1GiB\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *a = proc(&l, 11, 1001, "alice");
+    CHECK(ask(&l, a, 2 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "user 1001 may hold 1.00 GiB of GPU-a (policy line 1); it holds nothing "
+                        "yet; requested 2.00 GiB");
+    CHECK(strstr(why, "no one") == NULL && strstr(why, "0 B") == NULL);
+    struct ledger_client *b = proc(&l, 21, 1002, "bob");
+    CHECK(ask(&l, b, 13 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "GPU-a has 12.00 GiB: 0 B granted, 0 B reserved for others");
+    CHECK(strstr(why, "no one") == NULL);
+    ledger_destroy(&l);
+}
+
 /* Item 9: a grant counts for its user however jobs come and go: a process's
  * grant made before its job was registered does not stop counting then. */
 static void test_cap_holds_across_jobs(void)
@@ -862,6 +882,7 @@ int main(void)
     test_jobs_and_privacy();
     test_job_reservation_is_for_registered_jobs();
     test_cap_holds_across_jobs();
+    test_refusal_words();
     test_first_come_first_served();
     test_register_counts_usage_once();
     test_command_is_one_job();

@@ -16,6 +16,10 @@ context=$((518 << 20))
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$VRAM_SIM_DIR" "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
+# The interposer without vram run, named as vram run names it, so that a
+# checkout under a folder with a space (which LD_PRELOAD cannot carry) runs
+# these too.
+preloaded() { LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build" LD_PRELOAD=libvram-preload.so "$@"; }
 
 # Options are checked with the library's parser; nothing runs on an error.
 "$vram" run -- touch "$tmp/ran" 2>"$tmp/err"; rc=$?
@@ -107,10 +111,10 @@ check "the environment's budget is named" contains "$tmp/err" 'VRAM_MEMORY_LIMIT
 # Reached without vram run, the interposer refuses such a configuration
 # loudly rather than running without a budget.
 # (The program gets no GPU memory at all, not even for its CUDA context.)
-VRAM_MEMORY_LIMIT=5=1GiB LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+VRAM_MEMORY_LIMIT=5=1GiB preloaded "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "interposer: no budget for a missing device is an error" sh -c "[ $rc = 1 ] && ! grep -q 'ok\$' '$tmp/out'"
 check "interposer: says so" contains "$tmp/err" 'VRAM_MEMORY_LIMIT="5=1GiB" names device 5'
-VRAM_MEMORY_FRACTION=0.0000000000000000001 LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+VRAM_MEMORY_FRACTION=0.0000000000000000001 preloaded "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "interposer: a budget of nothing is an error" sh -c "[ $rc = 1 ] && ! grep -q 'ok\$' '$tmp/out'"
 check "interposer: says so" contains "$tmp/err" 'a budget of 0 B'
 
@@ -127,7 +131,7 @@ check "a budget of a context and 1 MiB: started" test $? = 0
 check "a fraction below a context: refused" contains "$tmp/err" "a budget of 368.64 MiB, and a CUDA context alone takes 518.00 MiB there"
 # Reached without vram run (VRAM_LOG unset: quiet otherwise), the interposer
 # refuses the context and says why, once.
-VRAM_MEMORY_LIMIT=300MiB LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+VRAM_MEMORY_LIMIT=300MiB preloaded "$grab" A 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "interposer: a budget below a context fails the program" test $rc = 1
 check "interposer: says what a context takes" contains "$tmp/err" \
   "^vram: error: a CUDA context takes 518.00 MiB on device 0 (NVIDIA H100 80GB HBM3) and its budget is 300.00 MiB, which leaves no room beside it: cuDevicePrimaryCtxRetain fails with CUDA_ERROR_OUT_OF_MEMORY; a budget there needs at least 519.00 MiB\$"

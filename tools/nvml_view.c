@@ -107,16 +107,8 @@ static uint64_t load64(const _Atomic uint64_t *p) { return atomic_load((_Atomic 
  * command line, else the line. */
 static void program_of(int pid, char *out, size_t n)
 {
-    char line[512];
-    if (!process_command_line((unsigned)pid, line, sizeof line)) {
+    if (!process_program((unsigned)pid, true, out, n, NULL))
         snprintf(out, n, "-");
-        return;
-    }
-    const char *p = strstr(line, " -- ");
-    const char *from = process_without_folder(p ? p + 4 : line);
-    size_t len = strlen(from) < n ? strlen(from) : n - 1;
-    memcpy(out, from, len);
-    out[len] = 0;
 }
 
 /* The command's row on a device: its budget, what its processes hold
@@ -267,8 +259,11 @@ int nvml_view_take(struct snapshot *s, char *err, size_t n)
             e->start = process_start(p[i].pid);
             snprintf(e->user, sizeof e->user, "%s", who.user);
             /* The program's name, as the ledger keeps it. */
-            const char *base = process_without_folder(who.command);
-            snprintf(e->cmd, sizeof e->cmd, "%.*s", (int)strcspn(base, " "), base);
+            char line[256];
+            size_t name = 0;
+            if (!process_program(p[i].pid, false, line, sizeof line, &name))
+                snprintf(line, sizeof line, "-"), name = 1;
+            snprintf(e->cmd, sizeof e->cmd, "%.*s", (int)name, line);
             snprintf(e->job, sizeof e->job, "-");
             in_command(s, &cs, s->n - 1, dev->uuid, &dev->granted);
         }

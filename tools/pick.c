@@ -30,16 +30,27 @@ static int entry(const char *list, int k, char *out, size_t n)
     return -1;
 }
 
+/* " (CUDA_VISIBLE_DEVICES=\"2,3\" as inherited)", or "" for none. */
+static const char *as_inherited(const char *inherited, char *out, size_t n)
+{
+    if (!inherited)
+        return "";
+    snprintf(out, n, " (CUDA_VISIBLE_DEVICES=\"%.200s\" as inherited)", inherited);
+    return out;
+}
+
 int pick_gpus(const struct pick_gpu *gpus, int count, int n, uint64_t budget,
-              const char *inherited, char *value, size_t valuelen, char *say, size_t saylen)
+              const char *inherited, char *value, size_t valuelen, char *say, size_t saylen,
+              int *picked)
 {
     value[0] = say[0] = 0;
     if (count > PICK_MAX)
         count = PICK_MAX;
     if (n < 1 || n > count) {
+        char within[256];
         snprintf(say, saylen, "--gpus %d: the command may use %d GPU%s%s; accepted: 1 to %d", n,
-                 count, count == 1 ? "" : "s",
-                 inherited ? " (CUDA_VISIBLE_DEVICES as inherited)" : "", count);
+                 count, count == 1 ? "" : "s", as_inherited(inherited, within, sizeof within),
+                 count);
         return -1;
     }
     /* Those that hold the budget, the most free first (the lower ordinal
@@ -47,7 +58,8 @@ int pick_gpus(const struct pick_gpu *gpus, int count, int n, uint64_t budget,
     int order[PICK_MAX], fit = 0;
     for (int i = 0; i < count; i++) {
         uint64_t room = gpus[i].free_known ? gpus[i].free : 0;
-        if (budget ? room < budget : false)
+        uint64_t need = gpus[i].budget ? gpus[i].budget : budget;
+        if (need && room < need)
             continue;
         int at = fit++;
         while (at > 0) {
@@ -61,13 +73,20 @@ int pick_gpus(const struct pick_gpu *gpus, int count, int n, uint64_t budget,
         order[at] = i;
     }
     if (fit < n) {
-        int len = snprintf(say, saylen, "--gpus %d: %d of the %d GPU%s the command may use ha%s "
+        char within[256];
+        int len = snprintf(say, saylen, "--gpus %d: %d of the %d GPU%s the command may use%s ha%s "
                            "%s free (", n, fit, count, count == 1 ? "" : "s",
-                           fit == 1 ? "s" : "ve", format_size(budget).text);
-        for (int i = 0; i < count && len < (int)saylen; i++)
+                           as_inherited(inherited, within, sizeof within),
+                           fit == 1 ? "s" : "ve",
+                           gpus[0].budget ? "its budget" : format_size(budget).text);
+        for (int i = 0; i < count && len < (int)saylen; i++) {
             len += snprintf(say + len, saylen - (size_t)len, "%sGPU %d: %s", i ? "; " : "",
                             gpus[i].ordinal,
                             gpus[i].free_known ? format_size(gpus[i].free).text : "free unknown");
+            if (gpus[i].budget && len < (int)saylen)
+                len += snprintf(say + len, saylen - (size_t)len, " for %s",
+                                format_size(gpus[i].budget).text);
+        }
         if (len < (int)saylen)
             snprintf(say + len, saylen - (size_t)len, ")");
         return -1;
@@ -83,7 +102,10 @@ int pick_gpus(const struct pick_gpu *gpus, int count, int n, uint64_t budget,
             chosen[k] = chosen[k - 1], chosen[k - 1] = t;
         }
     size_t vlen = 0;
-    int slen = snprintf(say, saylen, "--gpus %d:", n);
+    int slen = inherited ? snprintf(say, saylen, "--gpus %d of the %d GPU%s CUDA_VISIBLE_DEVICES="
+                                    "\"%.200s\" allows:", n, count, count == 1 ? "" : "s",
+                                    inherited)
+                         : snprintf(say, saylen, "--gpus %d:", n);
     for (int i = 0; i < n; i++) {
         const struct pick_gpu *g = &gpus[chosen[i]];
         char token[128];
@@ -112,5 +134,7 @@ int pick_gpus(const struct pick_gpu *gpus, int count, int n, uint64_t budget,
     }
     if (slen < (int)saylen)
         snprintf(say + slen, saylen - (size_t)slen, "; CUDA_VISIBLE_DEVICES=%s", value);
+    for (int i = 0; picked && i < n; i++)
+        picked[i] = chosen[i];
     return 0;
 }

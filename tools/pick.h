@@ -22,14 +22,20 @@ struct pick_gpu {
     uint64_t total;
     bool free_known; /* false: NVML could not say */
     uint64_t free;
+    uint64_t budget; /* the command's budget here when it differs by GPU (a
+                        share of each GPU's total); 0: pick_gpus' budget */
 };
 
 /* Picks n of the count GPUs for a budget of `budget` bytes on each (0:
- * any GPU will do). `inherited` is CUDA_VISIBLE_DEVICES as vram run found
- * it (NULL: unset). 0 with the value in `value` and the stderr line in
- * `say`; -1 with the reason in `say` (n out of range, not enough GPUs
- * with the room, an inherited list shorter than the GPUs). */
+ * any GPU will do, unless a GPU has a budget of its own). `inherited` is
+ * CUDA_VISIBLE_DEVICES as vram run found it (NULL: unset). 0 with the
+ * value in `value`, the stderr line in `say` and, when `chosen` is not
+ * NULL, the n indices into gpus[] of those picked, in the order the
+ * command will number them; -1 with the reason in `say` (n out of range,
+ * not enough GPUs with the room, an inherited list shorter than the
+ * GPUs). */
 int pick_gpus(const struct pick_gpu *gpus, int count, int n, uint64_t budget,
-              const char *inherited, char *value, size_t valuelen, char *say, size_t saylen);
+              const char *inherited, char *value, size_t valuelen, char *say, size_t saylen,
+              int *chosen);
 
 #endif

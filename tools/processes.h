@@ -26,8 +26,13 @@ unsigned long long process_start(unsigned pid);
 /* Its command line, arguments joined by spaces, into out; false if it
  * cannot be read or is empty (a kernel thread, a zombie). */
 bool process_command_line(unsigned pid, char *out, size_t n);
-/* A command line from its program's name on, without the program's
- * folder: the arguments say more (nvitop's COMMAND column). */
-const char *process_without_folder(const char *line);
+/* Its command line from its program's name on, without the program's
+ * folder (the arguments say more: nvitop's COMMAND column), into out, and
+ * the length of the name in *name_len (unless NULL); with after_dashes,
+ * from the word after the first "--" argument (vram run's program) where
+ * there is one. The folder ends at the last '/' of the program's own
+ * argument, so a folder with spaces ("/home/Jane Doe/bin/train") is left
+ * out whole. False if it cannot be read or is empty. */
+bool process_program(unsigned pid, bool after_dashes, char *out, size_t n, size_t *name_len);
 
 #endif

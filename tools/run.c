@@ -1,5 +1,6 @@
 /* vram run: a program held to a GPU memory budget by the interposer. */
 #include "../src/core/options.h"
+#include "../src/cuda/nvml_query.h"
 #include "../src/client/agent.h"
 #include "../src/client/client.h"
 #include "../src/protocol/protocol.h"
@@ -8,6 +9,7 @@
 #include "../src/util/report.h"
 #include "cli.h"
 #include "grants.h"
+#include "pick.h"
 #include "visible.h"
 #include "supervise.h"
 
@@ -19,6 +21,8 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef VRAM_INSTALL_LIBDIR
@@ -53,6 +57,13 @@ static void run_usage(FILE *out)
             "                      CUDA_VISIBLE_DEVICES; budgets then number the GPUs in\n"
             "                      this order; without it, VRAM_VISIBLE_DEVICES chooses\n"
             "                      them the same way\n"
+            "  --gpus N            pick N GPUs for the program: those with the most free\n"
+            "                      memory that can hold its budget, among those the\n"
+            "                      environment allows (an inherited CUDA_VISIBLE_DEVICES);\n"
+            "                      with vramd, where its grant fits now (with --wait, the\n"
+            "                      first where it can); says which on stderr and sets\n"
+            "                      CUDA_VISIBLE_DEVICES; budgets then number the GPUs\n"
+            "                      picked; not with --devices or VRAM_VISIBLE_DEVICES\n"
             "  --growth            also ask the frameworks to take memory only as needed:\n"
             "                      TF_FORCE_GPU_ALLOW_GROWTH=true,\n"
             "                      XLA_PYTHON_CLIENT_PREALLOCATE=false, PYTORCH_ALLOC_CONF\n"
@@ -106,8 +117,10 @@ static void run_usage(FILE *out)
             "the interposer cannot be loaded.\n"
             "\n"
             "What an LD_PRELOAD interposer cannot govern: a program that clears\n"
-            "LD_PRELOAD for its children, links the driver statically, or talks to the\n"
-            "kernel driver directly; nor memory the driver takes later on its own (a\n"
+            "LD_PRELOAD for its children (or LD_LIBRARY_PATH, where the interposer's\n"
+            "path has a space: LD_PRELOAD then names it by its file name, found in its\n"
+            "folder through LD_LIBRARY_PATH), links the driver statically, or talks to\n"
+            "the kernel driver directly; nor memory the driver takes later on its own (a\n"
             "kernel's code loaded lazily at its first use, its stack), which shows beyond\n"
             "the budget in nvidia-smi. Sizes and durations: vram --help.\n");
 }
@@ -174,6 +187,7 @@ static int check_budgets(const struct options *o, const char *devices, const cha
                             "was not started",
                             given ? given : l->origin, d, list,
                             !devices ? ""
+                            : strcmp(origin, "--gpus") == 0 ? ", numbered among those --gpus picked"
                             : origin[0] == '-' ? ", numbered in the order of --devices"
                                                : ", numbered in the order of VRAM_VISIBLE_DEVICES");
     }
@@ -280,7 +294,8 @@ static int check_record(const char *record, const char *format, enum recording_f
 /* What the command line asks for, read and checked. */
 struct run_request {
     const char *limit, *fraction, *devices, *devices_origin, *log, *wait, *job, *growth,
-        *per_process, *summary, *record, *format, *start_anyway;
+        *per_process, *summary, *record, *format, *start_anyway, *gpus;
+    int ngpus;             /* --gpus N */
     char **command;        /* COMMAND [ARGS...] */
     char wait_ms[32];      /* VRAM_WAIT for the processes, with --wait */
     uint64_t wait_for;     /* how long the grants may wait */
@@ -314,7 +329,7 @@ static int run_parse(int argc, char **argv, struct run_request *rq)
         {"-h", CLI_FLAG, &help},                {"--per-process", CLI_FLAG, &rq->per_process},
         {"--summary", CLI_VALUE, &rq->summary}, {"--record", CLI_VALUE, &rq->record},
         {"--format", CLI_VALUE, &rq->format},   {"--start-anyway", CLI_FLAG, &rq->start_anyway},
-        {NULL, 0, NULL},
+        {"--gpus", CLI_VALUE, &rq->gpus},       {NULL, 0, NULL},
     };
     int i = cli_parse("run", table, argc, argv, 2, true);
     if (i < 0)
@@ -347,6 +362,20 @@ static int run_parse(int argc, char **argv, struct run_request *rq)
     }
     if (rq->wait && !*rq->wait)
         rq->wait = "true";
+    if (rq->gpus) {
+        uint64_t n = 0;
+        parse_why why;
+        int bad = parse_uint(rq->gpus, OPT_MAX_DEVICES, &n, &why);
+        if (bad || n == 0)
+            return run_fail("--gpus %s: %s; accepted: how many GPUs to pick for the program, 1 "
+                            "to %d", rq->gpus, bad ? why.text : "no GPU at all", OPT_MAX_DEVICES);
+        rq->ngpus = (int)n;
+        /* One of them chooses the GPUs: --gpus picks what --devices names. */
+        if (rq->devices)
+            return run_fail("--gpus %s and %s%s\"%s\": give one of them (--gpus picks the GPUs, "
+                            "--devices names them)", rq->gpus, rq->devices_origin,
+                            rq->devices_origin[0] == '-' ? " " : "=", rq->devices);
+    }
 
     struct options scratch;
     options_clear(&scratch);
@@ -393,10 +422,154 @@ static int run_parse(int argc, char **argv, struct run_request *rq)
     return -1;
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* What the command's budget is on GPU g (0: none given, vramd's default). */
+static uint64_t budget_on(const struct options *o, const struct visible_gpu *g, bool *share)
+{
+    /* --limit 0=...,1=... numbers the GPUs picked, unknown until they are:
+     * the largest of them must fit wherever the pick puts it. */
+    uint64_t need = 0;
+    for (int d = -1; d < OPT_MAX_DEVICES; d++) {
+        const struct limit_setting *l = d < 0 ? &o->limit_all : &o->limit[d];
+        uint64_t b = l->kind == LIMIT_BYTES      ? l->bytes
+                     : l->kind == LIMIT_FRACTION ? (uint64_t)((double)g->total * l->fraction)
+                                                 : 0;
+        *share |= l->kind == LIMIT_FRACTION;
+        need = b > need ? b : need;
+    }
+    return need;
+}
+
+/* What vramd would grant on each GPU now, from its ledger: the device less
+ * its grants, the usage outside them and what reservations set aside; none
+ * where requests wait (they come first). free_known false for a GPU the
+ * ledger does not list. 0, or -1 with the reason. */
+static int ledger_room(const char *sock, struct pick_gpu *gpus, int n, char *err, size_t errlen)
+{
+    static struct snapshot s;
+    snapshot_init(&s);
+    if (cli_take_ledger(sock, &s, CLI_HISTORY_NONE, err, errlen) < 0) {
+        snapshot_free(&s);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        uint64_t room = 0;
+        bool known = false;
+        for (int d = 0; d < s.ndev && !known; d++) {
+            const struct snap_device *sd = &s.dev[d];
+            if (strcasecmp(sd->uuid, gpus[i].uuid) != 0)
+                continue;
+            known = true;
+            uint64_t busy = sd->granted + sd->unseen + sd->reserved;
+            room = sd->waiting || busy >= sd->total ? 0 : sd->total - busy;
+        }
+        if (!known || !gpus[i].free_known || room < gpus[i].free)
+            gpus[i].free = room;
+        gpus[i].free_known = known;
+    }
+    snapshot_free(&s);
+    return 0;
+}
+
+/* --gpus N: the GPUs picked among those the environment allows, by what
+ * is free on them (NVML's figure; with vramd, what it would grant now),
+ * become the GPUs the program will see, as if --devices had named them.
+ * With vramd and --wait, the ledger is read again until N GPUs have the
+ * room. -1 to go on, or vram run's exit status. */
+static int run_pick(struct run_request *rq, struct run_plan *pl)
+{
+    static struct visible all; /* large: not on the stack */
+    static char devices[OPT_MAX_DEVICES * 8];
+    char err[2048], say[4096], value[OPT_MAX_DEVICES * 100];
+    if (visible_gpus(NULL, NULL, &all, err, sizeof err) != 0)
+        return run_fail("--gpus %s: %s; the program was not started", rq->gpus, err);
+    struct pick_gpu gpus[OPT_MAX_DEVICES];
+    bool share = false, quiet = false;
+    uint64_t budget = 0;
+    int can_ever = 0;
+    for (int i = 0; i < all.n; i++) {
+        struct pick_gpu *p = &gpus[i];
+        *p = (struct pick_gpu){.ordinal = all.gpu[i].ordinal, .total = all.gpu[i].total};
+        snprintf(p->uuid, sizeof p->uuid, "%s", all.gpu[i].uuid);
+        p->budget = budget_on(&pl->budget, &all.gpu[i], &share);
+        budget = p->budget > budget ? p->budget : budget;
+        can_ever += p->budget <= p->total;
+    }
+    for (int i = 0; i < all.n && !share; i++)
+        gpus[i].budget = 0; /* one budget for all, said once */
+    if (share)
+        budget = 0;
+    char nvml_why[512] = "";
+    if (nvml_open(NULL, "vram run", nvml_why, sizeof nvml_why) == 0) {
+        for (int i = 0; i < all.n; i++) {
+            nvmlDevice_t d;
+            struct nvml_memory m;
+            gpus[i].free_known = nvml_by_uuid(gpus[i].uuid, &d, err, sizeof err) == 0 &&
+                                 nvml_memory(d, &m, err, sizeof err) == 0;
+            gpus[i].free = gpus[i].free_known ? m.free : 0;
+        }
+        nvml_close();
+    }
+    struct options scratch;
+    options_clear(&scratch);
+    if (rq->log)
+        quiet = options_set(&scratch, "VRAM_LOG", rq->log, err, sizeof err) == 0 &&
+                scratch.log_level == LOG_OFF;
+    else
+        quiet = pl->budget.log_level == LOG_OFF;
+    const char *inherited = getenv("CUDA_VISIBLE_DEVICES");
+    int chosen[OPT_MAX_DEVICES];
+    struct pick_gpu seen[OPT_MAX_DEVICES];
+    memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
+    bool waited = false, unread = false;
+    uint64_t since = now_ms();
+    for (;;) {
+        if (pl->daemon == 0 && ledger_room(pl->sock, seen, all.n, err, sizeof err) != 0 &&
+            !quiet && !unread) {
+            fprintf(stderr, "vram run: --gpus %s: cannot read vramd's ledger (%s); picking by "
+                    "what NVML says is free\n", rq->gpus, err);
+            unread = true;
+        }
+        if (pick_gpus(seen, all.n, rq->ngpus, budget, inherited, value, sizeof value, say,
+                      sizeof say, chosen) == 0)
+            break;
+        /* Waiting helps only where vramd's grants are what is in the way. */
+        bool more = pl->daemon == 0 && rq->wait_for && rq->ngpus <= all.n &&
+                    can_ever >= rq->ngpus && now_ms() - since < rq->wait_for;
+        if (!more) {
+            fprintf(stderr, "vram run: %s%s%s; the program was not started\n", say,
+                    nvml_why[0] ? "; NVML: " : "", nvml_why);
+            return pl->daemon == 0 && can_ever >= rq->ngpus ? RUN_REFUSED : 2;
+        }
+        if (!waited && !quiet)
+            fprintf(stderr, "vram run: %s; waiting for vramd's grants to leave room\n", say);
+        waited = true;
+        struct timespec t = {0, 500 * 1000000L};
+        nanosleep(&t, NULL);
+        memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
+    }
+    if (!quiet)
+        fprintf(stderr, "vram run: %s\n", say);
+    size_t used = 0;
+    devices[0] = 0;
+    for (int i = 0; i < rq->ngpus; i++)
+        used += (size_t)snprintf(devices + used, sizeof devices - used, "%s%d", i ? "," : "",
+                                 all.gpu[chosen[i]].ordinal);
+    rq->devices = devices;
+    rq->devices_origin = "--gpus";
+    return -1;
+}
+
 /* Step 2: whether vramd runs, and the budget on each GPU the program will
  * see, put into the environment the command's processes read it from and
  * checked there. -1 to go on, or vram run's exit status. */
-static int run_resolve_budgets(const struct run_request *rq, struct run_plan *pl)
+static int run_resolve_budgets(struct run_request *rq, struct run_plan *pl)
 {
     char derr[512], err[1024];
     pl->daemon = ledger_find_socket(pl->sock, sizeof pl->sock, derr, sizeof derr);
@@ -431,6 +604,9 @@ static int run_resolve_budgets(const struct run_request *rq, struct run_plan *pl
      * its context before making it, and a budget that cannot hold one is
      * refused here. (With vramd the budget is the daemon's grant, and the
      * interposer says so at the first context.) */
+    int rc;
+    if (rq->gpus && (rc = run_pick(rq, pl)) >= 0)
+        return rc;
     static struct visible gpus; /* large: not on the stack */
     pl->gpus = &gpus;
     pl->listed = visible_gpus(rq->devices, rq->devices_origin, &gpus, pl->list_error,
@@ -468,6 +644,68 @@ static int run_resolve_budgets(const struct run_request *rq, struct run_plan *pl
     return -1;
 }
 
+/* How LD_PRELOAD names the interposer at `path`. The dynamic loader splits
+ * LD_PRELOAD at spaces and colons, and nothing escapes them, so a path
+ * with a space (a checkout in "/home/Jane Doe/vram") goes in as the bare
+ * file name, found through LD_LIBRARY_PATH, which is split at colons and
+ * semicolons only: the interposer's folder is added at its end. Names
+ * that lead to another file would be a fragile choice: a symlink in a
+ * private folder, or /proc/PID/fd/N of a descriptor, is valid only as long
+ * as that folder, process or descriptor lasts, and the command's processes
+ * may outlive vram run (a daemon it starts) or close every descriptor
+ * they did not open (Python's subprocess); the loader then runs them
+ * without the interposer, and without a budget. A name and a search path
+ * are valid in every descendant for as long as the file exists. What it
+ * costs: that folder's other libraries can be found too (after those of
+ * the inherited LD_LIBRARY_PATH); and a library of the same name found
+ * first would be loaded instead, so that is refused. 0, or 2 after a
+ * message. */
+static int preload_entry(const char *path, char *out, size_t n)
+{
+    if (!strchr(path, ' ')) {
+        if (strchr(path, ':'))
+            return run_fail("the interposer's path %s contains a colon, which LD_PRELOAD cannot "
+                            "carry (set VRAM_PRELOAD_LIBRARY to a path without one); the program "
+                            "was not started",
+                            path);
+        snprintf(out, n, "%s", path);
+        return 0;
+    }
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    int dirlen = slash ? (int)(slash - path) : 0;
+    if (!slash || strpbrk(base, " :") || strpbrk(path, ":;"))
+        return run_fail("the interposer's path %s has a space%s, and LD_PRELOAD can carry it "
+                        "only as its file name found in its folder through LD_LIBRARY_PATH, "
+                        "which cannot hold a colon or semicolon (set VRAM_PRELOAD_LIBRARY to a "
+                        "path without them); the program was not started",
+                        path, strpbrk(base, " :") ? " in its file name" : " and a colon or semicolon");
+    struct stat mine, other;
+    if (stat(path, &mine) != 0)
+        return run_fail("the interposer %s: %s; the program was not started", path,
+                        strerror(errno));
+    const char *search = getenv("LD_LIBRARY_PATH");
+    for (const char *p = search; p && *p;) {
+        size_t len = strcspn(p, ":;");
+        char candidate[PATH_MAX];
+        /* An empty entry is the current folder, as the loader reads it. */
+        snprintf(candidate, sizeof candidate, "%.*s%s%s", (int)len, p, len ? "/" : "", base);
+        if (stat(candidate, &other) == 0 &&
+            (other.st_dev != mine.st_dev || other.st_ino != mine.st_ino))
+            return run_fail("the interposer's path %s has a space, so LD_PRELOAD names it %s, "
+                            "found through LD_LIBRARY_PATH; but LD_LIBRARY_PATH=\"%.300s\" has "
+                            "another %s first; the program was not started",
+                            path, base, search, candidate);
+        p += len + (p[len] != 0);
+    }
+    char joined[PATH_MAX * 2];
+    snprintf(joined, sizeof joined, "%s%s%.*s", search ? search : "", search && *search ? ":" : "",
+             dirlen, path);
+    setenv("LD_LIBRARY_PATH", joined, 1);
+    snprintf(out, n, "%s", base);
+    return 0;
+}
+
 /* Step 3: the interposer, found and loaded here once, into LD_PRELOAD;
  * and what the supervisor needs to know. Never run the program without
  * its budget: the interposer must exist and load, or nothing starts. -1
@@ -479,17 +717,16 @@ static int run_prepare(const struct run_request *rq, struct run_plan *pl)
         return run_fail("cannot find the interposer %s (set VRAM_PRELOAD_LIBRARY to its path); "
                         "the program was not started",
                         preload);
-    if (strpbrk(preload, " :"))
-        return run_fail("the interposer's path %s contains a space or colon, which LD_PRELOAD "
-                        "cannot carry; the program was not started",
-                        preload);
     void *h = dlopen(preload, RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return run_fail("cannot load the interposer: %s; the program was not started", dlerror());
     dlclose(h);
+    char entry[PATH_MAX];
+    if (preload_entry(preload, entry, sizeof entry) != 0)
+        return 2;
     const char *old = getenv("LD_PRELOAD");
     char joined[PATH_MAX * 2];
-    snprintf(joined, sizeof joined, "%s%s%s", preload, old && *old ? ":" : "", old ? old : "");
+    snprintf(joined, sizeof joined, "%s%s%s", entry, old && *old ? ":" : "", old ? old : "");
     setenv("LD_PRELOAD", joined, 1);
 
     /* Asked now, not after a long run: the file can be written. */

@@ -81,9 +81,8 @@ static void read_lines(struct lines *l, const struct snapshot *s)
         char line[sizeof l->line[i]];
         if ((e->role == 'p' || e->role == 'n') && e->pid > 0 && e->start &&
             process_start((unsigned)e->pid) == e->start &&
-            process_command_line((unsigned)e->pid, line, sizeof line)) {
-            snprintf(l->line[i], sizeof l->line[i], "%s", process_without_folder(line));
-        }
+            process_program((unsigned)e->pid, false, line, sizeof line, NULL))
+            snprintf(l->line[i], sizeof l->line[i], "%s", line);
     }
 }
 

@@ -152,8 +152,6 @@ static void by_user_text(const struct by_user *b, char *out, size_t n)
                                 format_size(b->u[k].bytes).text);
     if (b->others && len < n)
         snprintf(out + len, n - len, ", others %s", format_size(b->others).text);
-    if (!b->n && n)
-        snprintf(out, n, "no one");
 }
 
 /* Per-user holdings on a device (under a rule, or all). */
@@ -193,11 +191,18 @@ static void explain(const struct ledger *l, const struct ledger_client *c, int d
     if (f->by == BY_CAP) {
         const struct policy_rule *rule = &l->policy.rules[f->rule];
         holders(l, dev, rule, who, sizeof who);
-        snprintf(why, n, "%s %s may hold %s of %s (policy line %d); it holds %s (%s); "
-                 "requested %s",
+        /* "it holds 0 B (no one)" would read as a fault of the ledger: a
+         * request above the cap itself is refused before anything is held. */
+        char held[320];
+        if (who[0])
+            snprintf(held, sizeof held, "it holds %s (%s)",
+                     format_size(l->held[f->rule][dev]).text, who);
+        else
+            snprintf(held, sizeof held, "it holds nothing yet");
+        snprintf(why, n, "%s %s may hold %s of %s (policy line %d); %s; requested %s",
                  rule->who == WHO_USER ? "user" : "group", rule->name,
                  format_size(amount_of(&rule->amount, d->total)).text, d->uuid, rule->line,
-                 format_size(l->held[f->rule][dev]).text, who, format_size(w).text);
+                 held, format_size(w).text);
     } else if (f->by == BY_QUEUE) {
         int ahead;
         waiting_ahead(l, c, dev, who, sizeof who, &ahead);
@@ -209,9 +214,10 @@ static void explain(const struct ledger *l, const struct ledger_client *c, int d
         holders(l, dev, NULL, who, sizeof who);
         uint64_t reserved = ledger_reserved_against(l, c, dev, w), outside = d->excess + d->unseen;
         uint64_t busy = d->granted + reserved + outside;
-        snprintf(why, n, "%s has %s: %s granted (%s), %s reserved for others, %s used outside "
+        snprintf(why, n, "%s has %s: %s granted%s%s%s, %s reserved for others, %s used outside "
                  "any grant, %s free; requested %s",
-                 d->uuid, format_size(d->total).text, format_size(d->granted).text, who,
+                 d->uuid, format_size(d->total).text, format_size(d->granted).text,
+                 who[0] ? " (" : "", who, who[0] ? ")" : "",
                  format_size(reserved).text, format_size(outside).text,
                  format_size(busy < d->total ? d->total - busy : 0).text, format_size(w).text);
     }
