@@ -61,9 +61,15 @@ static int vram_run_pid(void)
     return pid;
 }
 
-/* Escaped processes' memory is charged by one member only. */
+/* Escaped processes' memory is charged by one member only. With a budget
+ * per process (--per-process) there is no command-wide budget to charge
+ * it to, and the command's other processes, each under a budget of its
+ * own, are not members of this one's: none of them is escaped. */
 static uint64_t escaped_on(int dev, const struct nvml_process *p, int n, uint64_t *members)
 {
+    *members = 0;
+    if (command_mode() == COMMAND_PER_PROCESS)
+        return 0;
     int supervisor = vram_run_pid(), self = getpid();
     bool charger = supervisor > 0 && command_first_member() == self;
     uint64_t escaped = 0;
