@@ -102,4 +102,24 @@ static inline void private_gpu_inherited(void)
     atexit(private_gpu_remove);
 }
 
+
+/* Preloads the interposer at `path` into the programs this process
+ * executes, as `vram run` names it: by its file name, its folder appended
+ * to LD_LIBRARY_PATH, since LD_PRELOAD cannot carry a path with a space (a
+ * checkout under such a folder). */
+static inline void preload_interposer(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        setenv("LD_PRELOAD", path, 1);
+        return;
+    }
+    char dirs[8192];
+    const char *old = getenv("LD_LIBRARY_PATH");
+    snprintf(dirs, sizeof dirs, "%s%s%.*s", old && *old ? old : "", old && *old ? ":" : "",
+             (int)(slash - path), path);
+    setenv("LD_LIBRARY_PATH", dirs, 1);
+    setenv("LD_PRELOAD", slash + 1, 1);
+}
+
 #endif

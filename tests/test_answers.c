@@ -186,7 +186,7 @@ static void test_files_not_hijacked(void)
     }
     CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
 }
 

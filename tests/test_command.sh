@@ -262,18 +262,18 @@ check "libvram in a command: not beside 1.25 GiB" contains "$tmp/l2" "^RESULT M 
 fresh
 # -- A process that cannot join its command's budget is refused, saying why.
 "$vram" run --limit 1GiB -- sh -c 'echo "$VRAM_COMMAND"' >"$tmp/stale" 2>/dev/null
-LD_PRELOAD=$build/libvram-preload.so VRAM_LOG=off VRAM_COMMAND=$(cat "$tmp/stale") \
+LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build" LD_PRELOAD=libvram-preload.so VRAM_LOG=off VRAM_COMMAND=$(cat "$tmp/stale") \
   "$member" hold $MiB 0 >"$tmp/out" 2>"$tmp/err"
 check "command gone: refused" contains "$tmp/out" "^REFUSED"
 check "command gone: one line saying why (even with VRAM_LOG=off)" sh -c \
   "[ \$(wc -l <'$tmp/err') = 1 ] && grep -q 'cannot join the GPU budget of the vram run command.*gone (the process has ended); every GPU allocation of this process will be refused' '$tmp/err'"
-LD_PRELOAD=$build/libvram-preload.so VRAM_COMMAND=nonsense "$member" hold $MiB 0 >"$tmp/out" 2>"$tmp/err"
+LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build" LD_PRELOAD=libvram-preload.so VRAM_COMMAND=nonsense "$member" hold $MiB 0 >"$tmp/out" 2>"$tmp/err"
 check "bad VRAM_COMMAND: refused" contains "$tmp/out" "^REFUSED"
 check "bad VRAM_COMMAND: names the value and what is accepted" \
   contains "$tmp/err" 'VRAM_COMMAND="nonsense" is not a command reference; accepted: what vram run sets'
 exec 9<>"$tmp/fake"
 truncate -s 4096 "$tmp/fake"
-LD_PRELOAD=$build/libvram-preload.so VRAM_COMMAND=$(cut -d: -f1 "$tmp/stale"):$$/9 \
+LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build" LD_PRELOAD=libvram-preload.so VRAM_COMMAND=$(cut -d: -f1 "$tmp/stale"):$$/9 \
   "$member" hold $MiB 0 >"$tmp/out" 2>"$tmp/err"
 exec 9>&-
 check "not a command's state: refused, saying so" sh -c "grep -q REFUSED '$tmp/out' &&

@@ -477,7 +477,7 @@ static int again(const char *how, char **argv)
         setenv("TEST_CONTEXTS_UNDER", how, 1);
         unsetenv("VRAM_SIM_CONTEXT_SIZE"); /* the profile's: 518 MiB */
         if (!strcmp(how, "process")) {
-            setenv("LD_PRELOAD", argv[1], 1);
+            preload_interposer(argv[1]);
             setenv("VRAM_MEMORY_LIMIT", BUDGETS, 1);
             execv("/proc/self/exe", argv);
         } else {

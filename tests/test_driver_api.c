@@ -348,7 +348,7 @@ static int show_devices(void)
 static void sees(const char *visible, const char *want)
 {
     char cmd[512], got[256] = "";
-    snprintf(cmd, sizeof cmd, "%s %s show", visible, self);
+    snprintf(cmd, sizeof cmd, "%s '%s' show", visible, self); /* a path may have a space */
     FILE *p = popen(cmd, "r");
     CHECK(p && fgets(got, sizeof got, p));
     pclose(p);
@@ -383,7 +383,7 @@ static void visible_devices(void)
 static void bad_context_size(void)
 {
     char cmd[512], line[512] = "";
-    snprintf(cmd, sizeof cmd, "VRAM_SIM_CONTEXT_SIZE=lots %s show 2>&1", self);
+    snprintf(cmd, sizeof cmd, "VRAM_SIM_CONTEXT_SIZE=lots '%s' show 2>&1", self);
     FILE *p = popen(cmd, "r");
     CHECK(p && fgets(line, sizeof line, p));
     pclose(p);
@@ -415,9 +415,9 @@ static int eager_loading(void)
 static void module_loading(void)
 {
     char cmd[512], line[512] = "";
-    snprintf(cmd, sizeof cmd, "CUDA_MODULE_LOADING=EAGER %s eager", self);
+    snprintf(cmd, sizeof cmd, "CUDA_MODULE_LOADING=EAGER '%s' eager", self);
     CHECK(system(cmd) == 0);
-    snprintf(cmd, sizeof cmd, "CUDA_MODULE_LOADING=sometimes %s show 2>&1", self);
+    snprintf(cmd, sizeof cmd, "CUDA_MODULE_LOADING=sometimes '%s' show 2>&1", self);
     FILE *p = popen(cmd, "r");
     CHECK(p && fgets(line, sizeof line, p));
     pclose(p);

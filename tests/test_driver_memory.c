@@ -229,7 +229,7 @@ static int again(const char *how, const char *limit, char **argv)
         unsetenv("VRAM_SIM_CONTEXT_SIZE");  /* the profile's: 518 MiB */
         unsetenv("CUDA_MODULE_LOADING");    /* the driver's default: lazy */
         if (!strcmp(how, "process")) {
-            setenv("LD_PRELOAD", argv[1], 1);
+            preload_interposer(argv[1]);
             setenv("VRAM_MEMORY_LIMIT", limit, 1);
             execv("/proc/self/exe", argv);
         } else {

@@ -412,7 +412,7 @@ static int again(const char *how, char **argv)
     if (pid == 0) {
         setenv("TEST_PRELOAD_UNDER", how, 1);
         if (!strcmp(how, "process")) {
-            setenv("LD_PRELOAD", argv[1], 1);
+            preload_interposer(argv[1]);
             setenv("VRAM_MEMORY_LIMIT", BUDGET_TEXT, 1);
             execv("/proc/self/exe", argv);
         } else {

@@ -64,7 +64,7 @@ refused_big="^vram run: --limit 100GiB gives device 0 ($uuid) a budget of 100.00
 check "without vramd, 100 GiB on a 12 GiB card is refused, saying the card's size" \
   sh -c "[ $rc_alone = 2 ] && grep -q '$refused_big' '$tmp/alone' && ! grep -q RESULT '$tmp/alone'"
 check "with vramd the same" sh -c "[ $rc_under = 2 ] && grep -q '$refused_big' '$tmp/under' && ! grep -q RESULT '$tmp/under'"
-VRAM_MEMORY_LIMIT=100GiB LD_PRELOAD="$build/libvram-preload.so" "$grab" A 1 >"$tmp/direct" 2>&1
+VRAM_MEMORY_LIMIT=100GiB LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build" LD_PRELOAD=libvram-preload.so "$grab" A 1 >"$tmp/direct" 2>&1
 check "the interposer reached by hand refuses it too" contains "$tmp/direct" \
   "VRAM_MEMORY_LIMIT=\"100GiB\" gives device 0 (12.00 GiB) a budget of 100.00 GiB, more than it has"
 

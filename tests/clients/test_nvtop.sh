@@ -16,6 +16,10 @@ if ! command -v tmux >/dev/null; then
   exit 77
 fi
 nvtop=$contrib/usr/bin/nvtop
+# The commands tmux runs are shell text: the paths quoted for it (a
+# checkout's may have a space).
+qnvtop=$(printf %q "$nvtop") qvram=$(printf %q "$build/vram") qholder=$(printf %q "$holder")
+qtmp=$(printf %q "$tmp")
 sock=$tmp/tmux.sock # a private tmux server
 export TERM=xterm-256color
 screen() { tmux -S "$sock" capture-pane -p >"$tmp/screen" 2>/dev/null && grep -q -- "$1" "$tmp/screen"; }
@@ -30,7 +34,7 @@ check "another process holds 3 GiB" hold "$holder" 3GiB
 other=$HOLD_PID
 
 # Alone: the device, its memory, the process.
-tmux -S "$sock" -f /dev/null new-session -d -x 150 -y 45 "exec $nvtop"
+tmux -S "$sock" -f /dev/null new-session -d -x 150 -y 45 "exec $qnvtop"
 check "nvtop shows the device" wait_for 20 screen "Device 0 \[NVIDIA H100 80GB HBM3\]"
 check "its PCIe link: Gen 5 x16" screen "PCIe GEN 5@16x"
 # The other process: 3 GiB and its 518 MiB context, 3,590 MiB; with NVML's
@@ -46,8 +50,11 @@ quit
 mkfifo "$tmp/in"
 sleep 600 >"$tmp/in" &
 writer=$!
+# The command: a holder in the background, then nvtop.
+printf '%s 512MiB <%s >%s & echo $! >%s; exec %s\n' "$qholder" "$qtmp/in" "$qtmp/inner" \
+  "$qtmp/inner.pid" "$qnvtop" >"$tmp/command.sh"
 tmux -S "$sock" -f /dev/null new-session -d -x 150 -y 45 \
-  "exec $build/vram run --limit 2GiB -- sh -c '$holder 512MiB <$tmp/in >$tmp/inner & echo \$! >$tmp/inner.pid; exec $nvtop'"
+  "exec $qvram run --limit 2GiB -- sh $qtmp/command.sh"
 check "under vram run: the device" wait_for 20 screen "Device 0 \[NVIDIA H100 80GB HBM3\]"
 check "the budget is the device's memory; the command's 1,030 MiB (512 and a context) in it" wait_for 10 screen "1.006Gi/2.000Gi"
 inner=$(cat "$tmp/inner.pid" 2>/dev/null)

@@ -17,8 +17,8 @@ set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:?usage: run.sh BUILD_DIR [SECONDS]}
 seconds=${2:-20}
-out=$build/fuzz
-mkdir -p "$out"
+mkdir -p "$build/fuzz"
+out=$(cd "$build/fuzz" && pwd) || exit 1
 cc=${FUZZ_CC:-clang}
 if ! command -v "$cc" >/dev/null ||
    ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' |
@@ -26,31 +26,32 @@ if ! command -v "$cc" >/dev/null ||
   echo "SKIP: no clang with libFuzzer here (Debian: apt-get install clang libclang-rt-14-dev)"
   exit 77
 fi
-common="$src/src/util/parse.c $src/src/util/report.c"
+common="src/util/parse.c src/util/report.c" # relative to $src, where they are compiled
 status=0
 scratch_root=$(mktemp -d "${TMPDIR:-/tmp}/vram-fuzz.XXXXXX") || exit 1
 trap 'rm -rf "$scratch_root"' EXIT
-ledger="$src/src/protocol/protocol.c $src/src/protocol/snapshot.c $src/src/client/client.c
-        $src/src/protocol/history_view.c $src/src/view/trend.c"
-daemon="$src/src/daemon/daemon.c $src/src/daemon/identity.c $src/src/daemon/answers.c
-        $src/src/daemon/files.c $src/src/ledger/ledger.c $src/src/ledger/ledger_admit.c
-        $src/src/ledger/ledger_held.c $src/src/ledger/ledger_view.c $src/src/ledger/policy.c
-        $src/src/view/metrics.c $src/src/ledger/history.c $src/src/util/proc.c
-        $src/tests/fake_conns.c"
-record="$src/src/record/reader.c $src/src/record/usage.c $src/src/record/summary.c
-        $src/src/record/timeline.c $src/src/record/recording.c $src/src/record/formats.c
-        $src/src/record/export_csv.c $src/src/record/export_trace.c
-        $src/src/util/addrmap.c $src/src/util/json.c"
+ledger="src/protocol/protocol.c src/protocol/snapshot.c src/client/client.c
+        src/protocol/history_view.c src/view/trend.c"
+daemon="src/daemon/daemon.c src/daemon/identity.c src/daemon/answers.c
+        src/daemon/files.c src/ledger/ledger.c src/ledger/ledger_admit.c
+        src/ledger/ledger_held.c src/ledger/ledger_view.c src/ledger/policy.c
+        src/view/metrics.c src/ledger/history.c src/util/proc.c
+        tests/fake_conns.c"
+record="src/record/reader.c src/record/usage.c src/record/summary.c
+        src/record/timeline.c src/record/recording.c src/record/formats.c
+        src/record/export_csv.c src/record/export_trace.c
+        src/util/addrmap.c src/util/json.c"
 for target in ${FUZZ_TARGETS:-protocol policy daemon record}; do
   case $target in
     protocol) extra=$ledger ;;
-    policy) extra="$src/src/ledger/policy.c" ;;
+    policy) extra="src/ledger/policy.c" ;;
     daemon) extra="$ledger $daemon" ;;
     record) extra=$record ;;
   esac
-  "$cc" -g -O1 -std=c11 -D_GNU_SOURCE -DFAKE_KEEP=8 -fsanitize=fuzzer,address,undefined \
-    -fno-sanitize-recover=all "$src/tests/fuzz/fuzz_$target.c" $extra $common \
-    -o "$out/fuzz_$target" || { status=1; continue; }
+  # Compiled from the checkout (the lists are relative: its path may have a space).
+  (cd "$src" && "$cc" -g -O1 -std=c11 -D_GNU_SOURCE -DFAKE_KEEP=8 \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all "tests/fuzz/fuzz_$target.c" \
+    $extra $common -o "$out/fuzz_$target") || { status=1; continue; }
   # libFuzzer writes new inputs into the first folder it is given: a scratch
   # one, so the kept corpus changes only on purpose (FUZZ_MERGE=1).
   scratch=$scratch_root/$target

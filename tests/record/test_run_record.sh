@@ -159,7 +159,7 @@ refused "a folder that is not there" "nodir/x.vrec: .*No such file" --record "$t
 refusal_reason() { # WHY ENV...: the reason of the one refusal a recording holds
   local why=$1; shift
   rm -rf "$tmp/why" && mkdir "$tmp/why"
-  env "$@" VRAM_RECORD="$tmp/why" LD_PRELOAD="$build/libvram-preload.so" \
+  env "$@" VRAM_RECORD="$tmp/why" LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build" LD_PRELOAD=libvram-preload.so \
     "$recorded" churn "$tmp/why.log" >/dev/null 2>&1
   "$vram" record convert "$tmp/why" "$tmp/why.json" 2>/dev/null
   $py -c '
@@ -175,7 +175,7 @@ check "a refusal for a command that cannot be joined says so" \
 
 # The interposer told to record where it cannot says so, always, and the
 # program runs on.
-VRAM_RECORD=$tmp/nowhere LD_PRELOAD=$build/libvram-preload.so VRAM_MEMORY_LIMIT=1276MiB \
+VRAM_RECORD=$tmp/nowhere LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build" LD_PRELOAD=libvram-preload.so VRAM_MEMORY_LIMIT=1276MiB \
   "$recorded" pairs "$tmp/alone.log" 2 2>"$tmp/err"
 rc=$?
 check "a bad VRAM_RECORD: the program runs" test $rc = 0

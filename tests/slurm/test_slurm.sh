@@ -17,6 +17,7 @@ for c in slurmctld slurmd srun sbatch squeue scancel sinfo munged munge mungekey
   command -v $c >/dev/null || skip "$c not installed (scripts/test-deps.sh installs slurm-wlm and munge)"
 done
 [ -f "$build/vram_spank.so" ] || skip "vram_spank.so was not built (no slurm/spank.h at configure time)"
+case $build in *" "*) skip "the build is under a folder with a space: plugstack.conf cannot name such a path, and the plugin names the interposer in LD_PRELOAD by its path";; esac
 id munge >/dev/null 2>&1 || skip "no munge user"
 
 W=$(mktemp -d /tmp/vram-slurm.XXXXXX)
