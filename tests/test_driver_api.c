@@ -374,7 +374,7 @@ static void visible_devices(void)
     sees("CUDA_VISIBLE_DEVICES=", "cuda -100 nvml 3");
     sees("CUDA_VISIBLE_DEVICES=-1", "cuda -100 nvml 3");
     setenv("VRAM_SIM_DEVICES", "12GiB,12GiB", 1);
-    snprintf(cmd, sizeof cmd, "%s run --devices 1 --limit 1GiB --", vram);
+    snprintf(cmd, sizeof cmd, "'%s' run --devices 1 --limit 1GiB --", vram);
     sees(cmd, "cuda 1 01 nvml 2");
     unsetenv("VRAM_SIM_DEVICES");
 }
