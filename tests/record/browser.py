@@ -58,7 +58,13 @@ class Browser:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         s.close()
-        env = dict(os.environ, HOME=profile, XDG_CONFIG_HOME=profile, XDG_CACHE_HOME=profile)
+        # Chromium makes scratch folders (org.chromium.Chromium.scoped_dir.*)
+        # in TMPDIR and removes them only when it shuts down cleanly: on a
+        # slow machine (CI) some outlived the test. TMPDIR inside the profile
+        # puts them where the test removes everything.
+        self.profile = profile
+        env = dict(os.environ, HOME=profile, XDG_CONFIG_HOME=profile, XDG_CACHE_HOME=profile,
+                   TMPDIR=profile)
         self.driver = subprocess.Popen(
             ["chromedriver", f"--port={port}", f"--log-path={profile}/chromedriver.log"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
@@ -109,12 +115,38 @@ class Browser:
         with open(path, "wb") as f:
             f.write(base64.b64decode(self.s("GET", "/screenshot")))
 
+    def browser_pids(self):
+        """Chromium's processes: every one names the profile in its arguments
+        (--user-data-dir, or the renderers' inherited settings)."""
+        pids = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if self.profile.encode() in f.read():
+                        pids.append(int(d))
+            except OSError:
+                pass
+        return pids
+
     def close(self):
         try:
             self.s("DELETE", "")
         finally:
             os.killpg(self.driver.pid, signal.SIGTERM)
             self.driver.wait()
+            # Chromium may still be shutting down (or be in a process group
+            # of its own): the test is over only when none of it is left,
+            # so that nothing writes into the profile after it is removed.
+            deadline = time.monotonic() + 10
+            while self.browser_pids() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            for pid in self.browser_pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
 
 # What a chart shows, read from the DOM after layout: its ticks (to map
