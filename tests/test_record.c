@@ -4,10 +4,17 @@
  * process's file is readable up to its last whole block; a cut or damaged
  * block ends what is read and is reported; a forked child records into a
  * file of its own; memory stays bounded; bad directories are refused with
- * their name. Each case runs in a child process: a process records once. */
+ * their name; a file of version 1 (before NVML's readings) is still read
+ * and one newer than this vram refused by its version; NVML's readings
+ * make NVML's line (the sum of the live processes' latest readings) in the
+ * walk, the timeline and the summary, and none where there are none. Each
+ * case runs in a child process: a process records once. */
 #include "../src/record/formats.h"
 #include "../src/record/reader.h"
 #include "../src/record/recorder.h"
+#include "../src/record/summary.h"
+#include "../src/record/timeline.h"
+#include "../src/record/usage.h"
 #include "check.h"
 
 #include <dirent.h>
@@ -588,6 +595,120 @@ static void finish_a_run(void)
     remove_tree(prepared);
 }
 
+/* A file of `version` holding image 1's and image 2's events. */
+static void write_file(const char *path, uint32_t version, const struct record_event *one,
+                       size_t n1, const struct record_event *two, size_t n2)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    struct record_file_header h = {.version = version,
+                                   .event_size = sizeof(struct record_event),
+                                   .byte_order = 0x01020304u};
+    memcpy(h.magic, RECORD_FILE_MAGIC, 8);
+    CHECK(write(fd, &h, sizeof h) == (ssize_t)sizeof h);
+    CHECK(record_write_block(fd, RECORD_BLOCK_EVENTS, 100, 1, one,
+                             (uint32_t)(n1 * sizeof *one)) == 0);
+    if (n2)
+        CHECK(record_write_block(fd, RECORD_BLOCK_EVENTS, 200, 2, two,
+                                 (uint32_t)(n2 * sizeof *two)) == 0);
+    close(fd);
+}
+
+#define EV(t, act, fam, dev, addr, b, x)                                                        \
+    {.time = (t), .address = (addr), .bytes = (b), .aux = (x), .device = (dev), .family = (fam), \
+     .action = (act)}
+
+struct nvml_seen {
+    uint64_t at[8], line[8]; /* NVML's line of device 0 after the event at each time */
+    int n;
+    bool device1; /* device 1 ever had a line */
+};
+
+static void note_nvml(const struct usage *u, const struct usage_change *c, void *arg)
+{
+    struct nvml_seen *s = arg;
+    if (u->ndevices > 1 && u->nvml_seen[1])
+        s->device1 = true;
+    if (c->kind != USAGE_NONE || !u->nvml_seen[0] || s->n == 8)
+        return;
+    if (c->e->action == RECORD_NVML || c->e->action == RECORD_EXIT) {
+        s->at[s->n] = c->e->time;
+        s->line[s->n++] = u->nvml[0];
+    }
+}
+
+static void versions_and_nvml(void)
+{
+    char path[600], err[1024];
+    snprintf(path, sizeof path, "%s/r.vrec", dir);
+    const uint64_t M = 1 << 20;
+    /* Two processes on device 0; device 1 has an allocation and no reading. */
+    const struct record_event one[] = {
+        EV(10, RECORD_ALLOC, RECORD_PLAIN, 0, 0x1000, 100 * M, 0),
+        EV(12, RECORD_ALLOC, RECORD_PLAIN, 1, 0x2000, 10 * M, 0),
+        EV(20, RECORD_NVML, RECORD_NO_FAMILY, 0, 0, 120 * M, 200 * M),
+        EV(40, RECORD_EXIT, RECORD_NO_FAMILY, RECORD_NO_DEVICE, 0, 0, 0),
+    };
+    const struct record_event two[] = {
+        EV(15, RECORD_ALLOC, RECORD_PLAIN, 0, 0x1000, 50 * M, 0),
+        EV(30, RECORD_NVML, RECORD_NO_FAMILY, 0, 0, 80 * M, 200 * M),
+        EV(50, RECORD_NVML, RECORD_NO_FAMILY, 0, 0, 60 * M, 60 * M),
+        EV(60, RECORD_EXIT, RECORD_NO_FAMILY, RECORD_NO_DEVICE, 0, 0, 0),
+    };
+    struct recording r;
+
+    /* Version 1, before NVML's readings: read, and no line anywhere. */
+    write_file(path, 1, one, 2, two, 1);
+    CHECK(recording_load(path, &r, err, sizeof err) == 0 && r.nevents == 3);
+    struct timeline t;
+    CHECK(timeline_build(&r, 50, -1, &t) == 0 && t.ndevices == 2);
+    CHECK(!t.devices[0].nvml_max && !t.devices[1].nvml_max && !t.devices[0].nvml_peak);
+    timeline_free(&t);
+    struct summary sum;
+    CHECK(summary_build(&r, &sum) == 0 && !sum.devices[0].nvml && !sum.devices[1].nvml);
+    summary_free(&sum);
+    recording_free(&r);
+
+    /* Newer than this vram: refused, naming the file and both versions. */
+    write_file(path, RECORD_VERSION + 1, one, 4, two, 4);
+    CHECK(recording_load(path, &r, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, path);
+    char want[64];
+    snprintf(want, sizeof want, "version %d", RECORD_VERSION + 1);
+    CHECK_CONTAINS(err, want);
+    snprintf(want, sizeof want, "reads versions 1 to %d", RECORD_VERSION);
+    CHECK_CONTAINS(err, want);
+
+    /* This version: NVML's line is the sum of the live processes' latest
+     * readings (their own figures, not the command's), 0 for one that
+     * ended; it changes nothing vram counted. */
+    write_file(path, RECORD_VERSION, one, 4, two, 4);
+    CHECK(recording_load(path, &r, err, sizeof err) == 0 && r.nevents == 8);
+    struct nvml_seen seen = {0};
+    CHECK(usage_walk(&r, note_nvml, &seen) == 0);
+    const uint64_t at[] = {20, 30, 40, 50, 60}, line[] = {120 * M, 200 * M, 80 * M, 60 * M, 0};
+    CHECK(seen.n == 5 && !seen.device1);
+    for (int i = 0; i < 5; i++)
+        CHECK(seen.at[i] == at[i] && seen.line[i] == line[i]);
+    CHECK(summary_build(&r, &sum) == 0);
+    CHECK(sum.devices[0].nvml && sum.devices[0].nvml_peak == 200 * M);
+    CHECK(sum.devices[0].peak == 150 * M && !sum.devices[1].nvml);
+    summary_free(&sum);
+    /* 50 columns over times 10..60: one a time unit, about. */
+    CHECK(timeline_build(&r, 50, -1, &t) == 0 && t.ndevices == 2);
+    const struct timeline_device *d0 = &t.devices[0];
+    CHECK(d0->nvml_max && d0->nvml_last && d0->nvml_peak == 200 * M && !t.devices[1].nvml_max);
+    int first = timeline_column_of(&t, 20), second = timeline_column_of(&t, 30);
+    for (int c = 0; c < first; c++) /* no line before the first reading */
+        CHECK(d0->nvml_max[c] == TIMELINE_NO_NVML && d0->nvml_last[c] == TIMELINE_NO_NVML);
+    CHECK(d0->nvml_last[first] == 120 * M && d0->nvml_max[second] == 200 * M);
+    CHECK(d0->nvml_last[timeline_column_of(&t, 45)] == 80 * M);
+    CHECK(d0->nvml_last[t.ncols - 1] == 0);
+    timeline_free(&t);
+    recording_free(&r);
+    unlink(path);
+}
+
 int main(void)
 {
     static const struct {
@@ -603,6 +724,7 @@ int main(void)
         {"killed while recording", killed_while_recording},
         {"cut and damaged", cut_and_damaged},
         {"finish a run", finish_a_run},
+        {"versions and NVML's readings", versions_and_nvml},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         fresh_dir();

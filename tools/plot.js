@@ -34,6 +34,8 @@
     var hi = data.total_max[c], lo = data.total_min[c];
     lines.push('in use ' + bytes(hi) + (lo !== hi ? ' (lowest in this column ' + bytes(lo) + ')' : ''));
     if (data.budget[c]) lines.push('budget ' + bytes(data.budget[c]));
+    if (chart === data.charts.family && data.nvml && data.nvml[c] !== null)
+      lines.push('NVML: ' + bytes(data.nvml[c]));
     if (data.refusals[c]) lines.push(data.refusals[c] + ' refused');
     for (var s = chart.names.length - 1; s >= 0; s--)
       lines.push(chart.names[s] + ': ' + bytes(chart.last[s][c]));

@@ -54,6 +54,18 @@ static void device_data(FILE *out, const struct timeline *t, const struct timeli
     u64_array(out, td->total_max, 1, 0, t->ncols);
     fputs(",\"budget\":", out);
     u64_array(out, td->budget, 1, 0, t->ncols);
+    if (td->nvml_max) { /* NVML's figure at each column's end; null before its first reading */
+        fputs(",\"nvml\":[", out);
+        for (int c = 0; c < t->ncols; c++) {
+            if (c)
+                fputc(',', out);
+            if (td->nvml_last[c] == TIMELINE_NO_NVML)
+                fputs("null", out);
+            else
+                fprintf(out, "%llu", (unsigned long long)td->nvml_last[c]);
+        }
+        fputc(']', out);
+    }
     fputs(",\"refusals\":[", out);
     for (int c = 0; c < t->ncols; c++)
         fprintf(out, c ? ",%u" : "%u", td->refusals[c]);
@@ -91,6 +103,8 @@ static void device_facts(FILE *out, const struct timeline *t, const struct timel
     if (td->budget_peak)
         fprintf(out, "; %s %s", td->command_budget ? "the command's budget" : "budget",
                 format_size(td->budget_peak).text);
+    if (td->nvml_max)
+        fprintf(out, "; NVML's peak %s", format_size(td->nvml_peak).text);
     fprintf(out, "; %llu refused", (unsigned long long)td->refusal_count);
 }
 
@@ -100,7 +114,10 @@ static const char how[] =
     "hover a chart for a column's times, its highest and lowest total, the budget and each "
     "series at the column's end. Stacked by process: the processes with the highest peaks, "
     "the rest as \"other\". The budget line is the command's budget where one was recorded, "
-    "else the sum of the budgets of the processes running then.";
+    "else the sum of the budgets of the processes running then. The dotted line by family, where the "
+    "recording has it, is what NVML said the processes held (what nvidia-smi lists), read "
+    "every 100 ms and near the budget: where it is above the bands, the driver held "
+    "memory vram had not charged yet.";
 
 int plot_write_html(FILE *out, const struct recording *r, const struct timeline *t,
                     const struct plot_options *o)

@@ -1,5 +1,5 @@
 /* One chart of one device as SVG: the stacked series, the axes, the
- * budget line, the refusals and the peak (see plot.h). */
+ * budget line, NVML's line, the refusals and the peak (see plot.h). */
 #include "../src/util/parse.h"
 #include "plot.h"
 
@@ -58,7 +58,10 @@ static double nice_step(double raw)
 
 void plot_scale_for(const struct timeline_device *td, struct plot_scale *s)
 {
-    double top = (double)(td->peak > td->budget_peak ? td->peak : td->budget_peak) * 1.06;
+    uint64_t most = td->peak > td->budget_peak ? td->peak : td->budget_peak;
+    if (td->nvml_peak > most)
+        most = td->nvml_peak;
+    double top = (double)most * 1.06;
     static const struct {
         double bytes;
         const char *name;
@@ -188,6 +191,34 @@ static void budget_line(FILE *out, const struct timeline *t, const struct timeli
             td->command_budget ? "command budget" : "budget", format_size(td->budget_peak).text);
 }
 
+/* NVML's line: a step path over the columns from the first reading, at
+ * each column's highest figure (as the bands are at their highest). */
+static void nvml_line(FILE *out, const struct timeline *t, const struct timeline_device *td,
+                      const struct plot_scale *s)
+{
+    if (!td->nvml_max)
+        return;
+    fprintf(out, "<path class=\"nvml\" data-bytes=\"%llu\" d=\"",
+            (unsigned long long)td->nvml_peak);
+    double last = -1;
+    int run = 0;
+    for (int c = 0; c < t->ncols; c++) {
+        if (td->nvml_max[c] == TIMELINE_NO_NVML)
+            continue; /* before the first reading: only ever a run at the start */
+        double y = round(y_of(s, (double)td->nvml_max[c]) * 10) / 10;
+        if (last < 0)
+            fprintf(out, "M%d %.1f", PLOT_LEFT + c, y);
+        else if (y != last)
+            fprintf(out, "h%dV%.1f", run, y), run = 0;
+        run++;
+        last = y;
+    }
+    if (run)
+        fprintf(out, "h%d", run);
+    fprintf(out, "\"><title>NVML's figure (as nvidia-smi lists it): peak %s</title></path>",
+            format_size(td->nvml_peak).text);
+}
+
 static void refusals(FILE *out, const struct timeline *t, const struct timeline_device *td)
 {
     if (!td->refusal_count)
@@ -238,11 +269,23 @@ static void peak(FILE *out, const struct timeline *t, const struct timeline_devi
             left ? "end" : "start", format_size(td->peak).text, when);
 }
 
-static void legend(FILE *out, const struct timeline_chart *ch, int width)
+static void legend(FILE *out, const struct timeline_device *td, const struct timeline_chart *ch,
+                   bool nvml, int width)
 {
-    int x = PLOT_LEFT + width + 16;
+    int x = PLOT_LEFT + width + 16, row = 0;
     fputs("<g class=\"legend\">", out);
-    for (int s = ch->nseries - 1, row = 0; s >= 0; s--, row++) {
+    if (nvml) {
+        int y = PLOT_TOP;
+        fprintf(out, "<g class=\"legend-nvml\"><line class=\"nvml\" x1=\"%d\" x2=\"%d\" "
+                     "y1=\"%d\" y2=\"%d\"/><text x=\"%d\" y=\"%d\">NVML<tspan "
+                     "class=\"legend-peak\"> %s</tspan><title>NVML's figure for the processes "
+                     "(what nvidia-smi lists), read by vram as they ran: peak %s</title></text>"
+                     "</g>",
+                x, x + 12, y + 6, y + 6, x + 18, y + 10, format_size(td->nvml_peak).text,
+                format_size(td->nvml_peak).text);
+        row++;
+    }
+    for (int s = ch->nseries - 1; s >= 0; s--, row++) {
         int y = PLOT_TOP + row * 20;
         fprintf(out, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                      "<text x=\"%d\" y=\"%d\">",
@@ -289,10 +332,14 @@ void plot_chart(FILE *out, const struct timeline *t, const struct timeline_devic
     }
     fprintf(out, "<rect class=\"frame\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/>",
             PLOT_LEFT, PLOT_TOP, width, PLOT_HEIGHT);
+    /* NVML's line beside the families', whose sum is vram's figure. */
+    bool nvml = td->nvml_max && strcmp(kind, "family") == 0;
     budget_line(out, t, td, &s);
+    if (nvml)
+        nvml_line(out, t, td, &s);
     refusals(out, t, td);
     peak(out, t, td, &s);
-    legend(out, ch, width);
+    legend(out, td, ch, nvml, width);
     if (interactive)
         fprintf(out, "<line class=\"cursor\" x1=\"0\" x2=\"0\" y1=\"%d\" y2=\"%d\" "
                      "visibility=\"hidden\"/>",

@@ -21,6 +21,11 @@ static struct {
     bool reader;        /* the reader thread runs (in this process image) */
     uint64_t part[BUDGET_MAX_DEVICES];    /* the driver's part charged, by CUDA ordinal */
     uint64_t escaped[BUDGET_MAX_DEVICES]; /* ... of which processes that escaped */
+    /* NVML's figures last recorded (this process's, the command's): a
+     * reading that repeats them adds nothing to NVML's line, and ten events
+     * a second per device would outgrow a long run's allocations. */
+    uint64_t recorded[BUDGET_MAX_DEVICES][2];
+    bool recorded_any[BUDGET_MAX_DEVICES];
     _Atomic bool watched[BUDGET_MAX_DEVICES];
 } drv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -132,6 +137,15 @@ int driver_memory_settle(int dev, uint64_t pending)
     drv.part[dev] = part;
     drv.escaped[dev] = escaped;
     budget_note_nvml(dev, own + others);
+    /* Unlisted (another PID namespace, a figure NVML cannot give): NVML
+     * says nothing of this process, which is not "0 bytes". */
+    uint64_t figures[2] = {own + escaped, own + others};
+    if (listed && RECORDER_ON() &&
+        (!drv.recorded_any[dev] || memcmp(figures, drv.recorded[dev], sizeof figures) != 0)) {
+        record_nvml(dev, figures[0], figures[1]);
+        memcpy(drv.recorded[dev], figures, sizeof figures);
+        drv.recorded_any[dev] = true;
+    }
     pthread_mutex_unlock(&drv.mu);
     return part < was;
 }
@@ -198,6 +212,7 @@ void driver_memory_after_fork(void)
     atomic_store(&in_flight, 0);
     for (int d = 0; d < BUDGET_MAX_DEVICES; d++) {
         drv.part[d] = drv.escaped[d] = 0;
+        drv.recorded_any[d] = false;
         atomic_store(&drv.watched[d], false);
     }
 }

@@ -82,6 +82,9 @@ static void on_change(const struct usage *u, const struct usage_change *ch, void
         }
         break;
     case USAGE_NONE:
+        /* RMM's log has lines for allocations only: NVML's readings,
+         * budgets, contexts and exits have none (a replay would take them
+         * for allocations). */
         if (ch->e->action == RECORD_REFUSE && ch->dev >= 0)
             line(c, ch->e, "allocate failure", 0, ch->e->bytes);
         break;

@@ -5,7 +5,8 @@
  * a mark, metadata events ("ph":"M") name the processes. Times ("ts") are
  * microseconds, here from the recording's first event. Each device is a
  * process of its own in the trace (pid GPU_PID + ordinal, named "GPU N"),
- * so that its tracks sit together above the programs' own. */
+ * so that its tracks sit together above the programs' own: in use by
+ * family, the budget, and NVML's figure (usage.h) where it was read. */
 #include "formats.h"
 #include "usage.h"
 
@@ -21,6 +22,8 @@ struct trace {
     uint64_t start;
     unsigned *families; /* [dev]: bit per family seen on the device */
     uint64_t *budget;   /* [dev]: the budget line last written, UINT64_MAX: none yet */
+    uint64_t *nvml;     /* [dev]: NVML's line last written, UINT64_MAX: none yet */
+    uint64_t nvml_changes; /* usage's count when NVML's lines were last written */
 };
 
 static void ts(struct trace *t, uint64_t time)
@@ -59,11 +62,29 @@ static void budget_counter(struct trace *t, const struct usage *u, int dev, uint
             (unsigned long long)u->budget[dev]);
 }
 
+/* NVML's lines that changed (a reading, or a process that ended). */
+static void nvml_counters(struct trace *t, const struct usage *u, uint64_t time)
+{
+    t->nvml_changes = u->nvml_changes;
+    for (int dev = 0; dev < u->ndevices; dev++) {
+        if ((t->device >= 0 && dev != t->device) || !u->nvml_seen[dev] ||
+            t->nvml[dev] == u->nvml[dev])
+            continue;
+        t->nvml[dev] = u->nvml[dev];
+        fprintf(t->out, ",\n{\"ph\":\"C\",\"name\":\"GPU %d NVML\",\"pid\":%d,\"tid\":0,", dev,
+                GPU_PID + dev);
+        ts(t, time);
+        fprintf(t->out, ",\"args\":{\"NVML\":%llu}}", (unsigned long long)u->nvml[dev]);
+    }
+}
+
 static void on_change(const struct usage *u, const struct usage_change *c, void *arg)
 {
     struct trace *t = arg;
     const struct record_event *e = c->e;
     uint32_t pid = u->r->images[c->image].info.pid;
+    if (u->nvml_changes != t->nvml_changes)
+        nvml_counters(t, u, e->time);
     if (t->device >= 0 && c->dev >= 0 && c->dev != t->device)
         return;
     if (c->kind != USAGE_NONE) {
@@ -120,13 +141,15 @@ int write_trace_json(const struct recording *r, int device, FILE *out)
     struct trace t = {.out = out, .device = device, .start = r->start};
     t.families = calloc((size_t)nd, sizeof *t.families);
     t.budget = malloc((size_t)nd * sizeof *t.budget);
-    if (!t.families || !t.budget) {
+    t.nvml = malloc((size_t)nd * sizeof *t.nvml);
+    if (!t.families || !t.budget || !t.nvml) {
         free(t.families);
         free(t.budget);
+        free(t.nvml);
         return -1;
     }
     for (int d = 0; d < nd; d++)
-        t.budget[d] = UINT64_MAX;
+        t.budget[d] = t.nvml[d] = UINT64_MAX;
     for (size_t i = 0; i < r->nevents; i++) {
         const struct record_event *e = &r->events[i];
         if (e->device < nd && e->family < RECORD_FAMILIES &&
@@ -165,5 +188,6 @@ int write_trace_json(const struct recording *r, int device, FILE *out)
     fputs("\n]}\n", out);
     free(t.families);
     free(t.budget);
+    free(t.nvml);
     return rc;
 }

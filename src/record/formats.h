@@ -8,12 +8,14 @@
  *          budget charges them) is allocated and freed; a reservation
  *          (pool, graph memory) is one block, and each change of its size
  *          is a free of the old size and an allocation of the new, so the
- *          log's peak is the recording's; a refusal is "allocate failure".
+ *          log's peak is the recording's; a refusal is "allocate failure";
+ *          NVML's readings have no line (they allocate nothing).
  *          Pointers are the recorded ones, or made-up ones where two
  *          processes' (or a reservation's) would collide.
  *   .json  Chrome's trace-event format (ui.perfetto.dev, chrome://tracing):
- *          per device a counter of bytes in use by family and one of the
- *          budget; per process a counter of its bytes on each device;
+ *          per device a counter of bytes in use by family, one of the
+ *          budget and one of NVML's figure where it was read; per process
+ *          a counter of its bytes on each device;
  *          refusals, contexts and exits as instant events.
  *
  * The supervisor of `vram run --record FILE` prepares a directory for the

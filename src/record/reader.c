@@ -126,11 +126,12 @@ static int load_file(struct loader *L, const char *path, char *err, size_t n)
                  "vram records and converts .vrec files and recording directories)", path);
         goto out;
     }
-    if (h->byte_order != 0x01020304u || h->version != RECORD_VERSION ||
-        h->event_size != sizeof(struct record_event)) {
+    if (h->byte_order != 0x01020304u || h->version < RECORD_VERSION_OLDEST ||
+        h->version > RECORD_VERSION || h->event_size != sizeof(struct record_event)) {
         snprintf(err, n, "%s: a vram recording of version %u (events of %u bytes%s); this vram "
-                 "reads version %d", path, h->version, h->event_size,
-                 h->byte_order != 0x01020304u ? ", other byte order" : "", RECORD_VERSION);
+                 "reads versions %d to %d", path, h->version, h->event_size,
+                 h->byte_order != 0x01020304u ? ", other byte order" : "", RECORD_VERSION_OLDEST,
+                 RECORD_VERSION);
         goto out;
     }
     size_t off = sizeof *h;

@@ -135,6 +135,14 @@ static inline void record_budget(int dev, uint64_t bytes, enum record_scope scop
         recorder_event(RECORD_BUDGET, RECORD_NO_FAMILY, dev, 0, bytes, 0, 0, scope);
 }
 
+/* NVML said `process` bytes for this process on the device (with what
+ * escaped processes it charges hold) and `command` for the command's. */
+static inline void record_nvml(int dev, uint64_t process, uint64_t command)
+{
+    if (RECORDER_ON())
+        recorder_event(RECORD_NVML, RECORD_NO_FAMILY, dev, 0, process, command, 0, 0);
+}
+
 /* A context was created on the device. */
 static inline void record_context(int dev, uint64_t context)
 {

@@ -18,7 +18,7 @@ const char *record_action_name(unsigned action)
 {
     static const char *const names[RECORD_ACTIONS] = {
         "?",     "allocate", "free",   "resize", "map",  "unmap",
-        "release", "refuse", "budget", "context", "exit",
+        "release", "refuse", "budget", "context", "exit", "nvml",
     };
     return action < RECORD_ACTIONS ? names[action] : "?";
 }

@@ -59,6 +59,13 @@ enum record_action {
                          follows, where a budget charges it) */
     RECORD_EXIT,      /* the process image ended (exit); the driver frees what
                          it still held */
+    RECORD_NVML,      /* what NVML said at a reading of the interposer's
+                         (driver_memory.h): bytes: its figure for this process
+                         on the device, with what processes of the command
+                         that escaped the interposer hold where this one
+                         charges it; aux: its figure for the whole command.
+                         Changes nothing in use: NVML's line beside vram's.
+                         From version 2 */
     RECORD_ACTIONS
 };
 
@@ -107,7 +114,11 @@ struct record_process {
 };
 
 #define RECORD_FILE_MAGIC "VRAMREC\n"
-#define RECORD_VERSION 1
+/* Version 2 added RECORD_NVML; a reader reads every version from
+ * RECORD_VERSION_OLDEST, and an older vram refuses a newer file by its
+ * version rather than misreading its events. */
+#define RECORD_VERSION 2
+#define RECORD_VERSION_OLDEST 1
 
 struct record_file_header {
     char magic[8];       /* RECORD_FILE_MAGIC */

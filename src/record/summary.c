@@ -31,6 +31,11 @@ static void on_change(const struct usage *u, const struct usage_change *c, void 
     if (c->kind == USAGE_NONE) {
         if (c->e->action == RECORD_REFUSE)
             d->refusals++;
+        if (c->e->action == RECORD_NVML) {
+            d->nvml = true;
+            if (u->nvml[c->dev] > d->nvml_peak)
+                d->nvml_peak = u->nvml[c->dev];
+        }
         d->events++;
         return;
     }
@@ -112,6 +117,8 @@ void summary_print(const struct recording *r, const struct summary *s, const cha
                 (unsigned long long)sd->peak, seconds(sd->peak_time - r->start));
         if (sd->budget_peak)
             fprintf(out, "; budget %s", format_size(sd->budget_peak).text);
+        if (sd->nvml)
+            fprintf(out, "; NVML's peak %s", format_size(sd->nvml_peak).text);
         fprintf(out, "; %llu allocations, %llu refused\n", (unsigned long long)sd->allocations,
                 (unsigned long long)sd->refusals);
         fprintf(out, "  peak by family:");
@@ -149,10 +156,15 @@ void summary_print_json(const struct recording *r, const struct summary *s, FILE
         if (!sd->events)
             continue;
         fprintf(out, "%s{\"device\":%d,\"peak\":%llu,\"peak_time_s\":%.9f,\"budget\":%llu,"
-                     "\"allocations\":%llu,\"refusals\":%llu,\"family_peaks\":{",
+                     "\"allocations\":%llu,\"refusals\":%llu,",
                 sep, d, (unsigned long long)sd->peak, seconds(sd->peak_time - r->start),
                 (unsigned long long)sd->budget_peak, (unsigned long long)sd->allocations,
                 (unsigned long long)sd->refusals);
+        /* Absent rather than 0 where no reading is recorded: 0 would say
+         * NVML saw the program hold nothing. */
+        if (sd->nvml)
+            fprintf(out, "\"nvml_peak\":%llu,", (unsigned long long)sd->nvml_peak);
+        fputs("\"family_peaks\":{", out);
         const char *fsep = "";
         for (int f = 1; f < RECORD_FAMILIES; f++)
             if (sd->family_peak[f]) {

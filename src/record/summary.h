@@ -6,12 +6,15 @@
 
 #include "reader.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 struct summary_device {
     uint64_t peak, peak_time;              /* bytes in use at the busiest moment, and when */
     uint64_t family_peak[RECORD_FAMILIES]; /* each family's own peak */
     uint64_t budget_peak;                  /* highest budget line; 0: none */
+    uint64_t nvml_peak;                    /* highest NVML line (usage.h) */
+    bool nvml;                             /* ... NVML's readings are recorded */
     uint64_t refusals, allocations, events;
 };
 

@@ -35,6 +35,7 @@ struct survey {
     uint64_t *image_peak; /* [image * nd + dev] */
     unsigned *families;   /* [dev]: bit per family charged */
     uint64_t *events;     /* [dev] */
+    bool *nvml;           /* [dev]: NVML's readings of it are recorded */
     uint64_t unmatched;
 };
 
@@ -45,6 +46,8 @@ static void survey_change(const struct usage *u, const struct usage_change *c, v
     if (c->dev < 0)
         return;
     if (c->kind == USAGE_NONE) {
+        if (c->e->action == RECORD_NVML)
+            s->nvml[c->dev] = true;
         if (c->e->action == RECORD_REFUSE || c->e->action == RECORD_BUDGET ||
             c->e->action == RECORD_CONTEXT || c->e->action == RECORD_MAP ||
             c->e->action == RECORD_UNMAP || c->e->action == RECORD_RELEASE)
@@ -83,6 +86,8 @@ struct device_state {
     int family_series[RECORD_FAMILIES];
     struct series_state fam, proc;
     uint64_t total, budget;
+    uint64_t nvml; /* NVML's line, once nvml_seen */
+    bool nvml_seen;
     int col; /* the open column */
 };
 
@@ -90,6 +95,7 @@ struct builder {
     struct timeline *t;
     struct device_state *ds; /* [dev]; td NULL for devices not drawn */
     int nd;
+    uint64_t nvml_changes; /* usage's count when NVML's lines were last taken */
 };
 
 static void chart_store(const struct timeline_chart *ch, const struct series_state *v, int col,
@@ -121,6 +127,13 @@ static void column_store(struct device_state *d, int col, bool open)
     td->total_last[col] = d->total;
     if (open || d->budget > td->budget[col])
         td->budget[col] = d->budget;
+    if (td->nvml_max && d->nvml_seen) {
+        if (open || td->nvml_max[col] == TIMELINE_NO_NVML || d->nvml > td->nvml_max[col])
+            td->nvml_max[col] = d->nvml;
+        td->nvml_last[col] = d->nvml;
+    } else if (td->nvml_max && open) {
+        td->nvml_max[col] = td->nvml_last[col] = TIMELINE_NO_NVML;
+    }
 }
 
 /* Moves the device to the column of `time`: the columns passed keep the
@@ -131,10 +144,31 @@ static void advance(struct device_state *d, int col)
         column_store(d, ++d->col, true);
 }
 
+/* NVML's lines changed (a reading, or an image that ended): each device
+ * drawn takes its new value in the column of `col`. */
+static void take_nvml(struct builder *b, const struct usage *u, int col)
+{
+    b->nvml_changes = u->nvml_changes;
+    for (int dev = 0; dev < b->nd; dev++) {
+        struct device_state *d = &b->ds[dev];
+        if (!d->td || !d->td->nvml_max || !u->nvml_seen[dev] ||
+            (d->nvml_seen && d->nvml == u->nvml[dev]))
+            continue;
+        advance(d, col);
+        d->nvml = u->nvml[dev];
+        d->nvml_seen = true;
+        if (d->nvml > d->td->nvml_peak)
+            d->td->nvml_peak = d->nvml;
+        column_store(d, col, false);
+    }
+}
+
 static void build_change(const struct usage *u, const struct usage_change *c, void *arg)
 {
     struct builder *b = arg;
     int col = timeline_column_of(b->t, c->e->time);
+    if (u->nvml_changes != b->nvml_changes)
+        take_nvml(b, u, col);
     if (c->kind == USAGE_NONE && (c->e->action == RECORD_EXIT || c->e->action == RECORD_BUDGET)) {
         for (int dev = 0; dev < b->nd; dev++) {
             struct device_state *d = &b->ds[dev];
@@ -265,11 +299,12 @@ int timeline_build(const struct recording *r, int ncols, int only_device, struct
     s.image_peak = calloc(r->nimages * (size_t)s.nd + 1, sizeof *s.image_peak);
     s.families = calloc((size_t)s.nd, sizeof *s.families);
     s.events = calloc((size_t)s.nd, sizeof *s.events);
+    s.nvml = calloc((size_t)s.nd, sizeof *s.nvml);
     struct builder b = {.t = t, .nd = nd};
     b.ds = calloc((size_t)s.nd, sizeof *b.ds);
     t->devices = calloc((size_t)s.nd, sizeof *t->devices);
     int rc = -1;
-    if (!s.image_peak || !s.families || !s.events || !b.ds || !t->devices ||
+    if (!s.image_peak || !s.families || !s.events || !s.nvml || !b.ds || !t->devices ||
         usage_walk(r, survey_change, &s) != 0)
         goto out;
     for (int dev = 0; dev < nd; dev++) {
@@ -302,8 +337,13 @@ int timeline_build(const struct recording *r, int ncols, int only_device, struct
         td->budget = calloc((size_t)ncols, sizeof *td->budget);
         td->refusals = calloc((size_t)ncols, sizeof *td->refusals);
         td->listed = calloc(TIMELINE_LISTED_REFUSALS, sizeof *td->listed);
+        if (s.nvml[dev]) {
+            td->nvml_max = calloc((size_t)ncols, sizeof *td->nvml_max);
+            td->nvml_last = calloc((size_t)ncols, sizeof *td->nvml_last);
+        }
         if (!d->process_series || !td->total_min || !td->total_max || !td->total_last ||
             !td->budget || !td->refusals || !td->listed ||
+            (s.nvml[dev] && (!td->nvml_max || !td->nvml_last)) ||
             choose_processes(r, &s, dev, &td->by_process, d->process_series) != 0 ||
             chart_alloc(&td->by_family, ncols) != 0 || chart_alloc(&td->by_process, ncols) != 0)
             goto out;
@@ -328,6 +368,7 @@ out:
     free(s.image_peak);
     free(s.families);
     free(s.events);
+    free(s.nvml);
     if (rc != 0)
         timeline_free(t);
     return rc;
@@ -352,6 +393,8 @@ void timeline_free(struct timeline *t)
         free(td->budget);
         free(td->refusals);
         free(td->listed);
+        free(td->nvml_max);
+        free(td->nvml_last);
     }
     free(t->devices);
     memset(t, 0, sizeof *t);

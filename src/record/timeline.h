@@ -12,8 +12,9 @@
  *
  * Per device there are two charts over the same columns: stacked by
  * family, and stacked by process (the processes with the highest peaks on
- * the device, the rest summed as "other"), and the budget line, the
- * refusals per column and the device's peak.
+ * the device, the rest summed as "other"), and the budget line, NVML's
+ * line (usage.h) where the recording has NVML's readings, the refusals per
+ * column and the device's peak.
  */
 #ifndef VRAM_TIMELINE_H
 #define VRAM_TIMELINE_H
@@ -41,6 +42,7 @@ struct timeline_refusal {
 };
 
 #define TIMELINE_LISTED_REFUSALS 1000
+#define TIMELINE_NO_NVML UINT64_MAX
 
 struct timeline_device {
     int dev;
@@ -54,6 +56,11 @@ struct timeline_device {
     uint64_t peak, peak_time; /* exact: the highest total of any moment */
     uint64_t budget_peak;
     bool command_budget; /* the line is the command's budget, not the processes' */
+    /* [column]: NVML's line, its highest value in the column and its value
+     * at the column's end; TIMELINE_NO_NVML before the device's first
+     * reading. NULL when the device has none (an old recording, no NVML). */
+    uint64_t *nvml_max, *nvml_last;
+    uint64_t nvml_peak;
     uint64_t events;
 };
 

@@ -22,7 +22,19 @@ struct state {
     uint64_t *image_budget; /* [image * ndevices + dev] */
     uint64_t *process_sum;  /* [dev]: the sum of live images' budgets */
     uint64_t *command;      /* [dev]: the command's budget, 0 when none */
+    uint64_t *image_nvml;   /* [image * ndevices + dev]: its latest NVML reading */
 };
+
+static void set_nvml(struct usage *u, struct state *s, uint32_t image, int dev, uint64_t bytes)
+{
+    uint64_t *v = &s->image_nvml[(size_t)image * (size_t)u->ndevices + (size_t)dev];
+    if (*v == bytes && u->nvml_seen[dev])
+        return;
+    u->nvml[dev] = u->nvml[dev] - *v + bytes;
+    *v = bytes;
+    u->nvml_seen[dev] = true;
+    u->nvml_changes++;
+}
 
 static size_t slot_of(const struct objects *m, uint32_t image, uint8_t family, uint64_t address)
 {
@@ -143,6 +155,8 @@ static void image_exit(struct usage *u, struct state *s, uint32_t image, size_t 
             *b = 0;
             budget_line(u, s, dev);
         }
+        if (s->image_nvml[(size_t)image * (size_t)u->ndevices + (size_t)dev])
+            set_nvml(u, s, image, dev, 0);
     }
 }
 
@@ -156,15 +170,18 @@ int usage_walk(const struct recording *r, usage_fn *fn, void *arg)
     u.by_image = calloc(r->nimages * (size_t)nd + 1, sizeof *u.by_image);
     u.budget = calloc((size_t)nd, sizeof *u.budget);
     u.command_budget = calloc((size_t)nd, sizeof *u.command_budget);
+    u.nvml = calloc((size_t)nd, sizeof *u.nvml);
+    u.nvml_seen = calloc((size_t)nd, sizeof *u.nvml_seen);
+    s.image_nvml = calloc(r->nimages * (size_t)nd + 1, sizeof *s.image_nvml);
     s.image_budget = calloc(r->nimages * (size_t)nd + 1, sizeof *s.image_budget);
     s.process_sum = calloc((size_t)nd, sizeof *s.process_sum);
     s.command = calloc((size_t)nd, sizeof *s.command);
     s.started = calloc(r->nimages + 1, sizeof *s.started);
     s.ended = calloc(r->nimages + 1, sizeof *s.ended);
     int rc = -1;
-    if (!u.total || !u.by_family || !u.by_image || !u.budget || !u.command_budget ||
-        !s.image_budget || !s.process_sum || !s.command || !s.started || !s.ended ||
-        grow(&s.live) != 0)
+    if (!u.total || !u.by_family || !u.by_image || !u.budget || !u.command_budget || !u.nvml ||
+        !u.nvml_seen || !s.image_nvml || !s.image_budget || !s.process_sum || !s.command ||
+        !s.started || !s.ended || grow(&s.live) != 0)
         goto out;
     for (size_t i = 0; i < r->nevents; i++) {
         const struct record_event *e = &r->events[i];
@@ -238,6 +255,8 @@ int usage_walk(const struct recording *r, usage_fn *fn, void *arg)
             budget_line(&u, &s, dev);
         } else if (e->action == RECORD_EXIT) {
             image_exit(&u, &s, image, i, fn, arg);
+        } else if (e->action == RECORD_NVML && dev >= 0 && !s.ended[image]) {
+            set_nvml(&u, &s, image, dev, e->bytes);
         }
         fn(&u, &c, arg);
     }
@@ -248,6 +267,9 @@ out:
     free(u.by_image);
     free(u.budget);
     free(u.command_budget);
+    free(u.nvml);
+    free(u.nvml_seen);
+    free(s.image_nvml);
     free(s.image_budget);
     free(s.process_sum);
     free(s.command);

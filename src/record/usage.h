@@ -15,7 +15,9 @@
  * of something never allocated is counted in `unmatched` and changes
  * nothing. The budget line of a device is the
  * command's budget where one was recorded, else the sum of the budgets of
- * the process images that set one and have not exited.
+ * the process images that set one and have not exited. NVML's line of a
+ * device is the sum of each live image's latest NVML reading there (an
+ * image that ended holds nothing); it changes nothing in use.
  */
 #ifndef VRAM_USAGE_H
 #define VRAM_USAGE_H
@@ -23,7 +25,8 @@
 #include "reader.h"
 
 enum usage_kind {
-    USAGE_NONE,   /* nothing in use changed (map, refusal, budget, context, exit) */
+    USAGE_NONE,   /* nothing in use changed (map, refusal, budget, context, exit,
+                     an NVML reading) */
     USAGE_ALLOC,  /* an object appeared: before = 0 */
     USAGE_FREE,   /* it went: after = 0 */
     USAGE_RESIZE, /* a reservation changed from before to after (both may be > 0) */
@@ -51,6 +54,9 @@ struct usage {
     uint64_t *by_image;  /* [image * ndevices + dev] */
     uint64_t *budget;    /* [dev]: the budget line, 0 when none */
     bool *command_budget; /* [dev]: the line is the command's budget */
+    uint64_t *nvml;      /* [dev]: NVML's line (valid where nvml_seen) */
+    bool *nvml_seen;     /* [dev]: an NVML reading of the device came before */
+    uint64_t nvml_changes; /* goes up whenever nvml[] changes, on any device */
     uint64_t unmatched;  /* frees of what was not allocated, ignored */
     void *priv;
 };

@@ -9,12 +9,16 @@ standard library) and checks what the browser shows, against what
   axes (read from the drawn tick marks), and says the peak (a device's
   "peak_time_range" [from, to] instead of "peak_time_s": within it);
 - the budget line is drawn at the budget's height on that axis;
+- NVML's line, on the family chart of a GPU whose recording has NVML's
+  readings ("nvml_peak"), is drawn at its peak's height, is in the legend,
+  and the pointer over its peak shows it; none where there are none;
 - the refusal marks count the GPU's refusals;
 - the pointer over the peak's column shows its time range and the peak's
   bytes, and elsewhere the time and bytes of that column;
 - the SVG renders the same marks.
 
-Screenshots go to OUT_DIR. Usage: browser.py PAGE SVG INFO_JSON OUT_DIR"""
+Screenshots go to OUT_DIR as NAME.png and NAME-svg.png (NAME: timeline
+unless given). Usage: browser.py PAGE SVG INFO_JSON OUT_DIR [NAME]"""
 import base64
 import json
 import os
@@ -30,6 +34,7 @@ import urllib.error
 import urllib.request
 
 page, svg, info_path, out_dir = sys.argv[1:5]
+shot = sys.argv[5] if len(sys.argv) > 5 else "timeline"
 info = json.load(open(info_path))
 failures = []
 
@@ -162,8 +167,13 @@ const bands = [...svg.querySelectorAll('path.series')].map(p => {
 const peak = svg.querySelector('.peak');
 const budget = svg.querySelector('path.budget');
 const bb = budget ? budget.getBBox() : null;
+const nvml = svg.querySelector('path.nvml');
+const nb = nvml ? nvml.getBBox() : null;
 const r = svg.getBoundingClientRect();
 return {yt, xt, bands,
+  nvml: nb && {top: nb.y, width: nb.width, d: nvml.getAttribute('d'), bytes: +nvml.dataset.bytes,
+               legend: (svg.querySelector('.legend-nvml') || {}).textContent},
+  nvmlLegend: !!svg.querySelector('.legend-nvml'),
   peak: peak && {bytes: +peak.dataset.bytes, text: peak.textContent,
                  cx: num(peak.querySelector('circle'), 'cx'), cy: num(peak.querySelector('circle'), 'cy')},
   budget: bb && {top: bb.y, height: bb.height, label: (svg.querySelector('.budget-label') || {}).textContent},
@@ -183,6 +193,50 @@ def axis_value(ticks, pixel):
 def axis_pixel(ticks, value):
     (v0, p0), (v1, p1) = ticks[0], ticks[-1]
     return p0 + (value - v0) * (p1 - p0) / (v1 - v0)
+
+
+def nvml_top_run(d):
+    """The path's longest run of columns at its highest point (its smallest
+    y): (first column's x, columns)."""
+    x = y = None
+    runs = []
+    for cmd, a, b in re.findall(r"([MhV])([\d.]+)(?: ([\d.]+))?", d):
+        if cmd == "M":
+            x, y = float(a), float(b)
+        elif cmd == "V":
+            y = float(a)
+        else:
+            runs.append((y, x, int(a)))
+            x += int(a)
+    top = min(r[0] for r in runs)
+    _, x, n = max((r for r in runs if r[0] == top), key=lambda r: r[2])
+    return x, n
+
+
+def check_nvml(b, c, kind, d, where, interactive):
+    """NVML's line: on the family chart where the recording has readings."""
+    want = kind == "family" and "nvml_peak" in d
+    check(f"{where}: NVML's line {'drawn' if want else 'absent'}", (c["nvml"] is not None) == want
+          and c["nvmlLegend"] == want, c["nvml"])
+    if not want or not c["nvml"]:
+        return
+    nvml = d["nvml_peak"]
+    y = axis_pixel(c["yt"], nvml)
+    check(f"{where}: NVML's line peaks at NVML's peak",
+          abs(c["nvml"]["top"] - y) <= 0.6 and c["nvml"]["bytes"] == nvml,
+          f'{c["nvml"]["top"]} vs y {y} ({nvml})')
+    check(f"{where}: NVML's line in the legend, with its peak",
+          "NVML" in c["nvml"]["legend"] and size_text(nvml) in c["nvml"]["legend"],
+          c["nvml"]["legend"])
+    if not interactive:
+        return
+    x, n = nvml_top_run(c["nvml"]["d"])
+    scale = c["box"]["width"] / c["view"]
+    b.move(c["box"]["left"] + (x + n / 2) * scale,
+           c["box"]["top"] + (c["top"] + c["plotHeight"] / 2) * scale)
+    tip = b.js("return document.getElementById('tip').textContent")
+    check(f"{where}: over NVML's peak the tip shows NVML's figure",
+          f"NVML: {size_text(nvml)}" in tip, tip)
 
 
 def check_chart(b, el, kind, dev, d, interactive):
@@ -219,6 +273,7 @@ def check_chart(b, el, kind, dev, d, interactive):
           c["budget"] and size_text(budget) in (c["budget"]["label"] or ""), c["budget"])
     check(f"{where}: every refusal marked", c["refusals"] == d["refusals"],
           f'{c["refusals"]} vs {d["refusals"]}')
+    check_nvml(b, c, kind, d, where, interactive)
     if not interactive:
         return
     # The pointer over the peak's column: its time range and the peak.
@@ -275,7 +330,7 @@ def main():
                 el = b.js(f"return document.querySelector('section#gpu-{dev} svg.chart[data-chart={kind}]')")
                 check_chart(b, el, kind, dev, d, True)
         b.move(5, 5)
-        b.screenshot(os.path.join(out_dir, "timeline.png"))
+        b.screenshot(os.path.join(out_dir, f"{shot}.png"))
         b.open(svg)
         check("the SVG opens as an SVG document",
               b.js("return document.documentElement.tagName") == "svg")
@@ -284,7 +339,7 @@ def main():
         for i, el in enumerate(charts):
             d = devices[i // 2]
             check_chart(b, el, ("family", "process")[i % 2], d["device"], d, False)
-        b.screenshot(os.path.join(out_dir, "timeline-svg.png"))
+        b.screenshot(os.path.join(out_dir, f"{shot}-svg.png"))
     finally:
         b.close()
         shutil.rmtree(profile, ignore_errors=True)

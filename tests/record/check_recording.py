@@ -12,6 +12,15 @@ tests/record/recorded.c wrote of what it did.
   check_recording.py --killed REC LOG   the process of LOG (recorded churn)
       was killed: every pair it logged up to a second before its last is
       in REC, in order, and REC holds nothing it did not do.
+  check_recording.py --lazy REC LOG MODULES   the process of LOG (recorded
+      lazy) held MODULES modules whose code the driver took at their first
+      launch: REC holds NVML's readings of it, and the last before its step
+      "held" is what NVML said then (the log's), what the budget counted,
+      and exceeds what vram charged the calls by the driver's part (the
+      family "driver"): the code, 2 MiB a module.
+
+NVML's readings (the interposer's, at times the program does not choose)
+are no EXPECT line of a log; in every form they must be well formed.
 
 Prints what it read as JSON: processes, events, refusals, and the peak (the
 most in use on device 0 at once, all processes together)."""
@@ -19,8 +28,9 @@ import json
 import struct
 import sys
 
-ALLOC, FREE, RESIZE, MAP, UNMAP, RELEASE, REFUSE, BUDGET, CONTEXT, EXIT = range(1, 11)
-PLAIN = 1
+ALLOC, FREE, RESIZE, MAP, UNMAP, RELEASE, REFUSE, BUDGET, CONTEXT, EXIT, NVML = range(1, 12)
+PLAIN, DRIVER = 1, 10
+MiB = 1 << 20
 MASK = (1 << 64) - 1
 REC = ""
 
@@ -46,7 +56,7 @@ def load(path):
     if data[:8] != b"VRAMREC\n":
         fail("not a vram recording")
     version, event_size, order = struct.unpack_from("<III", data, 8)
-    if (version, event_size, order) != (1, 48, 0x01020304):
+    if version not in (1, 2) or (event_size, order) != (48, 0x01020304):
         fail(f"header: version {version}, event size {event_size}, order {order:#x}")
     images, pos = {}, 32
     while pos < len(data):
@@ -77,6 +87,11 @@ def load(path):
         times = [e["time"] for e in im["events"]]
         if times != sorted(times):
             fail(f"process {im['pid']}: events out of time order")
+        for e in im["events"]:
+            action, family, dev, address, size, aux, stream, reason = e["event"]
+            if action == NVML and (version < 2 or family or dev != 0 or address or stream
+                                   or reason or not size or aux < size):
+                fail(f"process {im['pid']}: a malformed NVML reading {e}")
     return images
 
 
@@ -152,7 +167,7 @@ def exact(images, logs):
             fail(f"process {pid}: no exit record last")
         got = {}
         for e in events:
-            if e["event"][0] != EXIT:
+            if e["event"][0] not in (EXIT, NVML):
                 got.setdefault(e["thread"], []).append(e["event"])
         if sorted(got) != sorted(log["expect"]):
             fail(f"process {pid}: threads {sorted(got)}; expected {sorted(log['expect'])}")
@@ -199,10 +214,44 @@ def killed(images, log):
     return {"logged": len(done), "due": len(due), "recorded_pairs": len(frees)}
 
 
+def lazy(images, log, modules):
+    ims = [im for im in images.values() if im["events"]]
+    if len(ims) != 1 or ims[0]["pid"] != log["pid"]:
+        fail(f"processes with events: {[im['pid'] for im in ims]}; expected {log['pid']}")
+    events = ims[0]["events"]
+    held = [s for s in log["steps"] if s[0] == "held"]
+    if not held:
+        fail("the program logged no step \"held\"")
+    _, when, used, nvml_said = held[0]
+    readings = [e for e in events if e["event"][0] == NVML and e["time"] <= when]
+    if not readings:
+        fail("no NVML reading recorded before the step \"held\"")
+    last = readings[-1]
+    figure = last["event"][4]
+    upto = [e for e in events if e["time"] <= last["time"]]
+    driver = holding([e for e in upto if e["event"][1] == DRIVER])
+    charged = holding([e for e in upto if e["event"][1] != DRIVER])
+    if figure != nvml_said:
+        fail(f"NVML's last recorded figure {figure}; NVML said {nvml_said} then")
+    if figure != used:
+        fail(f"NVML's last recorded figure {figure}; the budget counted {used}")
+    if figure - charged != driver:
+        fail(f"NVML's figure {figure} exceeds what vram charged the calls ({charged}) by "
+             f"{figure - charged}; the driver's part recorded is {driver}")
+    if driver != modules * 2 * MiB:
+        fail(f"the driver's part is {driver}; its code for {modules} modules is "
+             f"{modules * 2 * MiB}")
+    return {"nvml_readings": sum(1 for e in events if e["event"][0] == NVML),
+            "nvml": figure, "charged": charged, "driver": driver}
+
+
 def main(argv):
     kill = argv[0] == "--killed"
+    modules = None
     if kill:
         argv = argv[1:]
+    elif argv[0] == "--lazy":
+        modules, argv = int(argv[3]), argv[1:3]
     global REC
     REC = argv[0]
     images = load(REC)
@@ -214,6 +263,8 @@ def main(argv):
            "peak": peak(images)}
     if kill:
         out.update(killed(images, logs[0]))
+    elif modules is not None:
+        out.update(lazy(images, logs[0], modules))
     else:
         exact(images, logs)
         out["expected_refusals"] = sum(1 for log in logs for evs in log["expect"].values()

@@ -12,6 +12,11 @@
  *                           once, then a peak of its context and 640 MiB
  *   recorded pairs LOG N    N allocate-free pairs (2 MiB, 4 MiB, ...)
  *   recorded churn LOG      allocate and free without end (to be killed)
+ *   recorded lazy LOG N     N modules of 2 MiB, a kernel of each launched (the
+ *                           driver takes its code then, 2 MiB each, which no
+ *                           call vram governs asks for) and 64 MiB, held
+ *                           while the interposer reads NVML (350 ms): its
+ *                           STEP "held" says what NVML and the budget counted
  *   recorded exec MIB PROGRAM ARGS...  allocate MIB MiB, hold it a second (the
  *                           recorder writes what threads buffered every
  *                           100 ms), then exec PROGRAM without freeing it:
@@ -67,6 +72,8 @@ DRIVER(cuCtxCreate_v2);
 DRIVER(cuCtxDestroy_v2);
 DRIVER(cuModuleLoadData);
 DRIVER(cuModuleUnload);
+DRIVER(cuModuleGetFunction);
+DRIVER(cuLaunchKernel);
 DRIVER(cuLibraryLoadData);
 DRIVER(cuLibraryUnload);
 DRIVER(cuCtxSetCurrent);
@@ -598,6 +605,35 @@ static int train(int steps)
     return 0;
 }
 
+/* The driver's own memory: code loaded lazily at a kernel's first launch.
+ * Its events come from the interposer's readings, whose times the program
+ * does not choose: the log has no EXPECT lines, only its steps. */
+static int lazy(int n)
+{
+    MUST(nvmlInit_v2() == NVML_SUCCESS); /* before the reader thread: see test_driver_memory */
+    cuda_up();
+    step("start");
+    char *image = ptx(2 * MiB);
+    CUmodule *mods = calloc((size_t)n, sizeof *mods);
+    MUST(mods);
+    for (int i = 0; i < n; i++) {
+        CUfunction f;
+        MUST(cuModuleLoadData(&mods[i], image) == CUDA_SUCCESS &&
+             cuModuleGetFunction(&f, mods[i], "kernel") == CUDA_SUCCESS &&
+             cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS);
+    }
+    CUdeviceptr p;
+    MUST(cuMemAlloc_v2(&p, 64 * MiB) == CUDA_SUCCESS);
+    pause_ms(350); /* three of the interposer's readings */
+    step("held");
+    MUST(cuMemFree_v2(p) == CUDA_SUCCESS);
+    for (int i = 0; i < n; i++)
+        MUST(cuModuleUnload(mods[i]) == CUDA_SUCCESS);
+    free(mods);
+    free(image);
+    return 0;
+}
+
 static int exec_holding(int mib, char **argv)
 {
     cuda_up();
@@ -622,15 +658,19 @@ int main(int argc, char **argv)
     const char *base = strrchr(argv[0], '/');
     if (argc == 2 && strcmp(base ? base + 1 : argv[0], "train") == 0)
         return train(atoi(argv[1]));
-    if (argc < 3 || (strcmp(argv[1], "families") != 0 && strcmp(argv[1], "pairs") != 0)) {
-        fprintf(stderr, "usage: recorded families LOG | pairs LOG N | churn LOG | train STEPS | "
-                        "exec MIB PROGRAM ARGS...\n");
+    if (argc < 3 || (strcmp(argv[1], "families") != 0 && strcmp(argv[1], "pairs") != 0 &&
+                     strcmp(argv[1], "lazy") != 0)) {
+        fprintf(stderr, "usage: recorded families LOG | pairs LOG N | lazy LOG N | churn LOG | "
+                        "train STEPS | exec MIB PROGRAM ARGS...\n");
         return 2;
     }
     log_file = fopen(argv[2], "w");
     MUST(log_file);
     fprintf(log_file, "PID %d\n", getpid());
-    int rc = strcmp(argv[1], "families") == 0 ? families() : pairs(argc > 3 ? atoi(argv[3]) : 10);
+    int n = argc > 3 ? atoi(argv[3]) : 10;
+    int rc = strcmp(argv[1], "families") == 0 ? families()
+             : strcmp(argv[1], "lazy") == 0   ? lazy(n)
+                                              : pairs(n);
     MUST(fclose(log_file) == 0);
     return rc;
 }

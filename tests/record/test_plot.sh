@@ -3,9 +3,15 @@
 # SVG are written, self-contained, and show in a real browser (headless
 # Chromium) every series, the peak and the budget line where the axes put
 # them, every refusal, and the time and bytes under the pointer
-# (browser.py). Screenshots: BUILD_DIR/test-output/plot/.
+# (browser.py). And a recording of a program whose driver takes memory of
+# its own (recorded lazy: kernels' code loaded at their first launch on the
+# simulated H100): NVML's line on its family chart at NVML's figure, in the
+# legend and under the pointer; none on the million events, which have no
+# NVML readings (as an old recording). Screenshots:
+# BUILD_DIR/test-output/plot/.
 set -u
-build=${1:?usage: test_plot.sh BUILD_DIR}
+build=${1:?usage: test_plot.sh BUILD_DIR RECORDED}
+recorded=${2:?usage: test_plot.sh BUILD_DIR RECORDED}
 here=$(cd "$(dirname "$0")" && pwd)
 vram=$build/vram synth=$build/vram-synth-recording
 . "$here/../lib.sh"
@@ -40,6 +46,29 @@ rc=$?
 cat "$out/browser.log"
 check "what the browser shows" test $rc = 0
 check "screenshots" test -s "$out/timeline.png" -a -s "$out/timeline-svg.png"
+check "no NVML readings in the made-up recording, so no NVML line" \
+  sh -c "! grep -q 'class=\"nvml\"' '$out/timeline.svg' && ! grep -q 'nvml' '$tmp/info.json'"
+
+# --- NVML's line: the driver's own memory --------------------------------
+export VRAM_SIM_DIR=$tmp/sim
+mkdir "$VRAM_SIM_DIR"
+"$vram" run --limit 1276MiB --record "$tmp/lazy.vrec" --summary "$tmp/lazy-summary.json" \
+  --log off -- "$recorded" lazy "$tmp/lazy.log" 8
+check "the program ran" test $? = 0
+"$vram" record info --json "$tmp/lazy.vrec" >"$tmp/lazy-info.json"
+nvml=$(json_field "$tmp/lazy-summary.json" 'd["devices"][0]["nvml_peak"]')
+check "the recording's NVML peak is what vram run read from NVML" \
+  test "$(json_field "$tmp/lazy-info.json" 'd["devices"][0].get("nvml_peak")')" = "$nvml"
+check "which is above what vram charged the calls: the driver's code" test "$nvml" -gt \
+  "$(json_field "$tmp/lazy-info.json" 'sum(v for k, v in d["devices"][0]["family_peaks"].items() if k != "driver")')"
+"$vram" plot "$tmp/lazy.vrec" -o "$out/lazy.html" --title "lazy code" 2>/dev/null
+"$vram" plot "$tmp/lazy.vrec" -o "$out/lazy.svg" --title "lazy code" 2>/dev/null
+$py "$here/browser.py" "$out/lazy.html" "$out/lazy.svg" "$tmp/lazy-info.json" "$out" lazy \
+  >"$out/lazy-browser.log" 2>&1
+rc=$?
+cat "$out/lazy-browser.log"
+check "what the browser shows of NVML's line" test $rc = 0
+check "NVML's line was checked" grep -q "NVML's line peaks at NVML's peak" "$out/lazy-browser.log"
 
 echo "$passed passed, $failures failed"
 [ "$failures" = 0 ]

@@ -52,6 +52,40 @@ check "every family in it" test "$(json_field "$tmp/info.json" \
 check "no recorders' directory left" sh -c "! ls -d '$tmp'/*.recording-* 2>/dev/null"
 check "nothing noted for a program that ended well" sh -c "! grep -q 'note:' '$tmp/fam.err'"
 
+# --- the driver's own memory: NVML's readings -----------------------------
+# Eight kernels' code loaded lazily at their first launch (2 MiB each, no
+# call vram governs): NVML's readings are in the recording, the last before
+# the program's step what NVML said, exceeding what vram charged the calls
+# by the driver's part (check_recording.py --lazy); the other forms show
+# NVML's figure (the trace) or leave it out (RMM's log, which has only
+# allocations: its peak stays vram's).
+run --record "$tmp/lazy.vrec" --summary "$tmp/lazy-summary.json" --log off -- \
+  "$recorded" lazy "$tmp/lazy.log" 8
+check "the lazy program ran" test $? = 0
+$py "$here/check_recording.py" --lazy "$tmp/lazy.vrec" "$tmp/lazy.log" 8 >"$tmp/lazy.json" \
+  2>"$tmp/err"
+check "NVML's readings recorded: its figure is what vram charged and the driver's part" \
+  test -s "$tmp/lazy.json"
+cat "$tmp/err"
+echo "lazy: $(cat "$tmp/lazy.json")"
+nvml=$(json_field "$tmp/lazy-summary.json" 'd["devices"][0]["nvml_peak"]')
+check "the driver's part: eight kernels' code" \
+  test "$(json_field "$tmp/lazy.json" 'd.get("driver")' 2>/dev/null)" = "$(mib 16)"
+"$vram" record convert "$tmp/lazy.vrec" "$tmp/lazy.trace.json"
+check "the trace's NVML counter peaks at vram run's NVML peak" test "$($py -c '
+import json, sys
+print(max(e["args"]["NVML"] for e in json.load(open(sys.argv[1]))["traceEvents"]
+          if e.get("name") == "GPU 0 NVML"))' "$tmp/lazy.trace.json" 2>&1)" = "$nvml"
+"$vram" record convert "$tmp/lazy.vrec" "$tmp/lazy.csv"
+$py "$here/check_csv.py" "$tmp/lazy.csv" >"$tmp/lazy-csv.json" 2>"$tmp/err"
+check "RMM's log has no line for NVML's readings: its peak is vram's" \
+  test "$(json_field "$tmp/lazy-csv.json" 'd["peak"]' 2>/dev/null)" = \
+  "$(json_field "$tmp/lazy-summary.json" 'd["devices"][0]["peak"]')"
+cat "$tmp/err"
+"$vram" record convert "$tmp/lazy.vrec" "$tmp/lazy2.vrec"
+check "vram's own form keeps NVML's readings" \
+  $py "$here/check_recording.py" --lazy "$tmp/lazy2.vrec" "$tmp/lazy.log" 8
+
 # --- RMM's log: replays to the same peak ----------------------------------
 run --record "$tmp/fam.csv" --summary "$tmp/csv-summary.json" --log off -- \
   "$recorded" families "$tmp/csv.log"
