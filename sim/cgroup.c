@@ -59,8 +59,12 @@ bool cg_view_open(struct cg_view *v)
     if (!f)
         return false;
     char line[4096];
-    bool found = false;
+    bool found = false, whole_line = true;
     while (fgets(line, sizeof line, f)) {
+        bool starts = whole_line; /* not the rest of a line longer than the buffer */
+        whole_line = strchr(line, '\n') != NULL;
+        if (!starts)
+            continue;
         const char *sep = strstr(line, " - "), *root, *point;
         size_t root_len, point_len;
         struct cg_view c;

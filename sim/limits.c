@@ -24,9 +24,17 @@ struct entry {
     size_t path_len;
 };
 
+/* Whether the state directory is root's: in one of another user's, that
+ * user could remove root's files, limits among them. */
+static bool root_dir(int dir)
+{
+    struct stat st;
+    return fstat(dir, &st) == 0 && st.st_uid == 0;
+}
+
 /* The limits file's contents, NUL-terminated (malloc'ed), if it counts:
- * root's regular file, writable by no one else. NULL when there is none,
- * which costs one failed openat. */
+ * root's regular file, writable by no one else, in root's directory. NULL
+ * when there is none, which costs one failed openat. */
 static char *read_file(int dir)
 {
     int fd = openat(dir, LIMITS_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -34,7 +42,7 @@ static char *read_file(int dir)
         return NULL;
     struct stat st;
     char *text = NULL;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+    if (root_dir(dir) && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
         !(st.st_mode & (S_IWGRP | S_IWOTH)) && st.st_size <= FILE_LARGEST &&
         (text = malloc((size_t)st.st_size + 1))) {
         ssize_t n = pread(fd, text, (size_t)st.st_size, 0);
@@ -142,15 +150,27 @@ static enum limits_result resolve(const char *path, uint64_t *id)
     }
 }
 
+/* ... and the state directory, for Set and Get. */
+static enum limits_result resolve_in(const char *path, uint64_t *id, int *dir)
+{
+    enum limits_result rc = resolve(path, id);
+    if (rc == LIMITS_OK && (*dir = occ_dir()) < 0)
+        rc = LIMITS_IO;
+    return rc;
+}
+
 enum limits_result limits_set(int dev, const char *path, uint64_t soft, uint64_t hard)
 {
     uint64_t id;
-    enum limits_result rc = resolve(path, &id);
+    int dir;
+    enum limits_result rc = resolve_in(path, &id, &dir);
     if (rc != LIMITS_OK)
         return rc;
-    int dir = occ_dir();
-    if (dir < 0)
+    if (!root_dir(dir)) {
+        fprintf(stderr, "vram-sim: the state directory (VRAM_SIM_DIR) belongs to a user other "
+                        "than root, who could remove the limits; they need one of root's\n");
         return LIMITS_IO;
+    }
     int lock = take_lock(dir);
     if (lock < 0) {
         fprintf(stderr, "vram-sim: cannot lock %s in the state directory (VRAM_SIM_DIR): %s\n",
@@ -201,12 +221,10 @@ enum limits_result limits_get(int dev, const char *path, uint64_t *soft, uint64_
                               uint64_t *used)
 {
     uint64_t id;
-    enum limits_result rc = resolve(path, &id);
+    int dir;
+    enum limits_result rc = resolve_in(path, &id, &dir);
     if (rc != LIMITS_OK)
         return rc;
-    int dir = occ_dir();
-    if (dir < 0)
-        return LIMITS_IO;
     *soft = 0;
     *hard = LIMITS_NONE;
     char *text = read_file(dir);
@@ -229,9 +247,12 @@ void limits_of_self(int dev, struct limits_self *self)
     char *text = dir >= 0 ? read_file(dir) : NULL;
     if (!text)
         return;
-    uint64_t chain[CG_MAX_DEPTH];
-    int depth = cg_view_open(&self->view) ? cg_chain(&self->view, 0, chain, CG_MAX_DEPTH) : 0;
     struct entry e;
+    bool any = false; /* on this device: only then is this process's cgroup read */
+    for (const char *at = text; !any && next_entry(&at, &e);)
+        any = e.dev == dev && e.hard != LIMITS_NONE;
+    uint64_t chain[CG_MAX_DEPTH];
+    int depth = any && cg_view_open(&self->view) ? cg_chain(&self->view, 0, chain, CG_MAX_DEPTH) : 0;
     for (const char *at = text; depth && self->n < LIMITS_NESTED && next_entry(&at, &e);) {
         if (e.dev != dev || e.hard == LIMITS_NONE)
             continue;

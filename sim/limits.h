@@ -4,9 +4,9 @@
  *
  * They live beside the occupancy records (occupancy.h's rules for
  * VRAM_SIM_DIR) in one text file, `limits`, that counts only while it is a
- * regular file owned by root and writable by no one else: in the sticky
- * directory no other user can replace or remove it, and a file another
- * user makes under that name is ignored. Root replaces it whole (a new file
+ * regular file owned by root and writable by no one else, in a directory
+ * of root's: in that sticky directory no other user can replace or remove
+ * it, and a file another user makes under that name is ignored. Root replaces it whole (a new file
  * renamed over it: a process killed at any instruction leaves the old one
  * or the new one, at worst with a stray `limits.new-*` beside it), with
  * writers taking turns on `limits.lock` (root's, 0600, so no one else can

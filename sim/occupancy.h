@@ -16,6 +16,7 @@
  *                       owner only; a record counts only if it is a regular
  *                       file whose owner is the user running the process it
  *                       names.
+ *   limits, limits.lock  per-cgroup memory limits (R615), root's (limits.h).
  *
  * There is no lock shared between processes. A charge is first announced in
  * the process's own record with a ticket (a time), then decided against

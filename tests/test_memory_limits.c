@@ -14,10 +14,14 @@
  *     to the limit exactly and gets CUDA_ERROR_OUT_OF_MEMORY past it;
  *   - a process outside the cgroup allocates beyond 1 GiB and sees the
  *     device's 8 GiB;
+ *   - two processes of the cgroup asking at once for its last bytes: one
+ *     gets them, never both;
  *   - clearing (soft 0, hard MAX) lifts the limit; removing the cgroup
  *     clears it too (a cgroup made again at its path has none);
  *   - a user other than root gets NVML_ERROR_NO_PERMISSION, a path that is
- *     no cgroup INVALID_ARGUMENT or NOT_FOUND.
+ *     no cgroup INVALID_ARGUMENT or NOT_FOUND;
+ *   - a VRAM_SIM_DRIVER the simulator does not model is refused by both
+ *     libraries, naming the variable, its value and what is accepted.
  * Before the simulator had these functions, libnvidia-ml had no such
  * symbol and the test failed at its dlsym (and cuMemAlloc past the limit
  * succeeded).
@@ -48,6 +52,8 @@
 #define SOFT (512 * MiB)
 #define DEVICE (8 * GiB)
 #define STEP (2 * MiB) /* the device's granularity: what any allocation costs at least */
+#define RACE_LIMIT (2 * GiB) /* two contexts and one RACE, not two */
+#define RACE (600 * MiB)
 
 static PFN_nvmlDeviceSetMemoryLimits_v1 set_limits;
 static PFN_nvmlDeviceGetMemoryLimits_v1 get_limits;
@@ -96,16 +102,24 @@ static void version_is(const char *want)
 /* --------------------------------------------------------- the cgroups */
 
 static char mnt[4096], group[4200], job[4300];
-static pid_t inside = -1, owner;
+/* A process this test runs in cgroup `job`. */
+struct member {
+    pid_t pid;
+    FILE *from;
+    int to;
+};
+static struct member members[3];
+static pid_t owner;
 
 static void clean_up(void)
 {
     if (getpid() != owner)
         return;
-    if (inside > 0) {
-        kill(inside, SIGKILL);
-        waitpid(inside, NULL, 0);
-    }
+    for (int i = 0; i < 3; i++)
+        if (members[i].pid > 0) {
+            kill(members[i].pid, SIGKILL);
+            waitpid(members[i].pid, NULL, 0);
+        }
     if (job[0])
         rmdir(job);
     if (group[0])
@@ -149,17 +163,13 @@ static void make_cgroups(void)
 
 /* ------------------------------------------------ the process inside */
 
-static FILE *from_inside;
-static int to_inside = -1;
-
-/* A line from the process inside; if it ended, its status decides. */
-static void hear(const char *want)
+/* A line from a member into line; if it ended, its status decides. */
+static void hear(struct member *m, const char *want, char line[256])
 {
-    char line[256];
-    if (!fgets(line, sizeof line, from_inside)) {
+    if (!fgets(line, 256, m->from)) {
         int status;
-        CHECK(waitpid(inside, &status, 0) == inside);
-        inside = -1;
+        CHECK(waitpid(m->pid, &status, 0) == m->pid);
+        m->pid = -1;
         if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
             skip("cannot move a process into a cgroup of the private cgroup2 mount");
         fprintf(stderr, "the process inside the cgroup ended (status %d) before \"%s\"\n",
@@ -169,16 +179,19 @@ static void hear(const char *want)
     CHECK_CONTAINS(line, want);
 }
 
-static void tell(const char *what) { CHECK(write(to_inside, what, strlen(what)) == (ssize_t)strlen(what)); }
+static void tell(struct member *m, const char *what)
+{
+    CHECK(write(m->to, what, strlen(what)) == (ssize_t)strlen(what));
+}
 
-/* Runs this program again in cgroup `job`, with no interposer. */
-static void start_inside(void)
+/* Runs this program again as `role` in cgroup `job`, with no interposer. */
+static void start_inside(struct member *m, const char *role)
 {
     int up[2], down[2];
     CHECK(pipe(up) == 0 && pipe(down) == 0);
-    inside = fork();
-    CHECK(inside >= 0);
-    if (inside == 0) {
+    m->pid = fork();
+    CHECK(m->pid >= 0);
+    if (m->pid == 0) {
         char procs[4400];
         snprintf(procs, sizeof procs, "%s/cgroup.procs", job);
         FILE *f = fopen(procs, "w");
@@ -188,15 +201,25 @@ static void start_inside(void)
         dup2(up[1], 1);
         close(up[0]), close(up[1]), close(down[0]), close(down[1]);
         unsetenv("LD_PRELOAD");
-        setenv("TEST_MEMORY_LIMITS_AS", "inside", 1);
+        setenv("TEST_MEMORY_LIMITS_AS", role, 1);
         execl("/proc/self/exe", "test_memory_limits", (char *)NULL);
         _exit(127);
     }
     close(up[1]);
     close(down[0]);
-    from_inside = fdopen(up[0], "r");
-    to_inside = down[1];
-    CHECK(from_inside != NULL);
+    m->from = fdopen(up[0], "r");
+    m->to = down[1];
+    CHECK(m->from != NULL);
+}
+
+static void finish(struct member *m)
+{
+    int status;
+    tell(m, "end\n");
+    CHECK(waitpid(m->pid, &status, 0) == m->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    m->pid = -1;
+    fclose(m->from);
+    close(m->to);
 }
 
 static void wait_line(const char *want)
@@ -204,6 +227,15 @@ static void wait_line(const char *want)
     char line[256];
     CHECK(fgets(line, sizeof line, stdin) != NULL);
     CHECK_CONTAINS(line, want);
+}
+
+/* Device 0's primary context, current. */
+static void context_up(void)
+{
+    CUcontext ctx;
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
+    CHECK(cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
 }
 
 static void nvml_total_is(uint64_t total, uint64_t used)
@@ -218,14 +250,11 @@ static void nvml_total_is(uint64_t total, uint64_t used)
 /* The process in the cgroup: a 1 GiB device, full at exactly 1 GiB. */
 static int run_inside(void)
 {
-    CUcontext ctx;
     CUdeviceptr a, b, c;
     size_t free_b, total;
     CHECK(getenv("LD_PRELOAD") == NULL);
     nvml_up();
-    CHECK(cuInit(0) == CUDA_SUCCESS);
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
-    CHECK(cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
+    context_up();
     CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS);
     CHECK(total == LIMIT);
     uint64_t context = LIMIT - free_b; /* what the cgroup holds: this context */
@@ -258,7 +287,50 @@ static int run_inside(void)
     return 0;
 }
 
+/* Two of these race for the cgroup's last bytes. */
+static int run_racer(void)
+{
+    CUdeviceptr a;
+    context_up();
+    printf("ready\n");
+    fflush(stdout);
+    wait_line("go");
+    printf("got %d\n", (int)cuMemAlloc_v2(&a, RACE));
+    fflush(stdout);
+    wait_line("end");
+    return 0;
+}
+
 /* ----------------------------------------------------------- the test */
+
+/* A driver the simulator does not model is refused by both libraries,
+ * naming the variable, its value and what is accepted. */
+static void bad_driver(void)
+{
+    int out[2];
+    CHECK(pipe(out) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], 2);
+        setenv("VRAM_SIM_DRIVER", "600", 1);
+        void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        PFN_nvmlInit_v2 init = lib ? (PFN_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
+        _exit(init && init() != NVML_SUCCESS && cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+    }
+    close(out[1]);
+    char text[2048] = "";
+    size_t n = 0;
+    ssize_t got;
+    while (n < sizeof text - 1 && (got = read(out[0], text + n, sizeof text - 1 - n)) > 0)
+        n += (size_t)got;
+    close(out[0]);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_CONTAINS(text, "VRAM_SIM_DRIVER=\"600\"");
+    CHECK_CONTAINS(text, "expected 580");
+    CHECK_CONTAINS(text, "615");
+}
 
 /* Under the default profile the functions are absent. */
 static void default_profile(void)
@@ -314,12 +386,9 @@ static void state_says(uint64_t soft, uint64_t hard)
 /* This process is outside the cgroup: the device is all its own. */
 static void outside(void)
 {
-    CUcontext ctx;
     CUdeviceptr a;
     size_t free_b, total;
-    CHECK(cuInit(0) == CUDA_SUCCESS);
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
-    CHECK(cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
+    context_up();
     CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS);
     CHECK(total == DEVICE);
     CHECK(cuMemAlloc_v2(&a, 2 * LIMIT) == CUDA_SUCCESS);
@@ -329,8 +398,9 @@ static void outside(void)
 
 int main(void)
 {
-    if (getenv("TEST_MEMORY_LIMITS_AS"))
-        return run_inside();
+    const char *role = getenv("TEST_MEMORY_LIMITS_AS");
+    if (role)
+        return strcmp(role, "racer") == 0 ? run_racer() : run_inside();
     if (geteuid() != 0)
         skip("needs root (to make cgroups and set limits)");
     owner = getpid();
@@ -338,6 +408,7 @@ int main(void)
     private_gpu("8GiB");
     make_cgroups();
 
+    bad_driver();
     default_profile();
     setenv("VRAM_SIM_DRIVER", "615", 1);
     nvml_up();
@@ -357,8 +428,10 @@ int main(void)
     nvmlGetMemoryLimits_v1_t l = get(group);
     CHECK(l.softLimit == SOFT && l.hardLimit == LIMIT && l.currentUsed == 0);
 
-    start_inside();
-    hear("full");
+    struct member *in = &members[0];
+    char line[256];
+    start_inside(in, "inside");
+    hear(in, "full", line);
     l = get(group);
     CHECK(l.softLimit == SOFT && l.hardLimit == LIMIT);
     CHECK(l.currentUsed == LIMIT); /* the child's context and allocations */
@@ -370,14 +443,34 @@ int main(void)
     CHECK(set(group, 0, NVML_DEVICE_MEMORY_LIMIT_MAX) == NVML_SUCCESS);
     l = get(group);
     CHECK(l.softLimit == 0 && l.hardLimit == NVML_DEVICE_MEMORY_LIMIT_MAX);
-    tell("cleared\n");
-    hear("beyond");
+    tell(in, "cleared\n");
+    hear(in, "beyond", line);
     CHECK(get(group).currentUsed == 2 * LIMIT);
-    tell("end\n");
-    int status;
-    CHECK(waitpid(inside, &status, 0) == inside && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    inside = -1;
+    finish(in);
     CHECK(get(group).currentUsed == 0);
+
+    /* Two processes of the cgroup asking at once for its last bytes: one
+     * gets them, the other CUDA_ERROR_OUT_OF_MEMORY, however they race. */
+    CHECK(set(group, 0, RACE_LIMIT) == NVML_SUCCESS);
+    struct member *r1 = &members[1], *r2 = &members[2];
+    start_inside(r1, "racer");
+    start_inside(r2, "racer");
+    hear(r1, "ready", line);
+    hear(r2, "ready", line);
+    uint64_t contexts = get(group).currentUsed;
+    CHECK(contexts > 0 && contexts + RACE <= RACE_LIMIT && contexts + 2 * RACE > RACE_LIMIT);
+    tell(r1, "go\n");
+    tell(r2, "go\n");
+    int got[2];
+    hear(r1, "got ", line);
+    got[0] = atoi(line + 4);
+    hear(r2, "got ", line);
+    got[1] = atoi(line + 4);
+    CHECK((got[0] == CUDA_SUCCESS && got[1] == CUDA_ERROR_OUT_OF_MEMORY) ||
+          (got[1] == CUDA_SUCCESS && got[0] == CUDA_ERROR_OUT_OF_MEMORY));
+    CHECK(get(group).currentUsed == contexts + RACE);
+    finish(r1);
+    finish(r2);
 
     /* Removing the cgroup takes its limit: one made again there has none. */
     CHECK(set(group, SOFT, LIMIT) == NVML_SUCCESS);
