@@ -53,7 +53,7 @@ static bool field(const char *line, int n, const char **start, size_t *len)
     return true;
 }
 
-bool cg_view_open(struct cg_view *v)
+static bool read_view(struct cg_view *v)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     if (!f)
@@ -84,6 +84,22 @@ bool cg_view_open(struct cg_view *v)
     }
     fclose(f);
     return found;
+}
+
+bool cg_view_open(struct cg_view *v)
+{
+    /* Reading mountinfo costs more than all the rest of a charge: each
+     * thread keeps the mount it found while that still shows the hierarchy
+     * (a thread of its own: nothing shared, nothing a fork can leave
+     * locked). */
+    static __thread struct cg_view known;
+    static __thread bool have;
+    struct stat st;
+    if (!have || stat(known.mount, &st) != 0 || st.st_dev != known.dev)
+        have = read_view(&known);
+    if (have)
+        *v = known;
+    return have;
 }
 
 enum cg_lookup cg_id_of_path(const char *path, uint64_t *id)

@@ -11,8 +11,8 @@
  * A process's cgroup is the "0::" line of /proc/PID/cgroup: a path in the
  * hierarchy as the reader's cgroup namespace sees it, as is the root field
  * of a cgroup2 mount in /proc/self/mountinfo; the cgroup's directory is the
- * mount point joined with what follows the mount's root. Nothing is cached:
- * processes move between cgroups, and mounts come and go.
+ * mount point joined with what follows the mount's root. Only the mount is
+ * remembered (checked on each use): processes move between cgroups.
  */
 #ifndef VRAM_SIM_CGROUP_H
 #define VRAM_SIM_CGROUP_H
