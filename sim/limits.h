@@ -27,7 +27,9 @@
  * The hard limit bounds every byte the live processes of the cgroup and
  * its descendants hold on the device (occupancy.h's records, each process's
  * cgroup read from /proc/PID/cgroup), checked on every charge of the
- * driver. The soft limit is kept and answered, not enforced: what the
+ * driver. A process's bytes count in the cgroup it is in now: one moved
+ * takes them along (the kernel's dmem controller would leave them charged
+ * where they were taken). The soft limit is kept and answered, not enforced: what the
  * driver does to a cgroup above it under pressure is not modelled.
  */
 #ifndef VRAM_SIM_LIMITS_H
@@ -41,7 +43,7 @@
 #define LIMITS_FILE "limits"
 #define LIMITS_NONE UINT64_MAX /* a hard limit of none */
 #define LIMITS_MAX 256         /* entries in the file */
-#define LIMITS_NESTED 8        /* limited cgroups one process can be in */
+#define LIMITS_NESTED OCC_MAX_GROUPS /* limited cgroups one process is held to */
 
 enum limits_result {
     LIMITS_OK,

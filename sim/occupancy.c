@@ -254,15 +254,13 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-#define MAX_GROUPS 8
-
 struct decision {
     int dev;
     uint64_t held;  /* by others, decided */
     uint64_t ahead; /* announced by others before us (or being announced), undecided */
     const struct occ_group *groups;
     int ngroups;
-    uint64_t group_held[MAX_GROUPS], group_ahead[MAX_GROUPS]; /* the same, by members */
+    uint64_t group_held[OCC_MAX_GROUPS], group_ahead[OCC_MAX_GROUPS]; /* the same, by members */
 };
 
 static void weigh(const struct occ_record *r, void *arg)
@@ -341,8 +339,8 @@ int occ_charge(int dev, uint64_t bytes, uint64_t total, const struct occ_group *
 {
     if (occ_open() != 0)
         return -2;
-    if (n > MAX_GROUPS)
-        n = MAX_GROUPS; /* cgroups nest no deeper in practice; the innermost come first */
+    if (n > OCC_MAX_GROUPS)
+        n = OCC_MAX_GROUPS;
     pthread_mutex_lock(&lock);
     int rc = -1;
     if (own.used[dev] <= total && bytes <= total - own.used[dev]) {

@@ -55,6 +55,7 @@ int occ_open(void);
  * one among them) hold at most `limit` of the device together. It is
  * decided in the same way as the device's own, with the same tickets, so
  * two members racing for the group's last bytes never both pass either. */
+#define OCC_MAX_GROUPS 8 /* a charge's groups (more are not counted) */
 struct occ_group {
     uint64_t limit;
     bool (*member)(int64_t pid, const void *arg);
