@@ -11,7 +11,8 @@
  *     included; the state file says it in the format limits.h gives;
  *   - that process, with no interposer (LD_PRELOAD unset), sees a 1 GiB
  *     device in cuMemGetInfo and nvmlDeviceGetMemoryInfo_v2, allocates up
- *     to the limit exactly and gets CUDA_ERROR_OUT_OF_MEMORY past it;
+ *     to the limit exactly and gets CUDA_ERROR_OUT_OF_MEMORY past it, also
+ *     for the driver's own memory (a kernel's code at its first launch);
  *   - a process outside the cgroup allocates beyond 1 GiB and sees the
  *     device's 8 GiB;
  *   - two processes of the cgroup asking at once for its last bytes: one
@@ -36,6 +37,7 @@
  * Needs root and cgroup2: SKIPs (77) otherwise.
  */
 #include "../src/cuda/cuda_prototypes.h"
+#include "../src/cuda/granularity.h"
 #include "../src/cuda/nvml_limits.h"
 #include "check.h"
 
@@ -201,6 +203,7 @@ static void start_inside(struct member *m, const char *role)
         dup2(up[1], 1);
         close(up[0]), close(up[1]), close(down[0]), close(down[1]);
         unsetenv("LD_PRELOAD");
+        setenv("CUDA_MODULE_LOADING", "LAZY", 1);
         setenv("TEST_MEMORY_LIMITS_AS", role, 1);
         execl("/proc/self/exe", "test_memory_limits", (char *)NULL);
         _exit(127);
@@ -247,6 +250,16 @@ static void nvml_total_is(uint64_t total, uint64_t used)
     CHECK(m.used + m.free + m.reserved == m.total);
 }
 
+/* A module of one tiny kernel, "k": its image on the device, and 2 MiB of
+ * code at its first launch (sim/config.h, SIM_CODE_STEP). */
+static const char ptx[] = "//\n.version 8.0\n.target sm_90\n.address_size 64\n\n"
+                          ".visible .entry k(\n\t.param .u64 p\n)\n{\n\tret;\n}\n";
+
+static CUresult launch(CUfunction f)
+{
+    return cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL);
+}
+
 /* The process in the cgroup: a 1 GiB device, full at exactly 1 GiB. */
 static int run_inside(void)
 {
@@ -264,11 +277,23 @@ static int run_inside(void)
     CHECK(cuDeviceTotalMem_v2(&device_total, 0) == CUDA_SUCCESS);
     CHECK(device_total == DEVICE); /* the device's, as the reference keeps it */
 
-    CHECK(cuMemAlloc_v2(&a, free_b + STEP) == CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(cuMemAlloc_v2(&a, free_b - STEP) == CUDA_SUCCESS);  /* just below the limit */
-    CHECK(cuMemAlloc_v2(&b, 2 * STEP) == CUDA_ERROR_OUT_OF_MEMORY); /* one step past it */
-    CHECK(cuMemAlloc_v2(&b, STEP) == CUDA_SUCCESS);           /* exactly at it */
+    /* A module: its image now, its code at its kernel's first launch. */
+    CUmodule mod;
+    CUfunction kernel;
+    CHECK(cuModuleLoadData(&mod, ptx) == CUDA_SUCCESS);
+    CHECK(cuModuleGetFunction(&kernel, mod, "k") == CUDA_SUCCESS);
+    CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS);
+    CHECK(total == LIMIT && free_b == LIMIT - context - device_charge(sizeof ptx));
+
+    /* Whole steps, then what is left below one (charged by 512 bytes). */
+    size_t big = free_b & ~(STEP - 1), rest = free_b - big;
+    CHECK(cuMemAlloc_v2(&a, big + STEP) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAlloc_v2(&a, big) == CUDA_SUCCESS);                   /* below the limit */
+    CHECK(cuMemAlloc_v2(&b, rest + 512) == CUDA_ERROR_OUT_OF_MEMORY); /* past it */
+    CHECK(cuMemAlloc_v2(&b, rest) == CUDA_SUCCESS);                  /* exactly at it */
     CHECK(cuMemAlloc_v2(&c, 1) == CUDA_ERROR_OUT_OF_MEMORY);
+    /* The driver's own memory too: the kernel's code has no room. */
+    CHECK(launch(kernel) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS);
     CHECK(free_b == 0 && total == LIMIT);
     nvml_total_is(LIMIT, LIMIT);
@@ -277,6 +302,7 @@ static int run_inside(void)
 
     wait_line("cleared");
     CHECK(cuMemAlloc_v2(&c, LIMIT) == CUDA_SUCCESS);
+    CHECK(launch(kernel) == CUDA_SUCCESS); /* its code: a step more */
     CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS);
     CHECK(total == DEVICE);
     nvmlMemory_v2_t m = {.version = nvmlMemory_v2};
@@ -445,7 +471,7 @@ int main(void)
     CHECK(l.softLimit == 0 && l.hardLimit == NVML_DEVICE_MEMORY_LIMIT_MAX);
     tell(in, "cleared\n");
     hear(in, "beyond", line);
-    CHECK(get(group).currentUsed == 2 * LIMIT);
+    CHECK(get(group).currentUsed == 2 * LIMIT + STEP);
     finish(in);
     CHECK(get(group).currentUsed == 0);
 
