@@ -310,6 +310,7 @@ static int run_inside(void)
     printf("beyond\n");
     fflush(stdout);
     wait_line("end");
+    CHECK(cuModuleUnload(mod) == CUDA_SUCCESS);
     return 0;
 }
 
