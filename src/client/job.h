@@ -119,6 +119,14 @@ int job_watch(struct job *j, struct command_shared *shared, int fd);
  * job's state once it has any. */
 void job_member(struct job *j, pid_t pid);
 
+/* For a job root registers (for_user): this process, root's (a Slurm
+ * task before it execs), asks vramd on a connection of its own to be put
+ * in the job's cgroup, where the driver holds the job's grants
+ * (src/daemon/driver_limits.h). Touches nothing of j but its socket and
+ * name: it runs in a forked copy of the holder. 1 placed; 0 the job's
+ * grants are the interposer's alone (nothing to do); -1 with why. */
+int job_place(const struct job *j, char *why, size_t n);
+
 /* Starts the thread that reports and re-registers (see above). */
 void job_start(struct job *j);
 

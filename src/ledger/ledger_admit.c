@@ -34,6 +34,21 @@ uint64_t ledger_reserved_against(const struct ledger *l, const struct ledger_cli
     return against;
 }
 
+uint64_t ledger_guarantee(const struct ledger *l, const struct ledger_client *c, int dev)
+{
+    uint64_t most = 0;
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind != RULE_RESERVE || !policy_on_device(rule, dev, l->dev[dev].uuid) ||
+            !ledger_rule_covers(rule, c))
+            continue;
+        uint64_t amount = amount_of(&rule->amount, l->dev[dev].total);
+        if (amount > most)
+            most = amount;
+    }
+    return most < c->use[dev].grant ? most : c->use[dev].grant;
+}
+
 /* What of c's own reservations on the device no one entitled holds yet:
  * memory only c's kind may take, whoever waits. */
 static uint64_t reserved_for(const struct ledger *l, const struct ledger_client *c, int dev)
