@@ -82,6 +82,20 @@ int sim_config_module_loading(bool *lazy)
     return -1;
 }
 
+int sim_config_driver(void)
+{
+    const char *spec = getenv("VRAM_SIM_DRIVER");
+    if (!spec || !*spec || strcmp(spec, "580") == 0)
+        return SIM_DRIVER_DEFAULT;
+    if (strcmp(spec, "615") == 0)
+        return SIM_DRIVER_R615;
+    fprintf(stderr, "vram-sim: VRAM_SIM_DRIVER=\"%s\": not a driver the simulator models; "
+                    "expected 580 (the measured H100's driver, the default) or 615 (R615, whose "
+                    "NVML sets per-cgroup memory limits)\n",
+            spec);
+    return -1;
+}
+
 void sim_config_uuid(int phys, unsigned char out[16])
 {
     static const unsigned char base[16] = {0x5a, 0x1d, 0x0e, 0x5a, 0x00, 0x00, 0x40, 0x00,

@@ -27,6 +27,15 @@
 #define SIM_CUDA_VERSION 13000
 #define SIM_DRIVER_VERSION_TEXT "580.65.06"
 #define SIM_NVML_VERSION_TEXT "13.580.65.06"
+/* VRAM_SIM_DRIVER=615 makes it an R615 driver, whose NVML has per-cgroup
+ * memory limits (nvmlDeviceSetMemoryLimits_v1, limits.h). Its version is
+ * invented (no R615 driver has been seen here): "615.23.04". The API stays
+ * CUDA 13.0's (cuDriverGetVersion 13000), as nothing the simulator models
+ * needs a later one. */
+#define SIM_DRIVER_DEFAULT 580
+#define SIM_DRIVER_R615 615
+#define SIM_DRIVER_R615_VERSION_TEXT "615.23.04"
+#define SIM_NVML_R615_VERSION_TEXT "13.615.23.04"
 /* Device memory a CUDA context takes on the profile, unless
  * VRAM_SIM_CONTEXT_SIZE says otherwise: 518 MiB, measured on an H100 80GB
  * HBM3 with driver 580.159.04 and CUDA 13.0 on 2026-11-26 (issue 21): a
@@ -70,6 +79,9 @@ int sim_config_context_size(uint64_t *bytes);
 /* CUDA_MODULE_LOADING: *lazy true for LAZY (and when unset, the driver's
  * default), false for EAGER; -1 after printing what is wrong. */
 int sim_config_module_loading(bool *lazy);
+/* VRAM_SIM_DRIVER: the driver series, SIM_DRIVER_DEFAULT or
+ * SIM_DRIVER_R615; -1 after printing what is wrong. */
+int sim_config_driver(void);
 void sim_config_uuid(int phys, unsigned char out[16]);
 /* "GPU-5a1d0e5a-a000-4000-8000-000000000000" */
 void sim_config_uuid_text(int phys, char out[48]);

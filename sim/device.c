@@ -19,6 +19,7 @@
 #include "../src/cuda/uuid.h"
 #include "../src/util/parse.h"
 #include "config.h"
+#include "limits.h"
 #include "occupancy.h"
 #include "sim.h"
 
@@ -165,7 +166,7 @@ EXPORT CUresult cuInit(unsigned int flags)
         uint64_t phys_total[SIM_MAX_DEVICES];
         int nphys = sim_config_devices(phys_total);
         if (nphys < 0 || sim_config_context_size(&sim.context_size) != 0 ||
-            sim_config_module_loading(&sim.lazy_loading) != 0)
+            sim_config_module_loading(&sim.lazy_loading) != 0 || sim_config_driver() < 0)
             rc = CUDA_ERROR_INVALID_VALUE;
         else if (occ_open() != 0)
             rc = CUDA_ERROR_NOT_INITIALIZED;
@@ -200,12 +201,32 @@ CUresult sim_check_device(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* Every charge, whatever asked for the memory (an allocation, a context, a
+ * module's code, a pool, VMM), is also held to the hard limits NVML set on
+ * the process's cgroup and those above it (an R615 driver's, limits.h):
+ * past one it fails as on a full device, with or without the interposer. */
 CUresult sim_charge(int dev, uint64_t bytes)
 {
     if (!bytes)
         return CUDA_SUCCESS;
-    int rc = occ_charge(sim.phys[dev], bytes, sim.total[dev]);
+    struct limits_self limited;
+    limits_of_self(sim.phys[dev], &limited);
+    int rc = occ_charge(sim.phys[dev], bytes, sim.total[dev], limited.group, limited.n);
     return rc == 0 ? CUDA_SUCCESS : rc == -1 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
+}
+
+/* Inside a cgroup with a hard limit, the device is the limit: its total,
+ * and what the cgroup has left of it as far as the device has that. */
+void sim_memory_info(int dev, uint64_t *free_bytes, uint64_t *total)
+{
+    uint64_t used = occ_used(sim.phys[dev]), all = sim.total[dev], limit, held;
+    *total = all;
+    *free_bytes = used >= all ? 0 : all - used;
+    if (limits_view(sim.phys[dev], &limit, &held)) {
+        uint64_t left = held >= limit ? 0 : limit - held;
+        *total = limit < all ? limit : all;
+        *free_bytes = left < *free_bytes ? left : *free_bytes;
+    }
 }
 
 void sim_uncharge(int dev, uint64_t bytes)
@@ -214,7 +235,6 @@ void sim_uncharge(int dev, uint64_t bytes)
         occ_uncharge(sim.phys[dev], bytes);
 }
 
-uint64_t sim_used(int dev) { return occ_used(sim.phys[dev]); }
 uint64_t sim_context_size(void) { return sim.context_size; }
 bool sim_lazy_loading(void) { return sim.lazy_loading; }
 

@@ -129,9 +129,10 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
         return rc;
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
-    uint64_t used = sim_used(dev), all = sim_device_total(dev);
-    *total = all;
-    *free_bytes = used >= all ? 0 : all - used;
+    uint64_t f, t;
+    sim_memory_info(dev, &f, &t);
+    *free_bytes = f;
+    *total = t;
     return CUDA_SUCCESS;
 }
 

@@ -7,10 +7,12 @@
  * CUDA_VISIBLE_DEVICES says (that variable is the CUDA driver's). This file
  * answers initialisation, handles, versions, PCI, memory and processes
  * (compute; there are no graphics ones), under the original and the
- * versioned names; nvml_board.c the board's other figures; nvml_stubs.c
- * every other function of nvml.h. */
+ * versioned names; nvml_board.c the board's other figures; nvml_limits.c
+ * R615's per-cgroup memory limits; nvml_stubs.c every other function of
+ * nvml.h. */
 #include "nvml_sim.h"
 #include "config.h"
+#include "limits.h"
 #include "occupancy.h"
 
 #include <pthread.h>
@@ -22,6 +24,7 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct nvmlDevice_st devices[SIM_MAX_DEVICES];
 static int ndev, inits;
+static int driver = SIM_DRIVER_DEFAULT; /* the series, read by the first nvmlInit */
 
 EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
@@ -29,8 +32,8 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
     nvmlReturn_t rc = NVML_SUCCESS;
     if (inits == 0) {
         uint64_t total[SIM_MAX_DEVICES], reserved = sim_config_reserved();
-        int n = sim_config_devices(total);
-        if (n < 0) {
+        int n = sim_config_devices(total), series = sim_config_driver();
+        if (n < 0 || series < 0) {
             rc = NVML_ERROR_UNKNOWN;
         } else {
             for (int i = 0; i < n; i++) {
@@ -41,6 +44,7 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
                 devices[i].bus = sim_config_pci_bus(i);
             }
             ndev = n;
+            __atomic_store_n(&driver, series, __ATOMIC_RELAXED);
         }
     }
     if (rc == NVML_SUCCESS)
@@ -67,6 +71,7 @@ EXPORT nvmlReturn_t nvmlShutdown(void)
 }
 
 bool nvml_sim_ready(void) { return __atomic_load_n(&inits, __ATOMIC_RELAXED) > 0; }
+int nvml_sim_driver(void) { return __atomic_load_n(&driver, __ATOMIC_RELAXED); }
 static bool ready(void) { return nvml_sim_ready(); }
 
 nvmlReturn_t nvml_sim_check(nvmlDevice_t d)
@@ -197,12 +202,22 @@ nvmlReturn_t nvml_sim_text(char *out, unsigned int length, const char *value)
 
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
-    return ready() ? nvml_sim_text(version, length, SIM_DRIVER_VERSION_TEXT) : NVML_ERROR_UNINITIALIZED;
+    if (!ready())
+        return NVML_ERROR_UNINITIALIZED;
+    return nvml_sim_text(version, length, nvml_sim_driver() == SIM_DRIVER_R615
+                                              ? SIM_DRIVER_R615_VERSION_TEXT
+                                              : SIM_DRIVER_VERSION_TEXT);
 }
 
+/* Answered before nvmlInit too, as NVIDIA's is: the series from the
+ * environment then. */
 EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
 {
-    return nvml_sim_text(version, length, SIM_NVML_VERSION_TEXT);
+    int series = ready() ? nvml_sim_driver() : sim_config_driver();
+    if (series < 0)
+        return NVML_ERROR_UNKNOWN;
+    return nvml_sim_text(version, length,
+                         series == SIM_DRIVER_R615 ? SIM_NVML_R615_VERSION_TEXT : SIM_NVML_VERSION_TEXT);
 }
 
 EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *v)
@@ -296,13 +311,25 @@ uint64_t nvml_sim_used(int dev)
 /* NVML's two answers, as nvml.h documents them: the original counts what
  * the driver reserves as used (an idle H100 shows 480 MiB used); _v2 gives
  * it apart, and its used is what processes allocated. free is the same in
- * both, and is what CUDA's cuMemGetInfo says with no context of its own. */
-static void memory(nvmlDevice_t d, uint64_t *reserved, uint64_t *used, uint64_t *free_b)
+ * both, and is what CUDA's cuMemGetInfo says with no context of its own.
+ * Called from inside a cgroup with a hard limit (R615, limits.h), both
+ * show the limit as the device: its total, what the cgroup holds as used,
+ * the rest as free as far as the device has it, and no reserve (the
+ * driver's is outside every cgroup's limit). */
+static void memory(nvmlDevice_t d, uint64_t *total, uint64_t *reserved, uint64_t *used,
+                   uint64_t *free_b)
 {
-    uint64_t held = nvml_sim_used(d->index), room = d->total - d->reserved;
+    uint64_t held = nvml_sim_used(d->index), room = d->total - d->reserved, limit, in_cgroup;
+    *total = d->total;
     *reserved = d->reserved;
     *used = held < room ? held : room;
     *free_b = room - *used;
+    if (limits_view(d->index, &limit, &in_cgroup)) {
+        *total = limit < room ? limit : room;
+        *reserved = 0;
+        *used = in_cgroup < *total ? in_cgroup : *total;
+        *free_b = *total - *used < *free_b ? *total - *used : *free_b;
+    }
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
@@ -312,9 +339,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
         return rc;
     if (!m)
         return NVML_ERROR_INVALID_ARGUMENT;
-    uint64_t reserved, used, free_b;
-    memory(d, &reserved, &used, &free_b);
-    *m = (nvmlMemory_t){.total = d->total, .free = free_b, .used = reserved + used};
+    uint64_t total, reserved, used, free_b;
+    memory(d, &total, &reserved, &used, &free_b);
+    *m = (nvmlMemory_t){.total = total, .free = free_b, .used = reserved + used};
     return NVML_SUCCESS;
 }
 
@@ -325,9 +352,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *
         return rc;
     if (!m || m->version != nvmlMemory_v2)
         return m ? NVML_ERROR_ARGUMENT_VERSION_MISMATCH : NVML_ERROR_INVALID_ARGUMENT;
-    uint64_t reserved, used, free_b;
-    memory(d, &reserved, &used, &free_b);
-    *m = (nvmlMemory_v2_t){.version = m->version, .total = d->total, .reserved = reserved,
+    uint64_t total, reserved, used, free_b;
+    memory(d, &total, &reserved, &used, &free_b);
+    *m = (nvmlMemory_v2_t){.version = m->version, .total = total, .reserved = reserved,
                            .free = free_b, .used = used};
     return NVML_SUCCESS;
 }
@@ -430,6 +457,9 @@ EXPORT const char *nvmlErrorString(nvmlReturn_t r)
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_TIMEOUT: return "Timeout";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient Resources";
     default: return "Unknown Error";
     }
 }

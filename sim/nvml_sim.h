@@ -1,6 +1,7 @@
 /* What the parts of the simulated NVML share: its devices (nvml_sim.c:
- * initialisation, handles, PCI, memory, processes) and the board's other
- * figures (nvml_board.c); nvml_stubs.c answers the rest. */
+ * initialisation, handles, PCI, memory, processes), the board's other
+ * figures (nvml_board.c) and R615's per-cgroup memory limits
+ * (nvml_limits.c); nvml_stubs.c answers the rest. */
 #ifndef VRAM_NVML_SIM_H
 #define VRAM_NVML_SIM_H
 
@@ -22,6 +23,8 @@ struct nvmlDevice_st {
 
 /* Whether nvmlInit has succeeded more often than nvmlShutdown was called. */
 bool nvml_sim_ready(void);
+/* The driver series nvmlInit read (config.h: VRAM_SIM_DRIVER). */
+int nvml_sim_driver(void);
 /* NVML_SUCCESS for a device handle of an initialised library, else the
  * error a real NVML gives. */
 nvmlReturn_t nvml_sim_check(nvmlDevice_t d);

@@ -254,26 +254,51 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+#define MAX_GROUPS 8
+
 struct decision {
     int dev;
     uint64_t held;  /* by others, decided */
     uint64_t ahead; /* announced by others before us (or being announced), undecided */
+    const struct occ_group *groups;
+    int ngroups;
+    uint64_t group_held[MAX_GROUPS], group_ahead[MAX_GROUPS]; /* the same, by members */
 };
 
 static void weigh(const struct occ_record *r, void *arg)
 {
     struct decision *d = arg;
-    d->held = add_saturating(d->held, r->used[d->dev]);
+    uint64_t used = r->used[d->dev];
+    d->held = add_saturating(d->held, used);
     /* A ticket of 0 is being taken: it may come before ours. */
-    if (r->pending_bytes && r->pending_dev == d->dev &&
-        (r->ticket == 0 || r->ticket < own.ticket || (r->ticket == own.ticket && r->pid < own.pid)))
-        d->ahead = add_saturating(d->ahead, r->pending_bytes);
+    uint64_t ahead = r->pending_bytes && r->pending_dev == d->dev &&
+                             (r->ticket == 0 || r->ticket < own.ticket ||
+                              (r->ticket == own.ticket && r->pid < own.pid))
+                         ? r->pending_bytes
+                         : 0;
+    d->ahead = add_saturating(d->ahead, ahead);
+    for (int g = 0; (used || ahead) && g < d->ngroups; g++)
+        if (d->groups[g].member(r->pid, d->groups[g].arg)) {
+            d->group_held[g] = add_saturating(d->group_held[g], used);
+            d->group_ahead[g] = add_saturating(d->group_ahead[g], ahead);
+        }
+}
+
+enum verdict { NO, IF_AHEAD_FAIL, YES };
+
+/* Whether `bytes` fits in `room` beside what others hold, even if all the
+ * charges ahead of it are served. */
+static enum verdict weigh_room(uint64_t room, uint64_t held, uint64_t ahead, uint64_t bytes)
+{
+    if (held > room || bytes > room - held)
+        return NO;
+    return ahead <= room - held - bytes ? YES : IF_AHEAD_FAIL;
 }
 
 /* Lamport's bakery with the clock as the ticket: announce the charge, take
  * a ticket, then decide against what others hold and what was announced
  * before; wait (bounded) while those may still fail and leave room. */
-static int decide(int dev, uint64_t bytes, uint64_t total)
+static int decide(int dev, uint64_t bytes, uint64_t total, const struct occ_group *groups, int n)
 {
     own.pending_dev = dev;
     own.pending_bytes = bytes;
@@ -284,13 +309,19 @@ static int decide(int dev, uint64_t bytes, uint64_t total)
     if (!write_pending())
         return -2;
     uint64_t deadline = own.ticket + WAIT_AHEAD_NS;
-    uint64_t room = total - own.used[dev];
+    uint64_t mine = own.used[dev];
     for (;;) {
-        struct decision d = {dev, 0, 0};
+        struct decision d = {.dev = dev, .groups = groups, .ngroups = n};
         each_live(weigh, &d);
-        if (d.held > room || bytes > room - d.held)
+        enum verdict v = weigh_room(total - mine, d.held, d.ahead, bytes);
+        for (int g = 0; g < n && v != NO; g++) {
+            uint64_t room = groups[g].limit > mine ? groups[g].limit - mine : 0;
+            enum verdict in_group = weigh_room(room, d.group_held[g], d.group_ahead[g], bytes);
+            v = in_group < v ? in_group : v;
+        }
+        if (v == NO)
             return -1; /* it does not fit, whatever those ahead decide */
-        if (d.ahead <= room - d.held - bytes)
+        if (v == YES)
             break; /* it fits, even if all ahead are served */
         if (now_ns() >= deadline)
             return -1; /* those ahead are taken to be served */
@@ -306,14 +337,16 @@ static int decide(int dev, uint64_t bytes, uint64_t total)
     return 0;
 }
 
-int occ_charge(int dev, uint64_t bytes, uint64_t total)
+int occ_charge(int dev, uint64_t bytes, uint64_t total, const struct occ_group *groups, int n)
 {
     if (occ_open() != 0)
         return -2;
+    if (n > MAX_GROUPS)
+        n = MAX_GROUPS; /* cgroups nest no deeper in practice; the innermost come first */
     pthread_mutex_lock(&lock);
     int rc = -1;
     if (own.used[dev] <= total && bytes <= total - own.used[dev]) {
-        rc = decide(dev, bytes, total);
+        rc = decide(dev, bytes, total, groups, n);
         own.pending_bytes = 0;
         own.ticket = 0;
         write_pending();
@@ -343,6 +376,44 @@ uint64_t occ_used(int dev)
     pthread_mutex_unlock(&lock);
     each_live(add_usage, used);
     return add_saturating(used[dev], mine);
+}
+
+struct members {
+    int dev;
+    uint64_t sum;
+    bool (*member)(int64_t pid, const void *arg);
+    const void *arg;
+};
+
+static void add_member(const struct occ_record *r, void *arg)
+{
+    struct members *m = arg;
+    if (r->used[m->dev] && m->member(r->pid, m->arg))
+        m->sum = add_saturating(m->sum, r->used[m->dev]);
+}
+
+uint64_t occ_used_by(int dev, bool (*member)(int64_t pid, const void *arg), const void *arg)
+{
+    pthread_mutex_lock(&lock);
+    int opened = open_directory();
+    uint64_t mine = own_fd >= 0 ? own.used[dev] : 0;
+    int64_t self = own.pid;
+    pthread_mutex_unlock(&lock);
+    if (opened != 0)
+        return 0;
+    struct members m = {dev, 0, member, arg};
+    if (mine && member(self, arg))
+        m.sum = mine;
+    each_live(add_member, &m);
+    return m.sum;
+}
+
+int occ_dir(void)
+{
+    pthread_mutex_lock(&lock);
+    int fd = open_directory() == 0 ? dir_fd : -1;
+    pthread_mutex_unlock(&lock);
+    return fd;
 }
 
 void occ_forget_after_fork(void)

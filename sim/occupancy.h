@@ -16,6 +16,7 @@
  *                       owner only; a record counts only if it is a regular
  *                       file whose owner is the user running the process it
  *                       names.
+ *   limits, limits.lock  per-cgroup memory limits (R615), root's (limits.h).
  *
  * There is no lock shared between processes. A charge is first announced in
  * the process's own record with a ticket (a time), then decided against
@@ -30,6 +31,7 @@
 #ifndef VRAM_SIM_OCCUPANCY_H
 #define VRAM_SIM_OCCUPANCY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SIM_MAX_DEVICES 16
@@ -49,13 +51,28 @@ struct occ_record {
 /* Opens (creating if needed) the state directory. 0, or -1 with a message
  * already printed to stderr naming the problem. */
 int occ_open(void);
+/* A bound beside the device's: the live processes member() accepts (this
+ * one among them) hold at most `limit` of the device together. It is
+ * decided in the same way as the device's own, with the same tickets, so
+ * two members racing for the group's last bytes never both pass either. */
+struct occ_group {
+    uint64_t limit;
+    bool (*member)(int64_t pid, const void *arg);
+    const void *arg;
+};
 /* Charges `bytes` to this process on physical device `dev` if every
- * process together then holds at most `total`. 0 on success, -1 if it does
- * not fit, -2 on an I/O failure. */
-int occ_charge(int dev, uint64_t bytes, uint64_t total);
+ * process together then holds at most `total`, and each of the n groups
+ * at most its limit. 0 on success, -1 if it does not fit, -2 on an I/O
+ * failure. */
+int occ_charge(int dev, uint64_t bytes, uint64_t total, const struct occ_group *groups, int n);
 void occ_uncharge(int dev, uint64_t bytes);
 /* Bytes of `dev` held by all live processes together. */
 uint64_t occ_used(int dev);
+/* ... by the live processes member() accepts. */
+uint64_t occ_used_by(int dev, bool (*member)(int64_t pid, const void *arg), const void *arg);
+/* The state directory, open (for other state of the simulated machine
+ * kept beside the records), or -1 with a message printed. */
+int occ_dir(void);
 /* The live processes holding memory of `dev` (pid, bytes), at most max. */
 struct occ_process {
     int pid;

@@ -46,7 +46,8 @@ uint64_t sim_device_total(int dev);
  * the shared state cannot be written. */
 CUresult sim_charge(int dev, uint64_t bytes);
 void sim_uncharge(int dev, uint64_t bytes);
-uint64_t sim_used(int dev);
+/* cuMemGetInfo's figures for device `dev` as this process sees them. */
+void sim_memory_info(int dev, uint64_t *free_bytes, uint64_t *total);
 /* Device memory a context takes (VRAM_SIM_CONTEXT_SIZE, read by cuInit). */
 uint64_t sim_context_size(void);
 /* CUDA_MODULE_LOADING is LAZY (read by cuInit): a module's code is charged
