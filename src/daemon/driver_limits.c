@@ -438,8 +438,8 @@ static bool nvml_has_limits(const struct driver_limits_nvml *nv, int ngpus, char
     nvmlReturn_t rc = G.get(G.dev[0], &probe);
     if (rc == NVML_ERROR_FUNCTION_NOT_FOUND || rc == NVML_ERROR_NOT_SUPPORTED) {
         char buf[32];
-        snprintf(why, n, "NVML's per-cgroup memory limits are not available here "
-                 "(nvmlDeviceGetMemoryLimits_v1: %s)", nv_error(rc, buf));
+        snprintf(why, n, "NVML has no per-cgroup memory limits here (nvmlDeviceGetMemoryLimits_v1 "
+                 "answers %s: a driver before R615)", nv_error(rc, buf));
         return false;
     }
     return true;
