@@ -15,10 +15,10 @@
 # (this machine mounts it at /sys/fs/cgroup/unified, beside cgroup v1),
 # removed at exit however the test ends, its processes moved back first.
 # Needs root and a writable cgroup2 hierarchy: else skipped (77).
-#   test_driver_limits.sh BUILD_DIR MEMBER NVML_LIMITS
+#   test_driver_limits.sh BUILD_DIR MEMBER NVML_LIMITS PEER
 set -u
-build=${1:?usage: test_driver_limits.sh BUILD_DIR MEMBER NVML_LIMITS}
-member=${2:?} limits=${3:?}
+build=${1:?usage: test_driver_limits.sh BUILD_DIR MEMBER NVML_LIMITS PEER}
+member=${2:?} limits=${3:?} peer=${4:?}
 vram=$build/vram vramd=$build/vramd
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "moving processes between cgroups and setting the driver's limits need root"
@@ -113,6 +113,43 @@ check "and its limits with it" sh -c "! grep -qs '$cg' '$VRAM_SIM_DIR/limits'"
 check "vramd said what it did" contains "$tmp/daemon.out" "job lim (root): the driver holds it to 4.00 GiB on GPU-"
 stop_daemon
 check "vramd stopped: its root is gone too (it made it)" test ! -e "$root"
+
+# --- a job root registers (Slurm's): its holder stays, a process of root's joins ------
+start_daemon || { cat "$tmp/daemon.out"; echo "FAIL: vramd did not start again"; exit 1; }
+uuid=$("$vram" status --json | grep -o '"uuid":"[^"]*"' | head -1 | cut -d'"' -f4)
+"$peer" "$S" job step.0 0 0 "$uuid" $((2 * G)) >"$tmp/step" 2>&1 &
+holder=$!
+check "a job root registered: its grant is the driver's" \
+  wait_for 10 sh -c "'$vram' status --json | grep -q '\"job\":\"step.0\",\"budget\":$((2 * G)),.*\"backend\":\"driver\"'"
+cg=$(job_cgroups)
+check "its cgroup is there, its holder not in it (it stays where it was)" \
+  sh -c "[ -n '$cg' ] && ! grep -qx '$holder' '$cg/cgroup.procs'"
+"$peer" "$S" send "VRAM/1 PLACE job=step.0" >"$tmp/place"
+check "PLACE, as root: answered that the driver holds it" contains "$tmp/place" "OK backend=driver"
+check "and the sender was put in the cgroup" contains "$tmp/daemon.out" "job step.0 (root): pid [0-9]* joined its cgroup"
+"$peer" "$S" send "VRAM/1 PLACE job=nosuch" >"$tmp/place2"
+check "PLACE for a job root did not register: refused, named" contains "$tmp/place2" "ERR .*no job nosuch registered by root"
+if command -v setpriv >/dev/null && command -v useradd >/dev/null && test_users a; then
+  kit=$tmp/kit
+  make_kit "$build" "$peer" "$kit"
+  as_a=(setpriv --reuid="$uid_a" --regid="$gid_a" --clear-groups env LD_LIBRARY_PATH="$kit/sim"
+        VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DRIVER=615)
+  "${as_a[@]}" "$kit/peer" "$S" send "VRAM/1 PLACE job=step.0" >"$tmp/place3"
+  check "PLACE by another user: refused (only root's processes join a job root registered)" \
+    contains "$tmp/place3" "ERR .*PLACE is only for root"
+  # A user's own vram run: moved by vramd, the command cannot leave the cgroup.
+  "${as_a[@]}" "$kit/vram" run --limit 2GiB -- sh -c \
+    "echo \$\$ >'$here/cgroup.procs' 2>/dev/null && echo LEFT || echo STAYED; sed -n 's/^0:://p' /proc/self/cgroup" \
+    >"$tmp/user" 2>&1
+  check "a user's vram run: the command runs in the job's cgroup" grep -q "^${root#$mnt}/job-[0-9]*-[0-9]*$" "$tmp/user"
+  check "and cannot leave it" contains "$tmp/user" "^STAYED"
+  remove_test_users
+else
+  echo "(no setpriv or useradd: another user's PLACE not tried)"
+fi
+kill "$holder"; wait "$holder" 2>/dev/null
+check "the job root registered ended: its cgroup is gone" wait_for 5 no_job_cgroup
+stop_daemon
 
 # --- a reservation is the soft limit --------------------------------------------------
 printf 'reserve 1GiB for user root\n' >"$tmp/policy"
