@@ -17,6 +17,7 @@
 
 #define PATH_LEN 512
 #define JOB_PREFIX "job-"
+#define PENDING_TRIES 200 /* 10 s of the daemon's 50 ms ticks */
 
 /* A job the driver holds: its cgroup, and the GPUs where its limits are set. */
 struct dl_job {
@@ -37,8 +38,12 @@ static struct {
     struct dl_job *jobs;
     int njobs;
     /* Cgroups that could not be removed yet (a process still exiting in
-     * them): tried again on the timer, only while there are any. */
-    char (*pending)[PATH_LEN];
+     * them): tried again on the timer, only while there are any, and for
+     * PENDING_TRIES ticks at most. */
+    struct dl_pending {
+        char path[PATH_LEN];
+        int tries;
+    } *pending;
     int npending;
 } G;
 
@@ -215,13 +220,15 @@ static void remove_cgroup(const char *path, const char *origin)
         return;
     }
     for (int i = 0; i < G.npending; i++)
-        if (strcmp(G.pending[i], path) == 0)
+        if (strcmp(G.pending[i].path, path) == 0)
             return;
-    char(*p)[PATH_LEN] = realloc(G.pending, (size_t)(G.npending + 1) * sizeof *p);
+    struct dl_pending *p = realloc(G.pending, (size_t)(G.npending + 1) * sizeof *p);
     if (!p)
         return;
     G.pending = p;
-    snprintf(G.pending[G.npending++], PATH_LEN, "%s", path);
+    p = &G.pending[G.npending++];
+    snprintf(p->path, sizeof p->path, "%s", path);
+    p->tries = 0;
 }
 
 bool driver_limits_pending(void) { return G.npending > 0; }
@@ -229,16 +236,18 @@ bool driver_limits_pending(void) { return G.npending > 0; }
 void driver_limits_tick(void)
 {
     for (int i = 0; i < G.npending; i++) {
-        move_out(G.pending[i], "");
-        if (rmdir(G.pending[i]) == 0 || errno == ENOENT) {
-            dlog(L_DEBUG, "removed the cgroup %s", G.pending[i]);
-            memmove(G.pending[i], G.pending[G.npending - 1], PATH_LEN);
-            G.npending--, i--;
-        } else if (errno != EBUSY) {
-            dlog(L_WARN, "cannot remove the cgroup %s: %s", G.pending[i], strerror(errno));
-            memmove(G.pending[i], G.pending[G.npending - 1], PATH_LEN);
-            G.npending--, i--;
-        }
+        struct dl_pending *p = &G.pending[i];
+        move_out(p->path, "");
+        bool gone = rmdir(p->path) == 0 || errno == ENOENT;
+        if (gone)
+            dlog(L_DEBUG, "removed the cgroup %s", p->path);
+        else if (errno != EBUSY || ++p->tries >= PENDING_TRIES)
+            dlog(L_WARN, "cannot remove the cgroup %s: %s; left", p->path,
+                 errno == EBUSY ? "a process stays in it" : strerror(errno));
+        else
+            continue;
+        *p = G.pending[--G.npending];
+        i--;
     }
 }
 
