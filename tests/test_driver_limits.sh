@@ -88,6 +88,7 @@ start_daemon || { cat "$tmp/daemon.out"; echo "FAIL: vramd did not start with dr
 check "615: vramd says the driver holds grants, under the root given" \
   contains "$tmp/daemon.out" "grants of jobs are held by the driver .* under $root"
 run_job lim "
+  '$member' view >'$tmp/view'
   env -u LD_PRELOAD '$member' hold $((3 * G)) 0 >'$tmp/below'
   env -u LD_PRELOAD '$member' hold $((4 * G)) 0 >'$tmp/past'
   '$vram' status --json >'$tmp/lim.json'
@@ -103,6 +104,8 @@ check "NVML: the cgroup's hard limit is the grant, no soft limit (no reservation
 check "without the interposer, below the grant: allocated" contains "$tmp/below" "^HELD"
 check "without the interposer, past the grant (its context and 4 GiB): the driver refuses" \
   contains "$tmp/past" "^REFUSED"
+check "the interposer runs inside all the same: the program sees its budget as the device" \
+  grep -q "^VIEW cuda [0-9]* $((4 * G)) nvml [0-9]* $((4 * G))$" "$tmp/view"
 check "vram status --json: the driver holds the job's grant" \
   grep -q '"role":"job","command":"bash","job":"lim","budget":4294967296,.*"backend":"driver"' "$tmp/lim.json"
 check "vram status: the LIMIT column says driver" \
