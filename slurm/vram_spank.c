@@ -342,7 +342,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 }
 
 /* In the task, still root, before exec: into the step's cgroup, where
- * vramd has the driver hold the step's grant. vramd moves the process that
+ * vramd has the driver hold the step's grant (it said so with the grant). vramd moves the process that
  * asks (the kernel says which), so the task asks for itself. A task that
  * cannot be placed runs held by the interposer alone, as on a driver
  * without limits. */
@@ -350,7 +350,10 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
     (void)sp, (void)ac, (void)av;
     char why[1024];
-    if (held && job_place(&J, why, sizeof why) < 0)
+    bool by_driver = false;
+    for (int i = 0; held && i < J.ndev; i++)
+        by_driver |= J.dev[i].by_driver;
+    if (by_driver && job_place(&J, why, sizeof why) < 0)
         fprintf(stderr, "vram: job %s: the task is not in the step's cgroup (%s); the interposer "
                 "alone holds it to its budget\n", J.name, why);
     return 0;

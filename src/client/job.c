@@ -147,9 +147,11 @@ static int ask(struct job *j, int i, bool restore, uint64_t wait_ms, job_waiting
             snprintf(why, n, "a GRANT without bytes= or dev=");
             return -1;
         }
+        const char *backend = proto_get(&m, "backend");
         snprintf(d->uuid, sizeof d->uuid, "%s", uuid);
         d->grant = g;
         d->state = JOB_GRANTED;
+        d->by_driver = backend && strcmp(backend, "driver") == 0;
         return 1;
     }
     if (m.verb == VERB_DENY || m.verb == VERB_ERR) {

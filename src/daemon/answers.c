@@ -73,6 +73,11 @@ static int send_grant(struct conn *c, const char *dev, uint64_t bytes)
     proto_begin(&w, VERB_GRANT);
     proto_add(&w, "dev", dev);
     proto_add_u64(&w, "bytes", bytes);
+    /* The job's holder learns that its processes are to join the job's
+     * cgroup (the Slurm plugin's tasks: PLACE). */
+    int d = ledger_find_device(&D.L, dev);
+    if (c->client && d >= 0 && c->client->use[d].by_driver)
+        proto_add(&w, "backend", "driver");
     return reply(c, &w);
 }
 

@@ -43,7 +43,8 @@
  *                       the devices' and the live clients' series the reader
  *                       may see; with it, that job's (live or ended)
  * Daemon to client:
- *   OK [client=ID]   GRANT dev= bytes=   WAIT dev= until=MS text=   DENY dev= text=
+ *   OK [client=ID]   GRANT dev= bytes= [backend=driver: the driver's limit holds
+ *                    it too]   WAIT dev= until=MS text=   DENY dev= text=
  *   ERR text=        and for STATUS: NODE ..., DEV ..., PROC ..., END [next=CURSOR]
  *                    (NODE and DEV on the first page only; next=: ask again
  *                    with after=CURSOR for the next page)
