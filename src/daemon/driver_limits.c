@@ -485,17 +485,24 @@ int driver_limits_start(const struct driver_limits_nvml *nvml, int ngpus)
     char why[PATH_LEN * 2 + 300] = "";
     G.error = nvml ? nvml->error : NULL;
     G.ngpus = ngpus > LEDGER_MAX_DEVICES ? LEDGER_MAX_DEVICES : ngpus;
-    bool tried_root = false;
+    /* Where NVML has the limits and vramd cannot use them, that is said as
+     * a warning: the administrator may want them. */
+    bool has = false, tried_root = false;
+    bool mounted = find_cgroup2(G.mount, sizeof G.mount) == 0;
+    if (!mounted)
+        snprintf(G.mount, sizeof G.mount, "/sys/fs/cgroup"); /* only for the probe */
     if (G.off)
         snprintf(why, sizeof why, "--cgroup-root off");
     else if (!nvml)
         snprintf(why, sizeof why, "no NVML");
-    else if (find_cgroup2(G.mount, sizeof G.mount) != 0)
-        snprintf(why, sizeof why, "no cgroup2 hierarchy is mounted (/proc/self/mountinfo)");
-    else if (!nvml_has_limits(nvml, G.ngpus, why, sizeof why))
+    else if (!(has = nvml_has_limits(nvml, G.ngpus, why, sizeof why)))
         ;
+    else if (!mounted)
+        snprintf(why, sizeof why, "NVML has per-cgroup memory limits, but no cgroup2 hierarchy is "
+                 "mounted (/proc/self/mountinfo)");
     else if (geteuid() != 0)
-        snprintf(why, sizeof why, "vramd is not root, and only root may set the driver's limits");
+        snprintf(why, sizeof why, "NVML has per-cgroup memory limits, but vramd is not root, and "
+                 "only root may set them");
     else if (!G.given && strlen(G.mount) + 5 >= sizeof G.root)
         snprintf(why, sizeof why, "the cgroup2 mount's path is too long");
     else {
@@ -516,6 +523,6 @@ int driver_limits_start(const struct driver_limits_nvml *nvml, int ngpus)
         dlog(L_ERROR, "%s", why);
         return -1;
     }
-    dlog(tried_root ? L_WARN : L_INFO, "grants are held by the interposer: %s", why);
+    dlog(has ? L_WARN : L_INFO, "grants are held by the interposer: %s", why);
     return 0;
 }
