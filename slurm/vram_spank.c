@@ -27,6 +27,10 @@
  *     vramd that restarted, which held it meanwhile. A vramd that does not
  *     answer when the step starts leaves its tasks' processes to ask it
  *     each for themselves, as without the plugin;
+ *   - slurm_spank_task_init_privileged in each task (still root, before
+ *     exec): where vramd has the driver hold the step's grant
+ *     (src/daemon/driver_limits.h), the task asks to be put in the step's
+ *     cgroup, so that the driver counts everything its processes hold;
  *   - slurm_spank_task_init in each task (as the user, just before exec):
  *     the interposer, the budget and the task's state are put in its
  *     environment exactly as `vram run --limit` does;
@@ -334,6 +338,24 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     }
     if (held)
         job_start(&J);
+    return 0;
+}
+
+/* In the task, still root, before exec: into the step's cgroup, where
+ * vramd has the driver hold the step's grant (it said so with the grant). vramd moves the process that
+ * asks (the kernel says which), so the task asks for itself. A task that
+ * cannot be placed runs held by the interposer alone, as on a driver
+ * without limits. */
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+    (void)sp, (void)ac, (void)av;
+    char why[1024];
+    bool by_driver = false;
+    for (int i = 0; held && i < J.ndev; i++)
+        by_driver |= J.dev[i].by_driver;
+    if (by_driver && job_place(&J, why, sizeof why) < 0)
+        fprintf(stderr, "vram: job %s: the task is not in the step's cgroup (%s); the interposer "
+                "alone holds it to its budget\n", J.name, why);
     return 0;
 }
 

@@ -147,9 +147,11 @@ static int ask(struct job *j, int i, bool restore, uint64_t wait_ms, job_waiting
             snprintf(why, n, "a GRANT without bytes= or dev=");
             return -1;
         }
+        const char *backend = proto_get(&m, "backend");
         snprintf(d->uuid, sizeof d->uuid, "%s", uuid);
         d->grant = g;
         d->state = JOB_GRANTED;
+        d->by_driver = backend && strcmp(backend, "driver") == 0;
         return 1;
     }
     if (m.verb == VERB_DENY || m.verb == VERB_ERR) {
@@ -193,6 +195,33 @@ int job_watch(struct job *j, struct command_shared *shared, int fd)
     if (!s)
         close(own);
     return s ? 0 : -1;
+}
+
+int job_place(const struct job *j, char *why, size_t n)
+{
+    int fd = ledger_connect(j->socket);
+    if (fd < 0) {
+        snprintf(why, n, "vramd at %s does not answer: %s", j->socket, strerror(errno));
+        return -1;
+    }
+    struct proto_writer w;
+    struct proto_msg m;
+    int r = -1;
+    proto_begin(&w, VERB_PLACE);
+    proto_add(&w, "job", j->name);
+    if (!ledger_peer_trusted(fd, why, n)) {
+        ;
+    } else if (ledger_send(fd, &w) != 0) {
+        snprintf(why, n, "vramd does not take messages");
+    } else if (ledger_recv(fd, &m, LEDGER_ANSWER_TIMEOUT_MS, why, n) == 0) {
+        const char *backend = proto_get(&m, "backend"), *text = proto_get(&m, "text");
+        if (m.verb == VERB_OK && backend)
+            r = strcmp(backend, "driver") == 0;
+        else
+            snprintf(why, n, "%s", text ? text : "vramd refused");
+    }
+    close(fd);
+    return r;
 }
 
 /* ------------------------------------------------------------ reports */

@@ -65,6 +65,7 @@ struct job {
         uint64_t total, ask, grant;
         enum job_grant state;
         uint64_t over; /* the most vramd saw the job use by NVML, over its grant; 0: never */
+        bool by_driver; /* the driver's per-cgroup limit holds the grant too (GRANT backend=driver) */
     } dev[JOB_MAX_DEVICES];
     job_say_fn say;
     void *say_arg;
@@ -118,6 +119,15 @@ int job_watch(struct job *j, struct command_shared *shared, int fd);
  * takes as used outside the job's grant; its usage is reported from the
  * job's state once it has any. */
 void job_member(struct job *j, pid_t pid);
+
+/* For a job root registers (for_user) some of whose grants the driver
+ * holds (dev[i].by_driver): this process, root's (a Slurm task before it
+ * execs), asks vramd on a connection of its own to be put in the job's
+ * cgroup, where the driver holds the job's grants
+ * (src/daemon/driver_limits.h). Touches nothing of j but its socket and
+ * name: it runs in a forked copy of the holder. 1 placed; 0 the job's
+ * grants are the interposer's alone (nothing to do); -1 with why. */
+int job_place(const struct job *j, char *why, size_t n);
 
 /* Starts the thread that reports and re-registers (see above). */
 void job_start(struct job *j);

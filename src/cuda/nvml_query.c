@@ -93,6 +93,10 @@ int nvml_open(const char *library, const char *who, char *err, size_t n)
     return 0;
 }
 
+void *nvml_symbol(const char *name) { return nv.lib ? dlsym(nv.lib, name) : NULL; }
+
+const char *nvml_error_text(nvmlReturn_t rc, char buf[32]) { return nvml_error(rc, buf); }
+
 void nvml_close(void)
 {
     if (nv.shutdown)

@@ -24,6 +24,13 @@
 int nvml_open(const char *library, const char *who, char *err, size_t n);
 void nvml_close(void);
 
+/* A function of the loaded NVML that vram does not ask for otherwise
+ * (NULL without NVML or where this driver lacks it): vramd's driver limits
+ * look up functions newer drivers add, such as nvmlDeviceSetMemoryLimits_v1. */
+void *nvml_symbol(const char *name);
+/* NVML's words for an error (nvmlErrorString), or "NVML error N" in buf. */
+const char *nvml_error_text(nvmlReturn_t rc, char buf[32]);
+
 /* How many GPUs NVML lists; -1 with the reason. */
 int nvml_count(char *err, size_t n);
 

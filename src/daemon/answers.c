@@ -7,6 +7,7 @@
  * grants return at once (answers_gone).
  */
 #include "daemon.h"
+#include "driver_limits.h"
 
 #include "../protocol/snapshot.h"
 #include "../util/parse.h"
@@ -72,6 +73,11 @@ static int send_grant(struct conn *c, const char *dev, uint64_t bytes)
     proto_begin(&w, VERB_GRANT);
     proto_add(&w, "dev", dev);
     proto_add_u64(&w, "bytes", bytes);
+    /* The job's holder learns that its processes are to join the job's
+     * cgroup (the Slurm plugin's tasks: PLACE). */
+    int d = ledger_find_device(&D.L, dev);
+    if (c->client && d >= 0 && c->client->use[d].by_driver)
+        proto_add(&w, "backend", "driver");
     return reply(c, &w);
 }
 
@@ -80,6 +86,11 @@ static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
     /* Every grant is answered here: the client's history begins (or goes
      * on) with it, not a second later. */
     int d = ledger_find_device(&D.L, dev);
+    /* A job's grant is the driver's limit too, where it has one: set (and
+     * vram run put in the job's cgroup) before the client hears GRANT and
+     * starts anything. */
+    if (c->client && d >= 0)
+        driver_limits_grant(&D.L, c->client, d);
     if (c->client && d >= 0) {
         uint64_t now = now_ms();
         history_note_client(&D.history, c->client, d, now);
@@ -368,6 +379,7 @@ static int on_release(struct conn *c, const struct proto_msg *m)
     int dev = uuid ? ledger_find_device(&D.L, uuid) : -1;
     if (!lc || dev < 0)
         return answers_strike(c, "RELEASE: dev= is not a device this client holds");
+    driver_limits_release(lc, dev);
     ledger_release(&D.L, lc, dev);
     D.state_dirty = true;
     answers_admit_waiting();
@@ -501,6 +513,40 @@ static int on_member(struct conn *c, const struct proto_msg *m)
     return 0;
 }
 
+/* A process of root's (a Slurm task, before it execs the user's program)
+ * asks to be put in the cgroup of a job root registered. The process moved
+ * is the one the kernel says is at the other end, so nothing here lets
+ * anyone move another process; and only root's, since whoever is in a
+ * job's cgroup takes from the job's grant. */
+static int on_place(struct conn *c, const struct proto_msg *m)
+{
+    if (c->uid != 0)
+        return answers_strike(c, "PLACE is only for root (the Slurm plugin's tasks); uid %u may "
+                              "not join a job's cgroup", (unsigned)c->uid);
+    const char *name = proto_get(m, "job");
+    if (!name || !proto_name_ok(name))
+        return answers_strike(c, "PLACE: job= must be a name of [A-Za-z0-9._:@+/-]");
+    struct ledger_client *job = NULL;
+    for (int i = 0; i < D.L.njobs && !job; i++)
+        if (D.L.jobs[i]->by_root && !D.L.jobs[i]->held_until_ms &&
+            strcmp(D.L.jobs[i]->job, name) == 0)
+            job = D.L.jobs[i];
+    if (!job)
+        return reply_text(c, VERB_ERR, NULL, "PLACE: no job %s registered by root", name);
+    char why[700];
+    int r = driver_limits_place(job, c->pid, c->start, why, sizeof why);
+    if (r < 0) {
+        dlog(L_WARN, "job %s (%s): %s", job->job, job->user, why);
+        return reply_text(c, VERB_ERR, NULL, "PLACE: %s", why);
+    }
+    if (r > 0)
+        dlog(L_INFO, "job %s (%s): pid %d joined its cgroup", job->job, job->user, (int)c->pid);
+    struct proto_writer w;
+    proto_begin(&w, VERB_OK);
+    proto_add(&w, "backend", r > 0 ? "driver" : "interposer");
+    return reply(c, &w);
+}
+
 /* The ledger as this client may see it, one page per STATUS: the node and
  * the devices on the first, then at most STATUS_PAGE entries, then END (next=CURSOR
  * when there is more). A page fits in a socket's ordinary send buffer, so
@@ -583,6 +629,7 @@ int answers_handle(struct conn *c, const char *buf, size_t len)
     case VERB_STATUS: return on_status(c, &m);
     case VERB_MEMBER: return on_member(c, &m);
     case VERB_HISTORY: return on_history(c, &m);
+    case VERB_PLACE: return on_place(c, &m);
     default: return answers_strike(c, "%s is not something a client sends", proto_verb_name(m.verb));
     }
 }
@@ -602,6 +649,7 @@ void answers_gone(struct conn *c)
         dlog(L_INFO, "pid %d (%s, %s%s%s) gone: its grants are back", (int)lc->pid, lc->user,
              lc->cmd, lc->role == ROLE_JOB ? " " : "", lc->role == ROLE_JOB ? lc->job : "");
     history_client_left(&D.history, lc->id, now_ms());
+    driver_limits_end(lc);
     ledger_leave(&D.L, lc);
     c->client = NULL;
     D.state_dirty = true;

@@ -10,6 +10,8 @@
  *               callable without the loop (the daemon-level fuzzer drives it)
  *   files.c     the state file (grants, for re-registration after a
  *               restart), the metrics file and the fallback file
+ *   driver_limits.c  the driver's per-cgroup limits for job grants, where
+ *               NVML has them (driver_limits.h)
  *   reconcile.c NVML's readings, on a thread of their own
  * (NVML itself is src/cuda/nvml_query.c, which vram devices shares)
  *

@@ -16,6 +16,7 @@
 #include "../ledger/policy.h"
 #include "../util/parse.h"
 #include "conns.h"
+#include "driver_limits.h"
 #include "reconcile.h"
 
 #include <errno.h>
@@ -48,6 +49,7 @@ static void held_gone(const struct ledger_client *c, void *arg)
                  c->role == ROLE_JOB ? ", job " : "", c->role == ROLE_JOB ? c->job : "",
                  alive ? "did not re-register in time" : "is gone",
                  format_size(c->use[d].grant).text, D.L.dev[d].uuid);
+    driver_limits_end(c);
     D.state_dirty = true;
 }
 
@@ -61,6 +63,8 @@ static void tick(void)
     if (D.ngpus)
         reconcile_tick(now);
     history_tick(&D.history, &D.L, now);
+    if (driver_limits_pending())
+        driver_limits_tick();
     static unsigned long not_kept;
     static struct log_limit said;
     if (D.history.not_kept != not_kept) {
@@ -295,6 +299,12 @@ static void usage(FILE *out)
             "  --metrics-every DUR   how often (default 5s)\n"
             "  --nvml LIBRARY|off    NVML to read devices and real usage from\n"
             "                        (default libnvidia-ml.so.1)\n"
+            "  --cgroup-root PATH    where NVML has per-cgroup memory limits (driver R615\n"
+            "                        and later), each job (a vram run command, a Slurm\n"
+            "                        step) runs in a cgroup of its own under PATH, which the\n"
+            "                        driver holds to the job's grant (default: vram under\n"
+            "                        the cgroup2 mount, such as /sys/fs/cgroup/vram); off:\n"
+            "                        the interposer alone holds grants, as on older drivers\n"
             "  --log LEVEL           error, warn (default), info, debug (to stderr)\n"
             "  --help, --version\n"
             "\n"
@@ -350,6 +360,12 @@ int main(int argc, char **argv)
             if (parse_duration(v, &D.metrics_ms, &why) != 0 || D.metrics_ms == 0)
                 return bad_option(a, v, D.metrics_ms ? why.text : "must be more than 0",
                                   PARSE_DURATION_FORMS);
+        } else if (strcmp(a, "--cgroup-root") == 0) {
+            char err[700];
+            if (driver_limits_option(v, err, sizeof err) != 0) {
+                fprintf(stderr, "vramd: %s\n", err);
+                return 2;
+            }
         } else if (strcmp(a, "--nvml") == 0) {
             nvml = strcmp(v, "off") == 0 ? NULL : v;
         } else if (strcmp(a, "--log") == 0) {
@@ -443,14 +459,22 @@ int main(int argc, char **argv)
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     struct itimerspec its = {{0, TICK_MS * 1000000L}, {0, TICK_MS * 1000000L}};
     int ep = epoll_create1(EPOLL_CLOEXEC);
+    /* Before the held grants: one whose holder is gone takes its cgroup
+     * with it. */
+    static const struct driver_limits_nvml limits_nvml = {nvml_symbol, nvml_by_index,
+                                                          nvml_error_text};
+    if (driver_limits_start(D.ngpus ? &limits_nvml : NULL, D.ngpus) != 0)
+        return 1;
     load_state();
     /* Owners that died while the daemon was down hold nothing. */
     ledger_expire_held(&D.L, now_ms(), same_process, held_gone, NULL);
     int listen_fd = listen_on(D.socket_path);
     if (listen_fd >= 0)
         files_fallback();
-    if (listen_fd < 0 || sfd < 0 || tfd < 0 || ep < 0 || timerfd_settime(tfd, 0, &its, NULL))
+    if (listen_fd < 0 || sfd < 0 || tfd < 0 || ep < 0 || timerfd_settime(tfd, 0, &its, NULL)) {
+        driver_limits_stop();
         return 1;
+    }
     static const struct conns_handlers answers = {
         .handle = answers_handle,
         .strike = answers_strike,
@@ -461,6 +485,7 @@ int main(int argc, char **argv)
     int rfd = D.ngpus ? reconcile_start(D.ngpus, D.L.policy.reconcile_ms) : -1;
     if (D.ngpus && rfd < 0) {
         dlog(L_ERROR, "cannot start the NVML reader: %s", strerror(errno));
+        driver_limits_stop();
         return 1;
     }
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = listen_fd};
@@ -515,6 +540,7 @@ int main(int argc, char **argv)
                         if (lstat(D.fallback_path, &st) == 0 && S_ISREG(st.st_mode))
                             unlink(D.fallback_path);
                         files_flush();
+                        driver_limits_stop();
                         dlog(L_INFO, "signal %u: stopped; removed %s and %s: programs started "
                              "from now on work without vramd, held only to their own budgets",
                              si.ssi_signo, D.socket_path, D.fallback_path);

@@ -390,6 +390,7 @@ void ledger_release(struct ledger *l, struct ledger_client *c, int dev)
     ledger_account(l, c, dev, -1);
     u->grant = u->used = 0;
     u->job = NULL;
+    u->by_driver = false;
     ledger_account(l, c, dev, +1);
 }
 

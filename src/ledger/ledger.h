@@ -99,6 +99,10 @@ struct ledger_use {
     uint64_t deadline_ms; /* when it stops waiting */
     uint64_t wait_since_ms; /* the ledger's clock when it began to wait */
     bool waiting, over;
+    /* The driver's own limit holds this grant (vramd's driver_limits set
+     * it; the daemon's word, the ledger only shows it): a job's cgroup
+     * limited to the grant on this device. */
+    bool by_driver;
     /* The job this grant draws from (set when granted), or NULL: the grant
      * counts for the client itself. */
     struct ledger_client *job;
@@ -243,6 +247,9 @@ typedef bool (*ledger_alive_fn)(pid_t pid, uint64_t start);
 void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
                         void (*gone)(const struct ledger_client *c, void *arg), void *arg);
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
+/* What the policy guarantees the client on a device: the largest
+ * reservation that covers it there, at most its grant; 0 if none does. */
+uint64_t ledger_guarantee(const struct ledger *l, const struct ledger_client *c, int dev);
 /* Usage of a client, or of a member, on a device. A member's figures are
  * bounded by what its job's grant (and the device) leaves beside the other
  * members': a job's processes together never show more than the job was

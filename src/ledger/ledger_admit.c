@@ -34,17 +34,35 @@ uint64_t ledger_reserved_against(const struct ledger *l, const struct ledger_cli
     return against;
 }
 
+/* What reservation `rule` sets aside for c on dev (its user, a group of
+ * its, its job): the amount, or 0 if the rule is no such reservation. */
+static uint64_t reserved_by(const struct ledger *l, const struct policy_rule *rule,
+                            const struct ledger_client *c, int dev)
+{
+    if (rule->kind != RULE_RESERVE || !policy_on_device(rule, dev, l->dev[dev].uuid) ||
+        !ledger_rule_covers(rule, c))
+        return 0;
+    return amount_of(&rule->amount, l->dev[dev].total);
+}
+
+uint64_t ledger_guarantee(const struct ledger *l, const struct ledger_client *c, int dev)
+{
+    uint64_t most = 0;
+    for (int r = 0; r < l->policy.nrules; r++) {
+        uint64_t amount = reserved_by(l, &l->policy.rules[r], c, dev);
+        if (amount > most)
+            most = amount;
+    }
+    return most < c->use[dev].grant ? most : c->use[dev].grant;
+}
+
 /* What of c's own reservations on the device no one entitled holds yet:
  * memory only c's kind may take, whoever waits. */
 static uint64_t reserved_for(const struct ledger *l, const struct ledger_client *c, int dev)
 {
     uint64_t room = 0;
     for (int r = 0; r < l->policy.nrules; r++) {
-        const struct policy_rule *rule = &l->policy.rules[r];
-        if (rule->kind != RULE_RESERVE || !policy_on_device(rule, dev, l->dev[dev].uuid) ||
-            !ledger_rule_covers(rule, c))
-            continue;
-        uint64_t amount = amount_of(&rule->amount, l->dev[dev].total);
+        uint64_t amount = reserved_by(l, &l->policy.rules[r], c, dev);
         if (amount > l->held[r][dev])
             room += amount - l->held[r][dev];
     }

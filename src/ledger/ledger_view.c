@@ -59,6 +59,11 @@ static void fill_entry(const struct ledger *l, struct snap_entry *e, const struc
     e->waiting = u->waiting;
     e->queue = u->waiting ? place_in_queue(l, u, d) : 0;
     e->over = u->over;
+    /* A member, or a grant drawn from a job, is held as its job's grant is:
+     * they are in the job's cgroup. */
+    const struct ledger_client *holder = c->member_of ? c->member_of : u->job ? u->job : c;
+    if (holder->use[d].grant)
+        e->backend = holder->use[d].by_driver ? SNAP_BY_DRIVER : SNAP_BY_INTERPOSER;
 }
 
 /* A user's name as the ledger knows it: the daemon's, else one of their

@@ -30,6 +30,12 @@
  *                       a job's (JOB or role=command): process N of the job,
  *                       a process of the job's user, uses this inside the
  *                       job's grant; without dev=, it has left the job
+ *   PLACE job=NAME     root only, on a connection of its own: put the sender
+ *                       (the kernel's pid, a Slurm task before it execs) in
+ *                       the cgroup of job NAME, registered by root (JOB),
+ *                       where the driver holds its grants; answered OK
+ *                       backend=driver (placed) or backend=interposer
+ *                       (nothing to do), or ERR
  *   STATUS [after=CURSOR]                      the ledger, as its reader may see it,
  *                       one page: the first (no after=) with the devices
  *   HISTORY [job=NAME] [tier=recent|all] [after=CURSOR]
@@ -37,7 +43,8 @@
  *                       the devices' and the live clients' series the reader
  *                       may see; with it, that job's (live or ended)
  * Daemon to client:
- *   OK [client=ID]   GRANT dev= bytes=   WAIT dev= until=MS text=   DENY dev= text=
+ *   OK [client=ID]   GRANT dev= bytes= [backend=driver: the driver's limit holds
+ *                    it too]   WAIT dev= until=MS text=   DENY dev= text=
  *   ERR text=        and for STATUS: NODE ..., DEV ..., PROC ..., END [next=CURSOR]
  *                    (NODE and DEV on the first page only; next=: ask again
  *                    with after=CURSOR for the next page)
@@ -63,7 +70,7 @@
 enum proto_verb {
     VERB_HELLO, VERB_REQUEST, VERB_REPORT, VERB_RELEASE, VERB_JOB, VERB_STATUS, VERB_MEMBER,
     VERB_OK, VERB_GRANT, VERB_WAIT, VERB_DENY, VERB_ERR, VERB_NODE, VERB_DEV, VERB_PROC, VERB_END,
-    VERB_HISTORY, VERB_SERIES, VERB_SAMPLES,
+    VERB_HISTORY, VERB_SERIES, VERB_SAMPLES, VERB_PLACE,
     VERB_COUNT
 };
 

@@ -47,6 +47,13 @@ const char *snapshot_role_name(char role)
     return role == 'j' ? "job" : role == 'u' ? "user" : role == 'n' ? "unseen" : "process";
 }
 
+const char *snapshot_backend_name(char backend)
+{
+    return backend == SNAP_BY_DRIVER       ? "driver"
+           : backend == SNAP_BY_INTERPOSER ? "interposer"
+                                           : NULL;
+}
+
 static void add_name(struct proto_writer *w, const char *key, const char *value)
 {
     char clean[PROTO_NAME_MAX];
@@ -117,6 +124,8 @@ int snapshot_encode_entry(const struct snap_entry *e, struct proto_writer *w)
         proto_add_u64(w, "procs", (uint64_t)e->procs);
     if (e->queue)
         proto_add_u64(w, "queue", (uint64_t)e->queue);
+    if (snapshot_backend_name(e->backend))
+        proto_add(w, "backend", snapshot_backend_name(e->backend));
     return proto_end(w);
 }
 
@@ -262,6 +271,13 @@ int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, si
         return -1;
     }
     e->procs = (int)procs, e->queue = (int)queue;
+    /* Absent from an older vramd; a value this reader does not know is
+     * left unknown rather than refused, for a newer one. */
+    const char *backend = proto_get(m, "backend");
+    e->backend = !backend                            ? 0
+                 : strcmp(backend, "driver") == 0     ? SNAP_BY_DRIVER
+                 : strcmp(backend, "interposer") == 0 ? SNAP_BY_INTERPOSER
+                                                      : 0;
     return 0;
 }
 

@@ -65,7 +65,17 @@ struct snap_entry {
     int procs;       /* 'u' */
     int queue;       /* waiting: its place in the device's queue, 1 the next */
     bool waiting, over;
+    /* 'p', 'j' holding or drawing from a grant: what holds it to the grant,
+     * SNAP_BY_DRIVER (the driver's own per-cgroup limit, besides the
+     * interposer) or SNAP_BY_INTERPOSER; 0 for the rest, and from a vramd
+     * that does not say. */
+    char backend;
 };
+#define SNAP_BY_DRIVER 'd'
+#define SNAP_BY_INTERPOSER 'i'
+/* Its name in messages, JSON and on the screen ("driver", "interposer"),
+ * or NULL for 0. */
+const char *snapshot_backend_name(char backend);
 
 struct history_view;
 

@@ -478,9 +478,21 @@ static void p_command(const struct ctx *c, const void *r, char *b, size_t n)
             *p = '?';
 }
 
+/* What holds the entry to its budget: the driver's per-cgroup limit
+ * ("driver") or the interposer alone. */
+static void p_backend(const struct ctx *c, const void *r, char *b, size_t n)
+{
+    (void)c;
+    const char *name = snapshot_backend_name(E(r)->backend);
+    snprintf(b, n, "%s", name ? name : "-");
+}
+
 /* Where there are jobs, their names tell two runs of one program apart:
- * NVML's figure, the running time and the peak go before the job does. */
-enum { P_JOB = 3 };
+ * NVML's figure, the running time and the peak go before the job does.
+ * Where the driver holds some grant, which one does (P_LIMIT) goes before
+ * them too; elsewhere every grant is the interposer's, and the column is
+ * not shown. */
+enum { P_JOB = 3, P_LIMIT = 9 };
 static const struct column process_columns[] = {
     {"PID", 7, 0, 0, 0, true, p_pid, BOTH},
     {"USER", 0, 6, 16, 0, false, u_user, BOTH},
@@ -491,6 +503,7 @@ static const struct column process_columns[] = {
     {"PEAK", 11, 0, 0, 2, true, e_peak, BOTH},
     {"NVML", 11, 0, 0, 4, true, p_nvml, LEDGER},
     {"STATE", 7, 0, 0, 0, false, p_state, LEDGER},
+    {"LIMIT", 10, 0, 0, 1, false, p_backend, LEDGER}, /* P_LIMIT */
     {"TIME", 10, 0, 0, 3, true, p_time, BOTH},
     {"COMMAND", 0, 10, 0, 0, false, p_command, BOTH},
 };
@@ -615,13 +628,14 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
     find_leaders(s, leader);
     struct ctx c = {s, v, leader};
     int nu = 0, np = 0;
-    bool jobs = false;
+    bool jobs = false, by_driver = false;
     for (int i = 0; i < s->n; i++) {
         if (s->e[i].role == 'u') {
             users[nu++] = &s->e[i];
         } else {
             procs[np++] = &s->e[i];
             jobs |= strcmp(s->e[i].job, "-") != 0;
+            by_driver |= s->e[i].backend == SNAP_BY_DRIVER;
         }
     }
     qsort(users, (size_t)nu, sizeof *users, by_user);
@@ -681,6 +695,7 @@ int snapshot_top(const struct snapshot *s, struct top_view *v, FILE *out)
                        {0}, {0}};
     view_columns(&pt, &c);
     pt.on[P_JOB] = jobs;
+    pt.on[P_LIMIT] &= by_driver;
     plan(&pt, &c, (const void *const *)procs, np, v->width);
     line(&pt, &c, NULL, out);
 

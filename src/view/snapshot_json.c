@@ -10,7 +10,9 @@
  *              waiting_for: every user's total per device (peak: the most
  *              they held at once since the daemon started)
  *   processes  device, id, pid, uid, user, role (process or job), command,
- *              job, budget, used, peak, nvml_used, waiting_for, over_budget
+ *              job, budget, used, peak, nvml_used, waiting_for, over_budget,
+ *              backend (what holds it to its budget: "driver", the driver's
+ *              per-cgroup limit, or "interposer"; null without a grant)
  *   waiting    device, queue_position, id, pid, uid, user, job, command,
  *              waiting_for: the requests waiting, in each device's order
  *   unseen     device, pid, uid, user, command, used: processes NVML sees
@@ -155,6 +157,11 @@ static void processes(const struct snapshot *s, FILE *out)
                 "\"waiting_for\":%llu,\"over_budget\":%s",
                 u(e->grant), u(e->used), u(e->peak), u(e->nvml), u(e->want),
                 e->over ? "true" : "false");
+        const char *backend = snapshot_backend_name(e->backend);
+        if (backend)
+            fprintf(out, ",\"backend\":\"%s\"", backend);
+        else
+            fprintf(out, ",\"backend\":null");
         json_history(out, s->history, history_view_client(s->history, e->id, e->dev));
         fputc('}', out);
         first = false;

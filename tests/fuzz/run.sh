@@ -32,7 +32,7 @@ scratch_root=$(mktemp -d "${TMPDIR:-/tmp}/vram-fuzz.XXXXXX") || exit 1
 trap 'rm -rf "$scratch_root"' EXIT
 ledger="src/protocol/protocol.c src/protocol/snapshot.c src/client/client.c
         src/protocol/history_view.c src/view/trend.c"
-daemon="src/daemon/daemon.c src/daemon/identity.c src/daemon/answers.c
+daemon="src/daemon/daemon.c src/daemon/identity.c src/daemon/answers.c src/daemon/driver_limits.c
         src/daemon/files.c src/ledger/ledger.c src/ledger/ledger_admit.c
         src/ledger/ledger_held.c src/ledger/ledger_view.c src/ledger/policy.c
         src/view/metrics.c src/ledger/history.c src/util/proc.c
