@@ -22,10 +22,9 @@
  * cannot be loaded, so that contexts and modules are measured from the
  * driver alone (a scratch context, the free memory). */
 #include "../src/cuda/cuda_prototypes.h"
-#include "../src/cuda/nvml_abi.h"
 #include "check.h"
+#include "nvml_test.h"
 
-#include <dlfcn.h>
 #include <stdbool.h>
 #include <sys/wait.h>
 
@@ -49,16 +48,10 @@ static void nvml_up(void)
 {
     if (!with_nvml)
         return;
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    CHECK(lib != NULL);
-    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)dlsym(lib, "nvmlInit_v2");
-    PFN_nvmlDeviceGetHandleByIndex_v2 by_index =
-        (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    nvml_procs = (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
-        lib, "nvmlDeviceGetComputeRunningProcesses_v3");
-    nvml_info = (PFN_nvmlDeviceGetMemoryInfo)dlsym(lib, "nvmlDeviceGetMemoryInfo");
-    CHECK(init && by_index && nvml_procs && nvml_info && init() == NVML_SUCCESS);
-    CHECK(by_index(0, &nvml_dev[0]) == NVML_SUCCESS && by_index(1, &nvml_dev[1]) == NVML_SUCCESS);
+    nvml_procs = NVML_FUNCTION(nvmlDeviceGetComputeRunningProcesses_v3);
+    nvml_info = NVML_FUNCTION(nvmlDeviceGetMemoryInfo);
+    nvml_dev[0] = nvml_test_device(0);
+    nvml_dev[1] = nvml_test_device(1);
 }
 
 /* What NVML says `pid` holds on dev, as nvidia-smi shows it. */

@@ -28,10 +28,9 @@
  * Usage: test_driver_memory PRELOAD VRAM BUILD
  */
 #include "../src/cuda/cuda_prototypes.h"
-#include "../src/cuda/nvml_abi.h"
 #include "check.h"
+#include "nvml_test.h"
 
-#include <dlfcn.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -54,15 +53,8 @@ static nvmlDevice_t nvml_dev;
 
 static void nvml_up(void)
 {
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    CHECK(lib != NULL);
-    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)dlsym(lib, "nvmlInit_v2");
-    PFN_nvmlDeviceGetHandleByIndex_v2 by_index =
-        (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    nvml_procs = (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
-        lib, "nvmlDeviceGetComputeRunningProcesses_v3");
-    CHECK(init && by_index && nvml_procs && init() == NVML_SUCCESS);
-    CHECK(by_index(0, &nvml_dev) == NVML_SUCCESS);
+    nvml_procs = NVML_FUNCTION(nvmlDeviceGetComputeRunningProcesses_v3);
+    nvml_dev = nvml_test_device(0);
 }
 
 /* What NVML says this process holds, as nvidia-smi shows it. */

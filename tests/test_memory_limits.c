@@ -40,8 +40,8 @@
 #include "../src/cuda/granularity.h"
 #include "../src/cuda/nvml_limits.h"
 #include "check.h"
+#include "nvml_test.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -64,18 +64,10 @@ static nvmlDevice_t dev0;
 
 static void nvml_up(void)
 {
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    CHECK(lib != NULL);
-    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)dlsym(lib, "nvmlInit_v2");
-    PFN_nvmlDeviceGetHandleByIndex_v2 by_index =
-        (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    set_limits = (PFN_nvmlDeviceSetMemoryLimits_v1)dlsym(lib, "nvmlDeviceSetMemoryLimits_v1");
-    get_limits = (PFN_nvmlDeviceGetMemoryLimits_v1)dlsym(lib, "nvmlDeviceGetMemoryLimits_v1");
-    memory_v2 = (PFN_nvmlDeviceGetMemoryInfo_v2)dlsym(lib, "nvmlDeviceGetMemoryInfo_v2");
-    CHECK(init && by_index && memory_v2);
-    CHECK(set_limits != NULL && get_limits != NULL);
-    CHECK(init() == NVML_SUCCESS);
-    CHECK(by_index(0, &dev0) == NVML_SUCCESS);
+    set_limits = NVML_FUNCTION(nvmlDeviceSetMemoryLimits_v1);
+    get_limits = NVML_FUNCTION(nvmlDeviceGetMemoryLimits_v1);
+    memory_v2 = NVML_FUNCTION(nvmlDeviceGetMemoryInfo_v2);
+    dev0 = nvml_test_device(0);
 }
 
 static nvmlReturn_t set(const char *ns, uint64_t soft, uint64_t hard)
@@ -93,11 +85,8 @@ static nvmlGetMemoryLimits_v1_t get(const char *ns)
 
 static void version_is(const char *want)
 {
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    PFN_nvmlSystemGetDriverVersion version =
-        (PFN_nvmlSystemGetDriverVersion)dlsym(lib, "nvmlSystemGetDriverVersion");
     char text[80];
-    CHECK(version && version(text, sizeof text) == NVML_SUCCESS);
+    CHECK(NVML_FUNCTION(nvmlSystemGetDriverVersion)(text, sizeof text) == NVML_SUCCESS);
     CHECK_CONTAINS(text, want);
 }
 
@@ -341,8 +330,7 @@ static void bad_driver(void)
     if (pid == 0) {
         dup2(out[1], 2);
         setenv("VRAM_SIM_DRIVER", "600", 1);
-        void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-        PFN_nvmlInit_v2 init = lib ? (PFN_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
+        PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)nvml_test_symbol("nvmlInit_v2");
         _exit(init && init() != NVML_SUCCESS && cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
     }
     close(out[1]);
