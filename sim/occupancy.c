@@ -188,7 +188,10 @@ static uint64_t add_saturating(uint64_t a, uint64_t b) { return a > UINT64_MAX -
  * and anything but a regular file is passed over. */
 static void each_live(void (*fn)(const struct occ_record *r, void *arg), void *arg)
 {
-    int fd_dir = dup(dir_fd);
+    /* A description of its own: dup() would share dir_fd's offset, and two
+     * threads listing at once (a charge and NVML's reader) would each skip
+     * the records the other's readdir moved past. */
+    int fd_dir = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd_dir >= 0 ? fdopendir(fd_dir) : NULL;
     if (!d) {
         if (fd_dir >= 0)

@@ -329,6 +329,21 @@ static uint64_t nvml_occupancy(void)
     return sum;
 }
 
+/* NVML's list as this process sees it, for a failure's message. */
+static void nvml_list_print(void)
+{
+    nvmlDevice_t d;
+    nvmlProcessInfo_t info[256];
+    unsigned n = 256;
+    nvmlReturn_t rc = nvmlDeviceGetHandleByIndex_v2(0, &d);
+    if (rc == NVML_SUCCESS)
+        rc = nvmlDeviceGetComputeRunningProcesses_v3(d, &n, info);
+    printf("rc %d, %u processes:", (int)rc, rc == NVML_SUCCESS ? n : 0);
+    for (unsigned i = 0; rc == NVML_SUCCESS && i < n; i++)
+        printf(" %u %llu", info[i].pid, (unsigned long long)info[i].usedGpuMemory);
+    printf("; this process is %d", (int)getpid());
+}
+
 static int view(void)
 {
     cuda_up();
@@ -468,8 +483,10 @@ static int killer(int iters, uint64_t budget, uint64_t hold_bytes, char *churn)
             uint64_t occ = nvml_occupancy();
             cuMemFree_v2(rest);
             if (occ != budget) {
-                printf("KILLER FAIL round %d: the simulator holds %llu, want %llu\n", it,
-                       (unsigned long long)occ, (unsigned long long)budget);
+                printf("KILLER FAIL round %d: the simulator holds %llu, want %llu (NVML now: ",
+                       it, (unsigned long long)occ, (unsigned long long)budget);
+                nvml_list_print();
+                printf(")\n");
                 return 1;
             }
         }

@@ -6,7 +6,11 @@
  *     neither charged to that process nor counted;
  *   - a world-writable directory that another user owns is refused (its
  *     owner could delete the records in it);
- *   - a process killed while it registers leaves no file behind.
+ *   - a process killed while it registers leaves no file behind;
+ *   - two threads of one process reading NVML's process list at once each
+ *     see every process (the listing once shared its directory offset
+ *     between them: each skipped or repeated what the other read, and a
+ *     test saw a process held 0 B, or twice what it held).
  * Each case is a fresh process (this program executed again), since the
  * simulator's state is per process and a forked child may not use CUDA.
  * The cases with another user need root and are skipped, and said to be,
@@ -17,6 +21,7 @@
 #include "check.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -95,6 +100,75 @@ static int child_nvml_empty(void)
     return 0;
 }
 
+/* Holds 1 MiB until its stdin closes. */
+static int child_hold(void)
+{
+    alarm(60);
+    CUcontext c;
+    CUdeviceptr p;
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(c) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&p, MiB) == CUDA_SUCCESS);
+    printf("held\n");
+    fflush(stdout);
+    char ch;
+    while (read(0, &ch, 1) > 0)
+        ;
+    return 0;
+}
+
+#define HOLDERS 8
+#define LISTINGS 3000
+static PFN_nvmlDeviceGetComputeRunningProcesses_v3 list_processes;
+static nvmlDevice_t listed_device;
+
+/* LISTINGS readings of NVML's list: the holders' HOLDERS MiB each time. */
+static void *list_repeatedly(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < LISTINGS; i++) {
+        nvmlProcessInfo_t p[64];
+        unsigned n = 64;
+        unsigned long long sum = 0;
+        if (list_processes(listed_device, &n, p) != NVML_SUCCESS)
+            return "the list could not be read";
+        for (unsigned k = 0; k < n; k++)
+            sum += p[k].usedGpuMemory;
+        if (n != HOLDERS || sum != HOLDERS * MiB) {
+            fprintf(stderr, "listing %d: %u processes holding %llu B, want %d holding %llu\n", i,
+                    n, sum, HOLDERS, HOLDERS * MiB);
+            return "a listing missed or repeated a process";
+        }
+    }
+    return NULL;
+}
+
+static int child_nvml_threads(void)
+{
+    alarm(120);
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    CHECK(h);
+    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)dlsym(h, "nvmlInit_v2");
+    PFN_nvmlDeviceGetHandleByIndex_v2 get =
+        (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    list_processes = (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
+        h, "nvmlDeviceGetComputeRunningProcesses_v3");
+    CHECK(init && get && list_processes);
+    CHECK(init() == NVML_SUCCESS && get(0, &listed_device) == NVML_SUCCESS);
+    pthread_t t[2];
+    void *why[2];
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&t[i], NULL, list_repeatedly, NULL) == 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK(pthread_join(t[i], &why[i]) == 0);
+        if (why[i])
+            fprintf(stderr, "thread %d: %s\n", i, (const char *)why[i]);
+    }
+    CHECK(!why[0] && !why[1]);
+    return 0;
+}
+
 /* ------------------------------------------------------- in the parent */
 
 static char dir[1024];
@@ -135,6 +209,39 @@ static int run(const char *what)
 }
 
 static bool ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+
+static void listings_at_once(void)
+{
+    fresh_dir();
+    int to[2], from[2];
+    CHECK(pipe(to) == 0 && pipe(from) == 0);
+    pid_t holder[HOLDERS];
+    for (int i = 0; i < HOLDERS; i++) {
+        holder[i] = fork();
+        CHECK(holder[i] >= 0);
+        if (holder[i] == 0) {
+            dup2(to[0], 0);
+            dup2(from[1], 1);
+            close(to[1]);
+            close(from[0]);
+            execl(self, self, "hold", (char *)NULL);
+            _exit(127);
+        }
+    }
+    close(to[0]);
+    close(from[1]);
+    FILE *ready = fdopen(from[0], "r");
+    char line[64];
+    for (int i = 0; i < HOLDERS; i++)
+        CHECK(fgets(line, sizeof line, ready) && strcmp(line, "held\n") == 0);
+    int st = run("nvml-threads");
+    close(to[1]);
+    for (int i = 0; i < HOLDERS; i++)
+        waitpid(holder[i], NULL, 0);
+    fclose(ready);
+    remove_dir();
+    CHECK(ok(st));
+}
 
 static void lock_held_by_another(void)
 {
@@ -239,6 +346,10 @@ int main(int argc, char **argv)
         return child_refused();
     if (argc == 2 && strcmp(argv[1], "nvml-empty") == 0)
         return child_nvml_empty();
+    if (argc == 2 && strcmp(argv[1], "hold") == 0)
+        return child_hold();
+    if (argc == 2 && strcmp(argv[1], "nvml-threads") == 0)
+        return child_nvml_threads();
     /* VRAM_TEST_ONLY=NAME runs one case (to see each fail on its own). */
     const char *only = getenv("VRAM_TEST_ONLY");
 #define CASE(name) (!only || strcmp(only, #name) == 0)
@@ -248,6 +359,8 @@ int main(int argc, char **argv)
         fifos_where_files_were();
     if (CASE(killed_while_registering))
         killed_while_registering();
+    if (CASE(listings_at_once))
+        listings_at_once();
     if (geteuid() == 0) {
         if (CASE(directory_of_another_user))
             directory_of_another_user();
