@@ -51,20 +51,20 @@ bench: build
 	@bench/allocator.sh "$(BUILD)" $(TRACES)
 	@echo "interposer overhead (null driver: the difference is what vram adds per call):"
 	@LD_LIBRARY_PATH="$(BUILD)/bench-driver" taskset -c $$(( $$(nproc) - 1 )) "$(BUILD)/vram-bench-overhead"
-	@LD_LIBRARY_PATH="$(BUILD)/bench-driver" VRAM_MEMORY_LIMIT=1TiB LD_PRELOAD="$(CURDIR)/$(BUILD)/libvram-preload.so" \
+	@LD_LIBRARY_PATH="$(BUILD)/bench-driver" VRAM_MEMORY_LIMIT=64GiB LD_PRELOAD="$(CURDIR)/$(BUILD)/libvram-preload.so" \
 	  taskset -c $$(( $$(nproc) - 1 )) "$(BUILD)/vram-bench-overhead"
 	@LD_LIBRARY_PATH="$(BUILD)/bench-driver" VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
-	  "$(BUILD)/vram" run --limit 1TiB --log off -- "$(BUILD)/vram-bench-overhead"
+	  "$(BUILD)/vram" run --limit 64GiB --log off -- "$(BUILD)/vram-bench-overhead"
 	@LD_LIBRARY_PATH="$(BUILD)/bench-driver" VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
-	  "$(BUILD)/vram" run --limit 1TiB --log off -- "$(BUILD)/vram-bench-overhead" --members 7
+	  "$(BUILD)/vram" run --limit 64GiB --log off -- "$(BUILD)/vram-bench-overhead" --members 7
 	@tmp=$$(mktemp -d) && LD_LIBRARY_PATH="$(BUILD)/bench-driver" VRAM_DAEMON=off taskset -c $$(( $$(nproc) - 1 )) \
-	  "$(BUILD)/vram" run --limit 1TiB --log off --record $$tmp/overhead.vrec -- "$(BUILD)/vram-bench-overhead" --pairs 200000; \
+	  "$(BUILD)/vram" run --limit 64GiB --log off --record $$tmp/overhead.vrec -- "$(BUILD)/vram-bench-overhead" --pairs 200000; \
 	  rc=$$?; rm -rf $$tmp; exit $$rc
 	@echo "what the driver holds, read from NVML near the budget (simulated driver and NVML, whose"
 	@echo "allocations are slow: the difference is one reading per allocation):"
 	@tmp=$$(mktemp -d) && export LD_LIBRARY_PATH=$(BUILD)/sim VRAM_SIM_DIR=$$tmp VRAM_DAEMON=off && \
 	  OVERHEAD_LABEL="far from the budget" taskset -c $$(( $$(nproc) - 1 )) \
-	  $(BUILD)/vram run --limit 1TiB --log off -- $(BUILD)/vram-bench-overhead --context --pairs 20000 && \
+	  $(BUILD)/vram run --limit 64GiB --log off -- $(BUILD)/vram-bench-overhead --context --pairs 20000 && \
 	  OVERHEAD_LABEL="within 64 MiB of it" taskset -c $$(( $$(nproc) - 1 )) \
 	  $(BUILD)/vram run --limit 580MiB --log off -- $(BUILD)/vram-bench-overhead --context --pairs 20000; \
 	  rc=$$?; rm -rf $$tmp; exit $$rc
