@@ -355,6 +355,8 @@ static bool step_cgroup(const char *name, char *out, size_t n)
     FILE *f = fopen("/proc/self/cgroup", "re");
     bool found = false;
     while (f && !found && fgets(line, sizeof line, f)) {
+        if (!strchr(line, '\n')) /* cut short: it could name another step */
+            break;
         line[strcspn(line, "\n")] = 0;
         bool plain = true; /* a protocol value: printable, no space */
         for (const char *c = line; *c; c++)

@@ -258,7 +258,8 @@ sleep 300 &
 sleeper=$!
 echo "$sleeper" >"$gone_cg/cgroup.procs"
 start_daemon --policy "$tmp/policy"
-check "the next vramd removes a job cgroup it recorded whose holder is gone" wait_for 5 test ! -e "$gone_cg"
+check "the next vramd removes a job cgroup it recorded whose holder is gone" \
+  wait_for 5 test -n "$gone_cg" -a ! -e "$gone_cg"
 check "what ran in it is back in C, where it came from" grep -qx "$sleeper" "$C/cgroup.procs"
 kill "$sleeper" 2>/dev/null
 check "a Slurm step cgroup whose holder is gone: kept" test -d "$C/job_42/step_8/user/task_0"

@@ -139,6 +139,10 @@ static int cgroup_of(pid_t pid, char *out, size_t n)
     while (rc != 0 && fgets(line, sizeof line, f)) {
         if (strncmp(line, "0::/", 4) != 0)
             continue;
+        /* Cut short, it would name an ancestor: a job made there would
+         * leave the cgroup its process is in. */
+        if (!strchr(line, '\n'))
+            break;
         line[strcspn(line, "\n")] = 0;
         if (!hierarchy_path_ok(line + 3))
             break;
