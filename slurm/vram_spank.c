@@ -341,19 +341,61 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     return 0;
 }
 
-/* In the task, still root, before exec: into the step's cgroup, where
- * vramd has the driver hold the step's grant (it said so with the grant). vramd moves the process that
- * asks (the kernel says which), so the task asks for itself. A task that
+/* The cgroup Slurm made for this step, if the task is in it or below it
+ * (cgroup/v2 with task/cgroup: .../job_J/step_S/user/task_T; S a number,
+ * batch, extern or interactive), as /proc/self/cgroup writes it; false
+ * when there is none (task/none: the tasks run in slurmstepd's cgroup). */
+static bool step_cgroup(const char *name, char *out, size_t n)
+{
+    char line[1024], want[96];
+    const char *dot = strchr(name, '.');
+    if (!dot)
+        return false;
+    snprintf(want, sizeof want, "/job_%.*s/step_%s", (int)(dot - name), name, dot + 1);
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        if (!strchr(line, '\n')) /* cut short: it could name another step */
+            break;
+        line[strcspn(line, "\n")] = 0;
+        bool plain = true; /* a protocol value: printable, no space */
+        for (const char *c = line; *c; c++)
+            plain &= *c > ' ' && *c < 0x7f;
+        if (strncmp(line, "0::/", 4) != 0 || !plain)
+            continue;
+        /* The step's part: followed by its own children, or the end. */
+        for (char *p = strstr(line + 3, want); p && !found; p = strstr(p + 1, want)) {
+            char *end = p + strlen(want);
+            if (*end == '/' || !*end) {
+                *end = 0;
+                found = (size_t)snprintf(out, n, "%s", line + 3) < n;
+            }
+        }
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* In the task, still root, before exec: where vramd has the driver hold
+ * the step's grant (it said so with the grant), Slurm's step cgroup, which
+ * the task is in, is named for the driver to hold; without one, the task
+ * joins a cgroup vramd makes for the step below the one it is in. Either
+ * way the task never leaves a cgroup Slurm put it in (its device filter,
+ * memory and CPU limits still hold). vramd acts on the process that asks
+ * (the kernel says which), so the task asks for itself. A task that
  * cannot be placed runs held by the interposer alone, as on a driver
  * without limits. */
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
     (void)sp, (void)ac, (void)av;
-    char why[1024];
+    char why[1024], cgroup[1024];
     bool by_driver = false;
     for (int i = 0; held && i < J.ndev; i++)
         by_driver |= J.dev[i].by_driver;
-    if (by_driver && job_place(&J, why, sizeof why) < 0)
+    if (by_driver &&
+        job_place(&J, step_cgroup(J.name, cgroup, sizeof cgroup) ? cgroup : NULL, why,
+                  sizeof why) < 0)
         fprintf(stderr, "vram: job %s: the task is not in the step's cgroup (%s); the interposer "
                 "alone holds it to its budget\n", J.name, why);
     return 0;

@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # vramd's driver backend (issue 21 item 2) on the simulated driver R615
-# (VRAM_SIM_DRIVER=615): a vram run job runs in a cgroup of its own under
-# vramd's --cgroup-root, with the command's processes in it; NVML says the
-# cgroup's hard limit is the grant; inside the job a program without the
-# interposer (env -u LD_PRELOAD) gets memory below the grant and is refused
-# past it by the driver; vram status (--json and the screen) says "driver";
-# when the job ends its limits are cleared and its cgroup is gone. A job
-# whose vramd was killed keeps its cgroup and gets its limit back from the
-# next vramd; that vramd removes a job cgroup whose holder is gone; a vramd
-# stopped with SIGTERM leaves nothing. With the default profile (driver
-# 580, no such function), status says "interposer" and no cgroup is made.
+# (VRAM_SIM_DRIVER=615). A job never leaves the cgroup it was in: the test
+# runs inside a cgroup of its own, C, and a vram run job gets its cgroup
+# below C (C/vram-job-PID-START), with the command's processes in it, and
+# stays below C for its whole life, held by a limit the test sets on C
+# (cgroup.max.descendants: a core file of cgroup v2, hierarchical, so it
+# needs no controller); NVML says the job cgroup's hard limit is the grant;
+# inside the job a program without the interposer (env -u LD_PRELOAD) gets
+# memory below the grant and is refused past it by the driver; vram status
+# (--json and the screen) says "driver"; when the job ends its limits are
+# cleared and its cgroup is gone. A Slurm-like step (.../job_42/step_7/
+# user/task_0) names its step cgroup in PLACE: the limit is set on step_7,
+# nothing is moved or made, and step_7 outlives the grant with its limits
+# cleared; a PLACE naming a cgroup its sender is not in is refused. Without
+# a step cgroup (task/none) the step's tasks share one cgroup made below
+# theirs. A job whose vramd was killed keeps its cgroup and gets its limit
+# back from the next vramd; that vramd removes a job cgroup it recorded
+# whose holder is gone, and never a Slurm step cgroup; a vramd stopped with
+# SIGTERM leaves nothing. Where the job's cgroup cannot be made, the job
+# runs held by the interposer. With the default profile (driver 580, no
+# such function), status says "interposer" and no cgroup is made.
 #
-# The cgroups: a folder of this test's own in the host's cgroup2 hierarchy
-# (this machine mounts it at /sys/fs/cgroup/unified, beside cgroup v1),
-# removed at exit however the test ends, its processes moved back first.
-# Needs root and a writable cgroup2 hierarchy: else skipped (77).
+# The cgroups: C in the host's cgroup2 hierarchy (this machine mounts it at
+# /sys/fs/cgroup/unified, beside cgroup v1), which this test's shell moves
+# itself into; removed at exit however the test ends, its processes moved
+# back first. Needs root and a writable cgroup2 hierarchy: else skipped (77).
 #   test_driver_limits.sh BUILD_DIR MEMBER NVML_LIMITS PEER
 set -u
 build=${1:?usage: test_driver_limits.sh BUILD_DIR MEMBER NVML_LIMITS PEER}
@@ -28,28 +38,29 @@ mnt=$(awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2"
 here=$(sed -n 's/^0:://p' /proc/self/cgroup)
 [ -n "$here" ] || skip "this process is in no cgroup2 cgroup (/proc/self/cgroup has no 0:: line)"
 here=$mnt${here%/}
-root=$mnt/vram-test-$$-$RANDOM
-mkdir "$root" 2>/dev/null && rmdir "$root" || skip "cannot make a cgroup under $mnt"
+C=$mnt/vram-test-$$-$RANDOM
+rel=${C#$mnt} # C as /proc/PID/cgroup writes it
+mkdir "$C" 2>/dev/null || skip "cannot make a cgroup under $mnt"
 
 . "$(dirname "$0")/lib.sh"
 daemon_test driver-limits "$build"
-# Whatever is left under the test's root: its processes back here, then
-# the cgroups, deepest first.
-remove_root() {
-  [ -d "$root" ] || return 0
+# Whatever is left under C: its processes (this shell too) back where the
+# test began, then the cgroups, deepest first.
+remove_c() {
+  [ -d "$C" ] || return 0
   local d p
-  for d in $(find "$root" -depth -type d); do
+  for d in $(find "$C" -depth -type d); do
     for p in $(cat "$d/cgroup.procs" 2>/dev/null); do echo "$p" >"$here/cgroup.procs" 2>/dev/null; done
     rmdir "$d" 2>/dev/null
   done
 }
-trap 'remove_root; _daemon_test_end' EXIT
+trap '_daemon_test_end; remove_c' EXIT
+echo $$ >"$C/cgroup.procs" || skip "cannot move this test into $C"
 G=$((1 << 30))
 unset VRAM_SIM_DRIVER
 
 start_daemon() {
-  "$vramd" --socket "$S" --state "$tmp/state" --cgroup-root "$root" --log info "$@" \
-    >>"$tmp/daemon.out" 2>&1 &
+  "$vramd" --socket "$S" --state "$tmp/state" --log info "$@" >>"$tmp/daemon.out" 2>&1 &
   daemon_pid=$!
   wait_for 10 "$vram" status >/dev/null 2>&1
 }
@@ -58,13 +69,17 @@ stop_daemon() {
   wait "$daemon_pid" 2>/dev/null
   daemon_pid=
 }
-job_cgroups() { ls -d "$root"/job-* 2>/dev/null; }
+# Every job cgroup vramd made, wherever it is (none of them outside C).
+job_cgroups() { find "$mnt" -maxdepth 6 -type d -name 'vram-job-*' 2>/dev/null; }
 no_job_cgroup() { [ -z "$(job_cgroups)" ]; }
-# A job's command: writes its pid, then what it was asked to, then waits
-# for $tmp/go.
+cg_of() { sed -n 's/^0:://p' "/proc/$1/cgroup"; }
+# A job's command: writes its pid and cgroup, then what it was asked to,
+# writes its cgroup again, then waits for $tmp/go.
 run_job() { # NAME SCRIPT
   rm -f "$tmp/go" "$tmp/ran"
-  "$vram" run --limit 4GiB --job "$1" -- bash -c "echo \$\$ >'$tmp/pid'; $2; touch '$tmp/ran'
+  "$vram" run --limit 4GiB --job "$1" -- bash -c "echo \$\$ >'$tmp/pid'
+    sed -n 's/^0:://p' /proc/self/cgroup >'$tmp/cg-first'; $2
+    sed -n 's/^0:://p' /proc/self/cgroup >'$tmp/cg-last'; touch '$tmp/ran'
     for i in \$(seq 600); do [ -e '$tmp/go' ] && break; sleep 0.05; done" >"$tmp/$1.out" 2>&1 &
   job_pid=$!
   wait_for 20 test -e "$tmp/ran"
@@ -78,26 +93,36 @@ check "580: vramd says the interposer holds grants, and why" \
 run_job plain "'$vram' status --json >'$tmp/plain.json'"
 check "580: the job's grant is the interposer's" \
   grep -q '"job":"plain","budget":4294967296,.*"backend":"interposer"' "$tmp/plain.json"
-check "580: no cgroup is made" test ! -e "$root"
+check "580: no cgroup is made" no_job_cgroup
 end_job
 stop_daemon
 
-# --- driver 615: the job in a cgroup of its own, held by the driver -----------------
+# --- driver 615: the job in a cgroup of its own below C, held by the driver -----------
 export VRAM_SIM_DRIVER=615
 start_daemon || { cat "$tmp/daemon.out"; echo "FAIL: vramd did not start with driver 615"; exit 1; }
-check "615: vramd says the driver holds grants, under the root given" \
-  contains "$tmp/daemon.out" "grants of jobs are held by the driver .* under $root"
+check "615: vramd says the driver holds grants, each job below the cgroup it runs in" \
+  contains "$tmp/daemon.out" "grants of jobs are held by the driver .* below the one it runs in"
+# C's own limit: the job's cgroup and no more below C. A job that left C
+# would escape it (as on a fixed root outside C): then the command's mkdir
+# below its own cgroup would succeed.
+echo 1 >"$C/cgroup.max.descendants"
 run_job lim "
+  mkdir \"$mnt\$(sed -n 's/^0:://p' /proc/self/cgroup)/sub\" 2>/dev/null && echo MADE >'$tmp/sub' || echo REFUSED >'$tmp/sub'
   '$member' view >'$tmp/view'
   env -u LD_PRELOAD '$member' hold $((3 * G)) 0 >'$tmp/below'
   env -u LD_PRELOAD '$member' hold $((4 * G)) 0 >'$tmp/past'
   '$vram' status --json >'$tmp/lim.json'
   COLUMNS=200 '$vram' status >'$tmp/lim.txt'"
 cg=$(job_cgroups)
-check "the job has one cgroup under the root" test "$(echo "$cg" | wc -l)" = 1 -a -n "$cg"
-check "named by its holder, vram run" sh -c "case '$cg' in '$root'/job-$job_pid-[0-9]*) ;; *) exit 1;; esac"
-check "the command runs in it" grep -qx "$(cat "$tmp/pid")" "$cg/cgroup.procs"
-check "and vram run, which started it there" grep -qx "$job_pid" "$cg/cgroup.procs"
+check "the job has one cgroup" test "$(echo "$cg" | wc -l)" = 1 -a -n "$cg"
+check "made below C, the cgroup the job was started in, named by its holder, vram run" \
+  sh -c "case '$cg' in '$C'/vram-job-$job_pid-[0-9]*) ;; *) exit 1;; esac"
+check "the command runs in it from its start" test "$(cat "$tmp/cg-first")" = "${cg#$mnt}"
+check "and is still there, below C, after its work" test "$(cat "$tmp/cg-last")" = "${cg#$mnt}"
+check "vram run, which started it there, too" test "$(cg_of "$job_pid")" = "${cg#$mnt}"
+check "C's own limit still holds the job (cgroup.max.descendants: no cgroup below the job's)" \
+  contains "$tmp/sub" "^REFUSED"
+echo max >"$C/cgroup.max.descendants"
 "$limits" "$cg" >"$tmp/get"
 check "NVML: the cgroup's hard limit is the grant, no soft limit (no reservation)" \
   grep -q "^soft=0 hard=$((4 * G)) " "$tmp/get"
@@ -110,26 +135,48 @@ check "vram status --json: the driver holds the job's grant" \
   grep -q '"role":"job","command":"bash","job":"lim","budget":4294967296,.*"backend":"driver"' "$tmp/lim.json"
 check "vram status: the LIMIT column says driver" \
   sh -c "grep -q ' LIMIT ' '$tmp/lim.txt' && grep -q ' lim .* driver ' '$tmp/lim.txt'"
+check "vramd recorded the cgroup it made, for a vramd after it" \
+  grep -q "^m $job_pid [0-9]* $cg\$" "$tmp/state.cgroups"
 end_job
 check "the job ended: its cgroup is gone" wait_for 5 no_job_cgroup
 check "and its limits with it" sh -c "! grep -qs '$cg' '$VRAM_SIM_DIR/limits'"
+check "and its record" sh -c "! grep -q vram-job '$tmp/state.cgroups'"
+check "C is left as it was" test -d "$C"
 check "vramd said what it did" contains "$tmp/daemon.out" "job lim (root): the driver holds it to 4.00 GiB on GPU-"
-stop_daemon
-check "vramd stopped: its root is gone too (it made it)" test ! -e "$root"
 
-# --- a job root registers (Slurm's): its holder stays, a process of root's joins ------
+# --- where the job's cgroup cannot be made: the interposer holds it, the job runs -------
+echo 0 >"$C/cgroup.max.descendants"
+run_job nocg "'$vram' status --json >'$tmp/nocg.json'"
+echo max >"$C/cgroup.max.descendants"
+check "no cgroup can be made below C: the job runs all the same" test -e "$tmp/ran"
+check "held by the interposer" grep -q '"job":"nocg","budget":4294967296,.*"backend":"interposer"' "$tmp/nocg.json"
+check "vramd says why, naming the cgroup" \
+  contains "$tmp/daemon.out" "job nocg (root): cannot make the cgroup $C/vram-job-[0-9-]* below $C, where pid [0-9]* is: .*; the interposer alone holds its grants"
+check "the command stays in C" test "$(cat "$tmp/cg-first")" = "$rel"
+end_job
+stop_daemon
+
+# --- a job root registers (Slurm's) ---------------------------------------------------
 start_daemon || { cat "$tmp/daemon.out"; echo "FAIL: vramd did not start again"; exit 1; }
 uuid=$("$vram" status --json | grep -o '"uuid":"[^"]*"' | head -1 | cut -d'"' -f4)
-"$peer" "$S" job step.0 0 0 "$uuid" $((2 * G)) >"$tmp/step" 2>&1 &
+# Under task/none: the tasks run where slurmstepd does (here, C).
+"$peer" "$S" job 5.0 0 0 "$uuid" $((2 * G)) >"$tmp/step" 2>&1 &
 holder=$!
 check "a job root registered: its grant is the driver's" \
-  wait_for 10 sh -c "'$vram' status --json | grep -q '\"job\":\"step.0\",\"budget\":$((2 * G)),.*\"backend\":\"driver\"'"
-cg=$(job_cgroups)
-check "its cgroup is there, its holder not in it (it stays where it was)" \
-  sh -c "[ -n '$cg' ] && ! grep -qx '$holder' '$cg/cgroup.procs'"
-"$peer" "$S" send "VRAM/1 PLACE job=step.0" >"$tmp/place"
+  wait_for 10 sh -c "'$vram' status --json | grep -q '\"job\":\"5.0\",\"budget\":$((2 * G)),.*\"backend\":\"driver\"'"
+check "no cgroup yet" no_job_cgroup
+check "its holder stays where it was" test "$(cg_of "$holder")" = "$rel"
+"$peer" "$S" send "VRAM/1 PLACE job=5.0" >"$tmp/place"
 check "PLACE, as root: answered that the driver holds it" contains "$tmp/place" "OK backend=driver"
-check "and the sender was put in the cgroup" contains "$tmp/daemon.out" "job step.0 (root): pid [0-9]* joined its cgroup"
+cg=$(job_cgroups)
+check "the step's cgroup is made below the task's (C), named by the step's holder" \
+  sh -c "case '$cg' in '$C'/vram-job-$holder-[0-9]*) ;; *) exit 1;; esac"
+check "the sender was put in it" contains "$tmp/daemon.out" "job 5.0 (root): pid [0-9]* joined its cgroup"
+check "NVML: its hard limit is the step's grant" sh -c "'$limits' '$cg' | grep -q '^soft=0 hard=$((2 * G)) '"
+mkdir "$C/elsewhere"
+sh -c "echo \$\$ >'$C/elsewhere/cgroup.procs'; exec '$peer' '$S' send 'VRAM/1 PLACE job=5.0'" >"$tmp/place4"
+check "a task of the step in another cgroup: refused, named (never moved out of it)" \
+  contains "$tmp/place4" "ERR .*is in the cgroup $C/elsewhere; job 5.0 is held in $cg, which it may join only from $C"
 "$peer" "$S" send "VRAM/1 PLACE job=nosuch" >"$tmp/place2"
 check "PLACE for a job root did not register: refused, named" contains "$tmp/place2" "ERR .*no job nosuch registered by root"
 if command -v setpriv >/dev/null && command -v useradd >/dev/null && test_users a; then
@@ -137,14 +184,14 @@ if command -v setpriv >/dev/null && command -v useradd >/dev/null && test_users 
   make_kit "$build" "$peer" "$kit"
   as_a=(setpriv --reuid="$uid_a" --regid="$gid_a" --clear-groups env LD_LIBRARY_PATH="$kit/sim"
         VRAM_DAEMON="$S" VRAM_SIM_DIR="$VRAM_SIM_DIR" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DRIVER=615)
-  "${as_a[@]}" "$kit/peer" "$S" send "VRAM/1 PLACE job=step.0" >"$tmp/place3"
+  "${as_a[@]}" "$kit/peer" "$S" send "VRAM/1 PLACE job=5.0" >"$tmp/place3"
   check "PLACE by another user: refused (only root's processes join a job root registered)" \
     contains "$tmp/place3" "ERR .*PLACE is only for root"
-  # A user's own vram run: moved by vramd, the command cannot leave the cgroup.
+  # A user's own vram run: moved by vramd below C, the command cannot leave it.
   "${as_a[@]}" "$kit/vram" run --limit 2GiB -- sh -c \
     "echo \$\$ >'$here/cgroup.procs' 2>/dev/null && echo LEFT || echo STAYED; sed -n 's/^0:://p' /proc/self/cgroup" \
     >"$tmp/user" 2>&1
-  check "a user's vram run: the command runs in the job's cgroup" grep -q "^${root#$mnt}/job-[0-9]*-[0-9]*$" "$tmp/user"
+  check "a user's vram run: the command runs in the job's cgroup, below C" grep -q "^$rel/vram-job-[0-9]*-[0-9]*$" "$tmp/user"
   check "and cannot leave it" contains "$tmp/user" "^STAYED"
   remove_test_users
 else
@@ -152,27 +199,75 @@ else
 fi
 kill "$holder"; wait "$holder" 2>/dev/null
 check "the job root registered ended: its cgroup is gone" wait_for 5 no_job_cgroup
+check "C is left as it was" test -d "$C"
+
+# --- Slurm's step cgroup (cgroup/v2, task/cgroup): used in place ------------------------
+step=$C/job_42/step_7
+mkdir -p "$step/user/task_0" "$step/slurm"
+"$peer" "$S" job 42.7 0 0 "$uuid" $((2 * G)) >"$tmp/step7" 2>&1 &
+holder=$!
+wait_for 10 sh -c "'$vram' status --json | grep -q '\"job\":\"42.7\"'"
+sh -c "echo \$\$ >'$step/user/task_0/cgroup.procs'; '$peer' '$S' send 'VRAM/1 PLACE job=42.7 cgroup=$rel/job_42/step_7'
+  sed -n 's/^0:://p' /proc/self/cgroup" >"$tmp/place7"
+check "a task in step_7/user/task_0 names step_7: the driver holds it" contains "$tmp/place7" "OK backend=driver"
+check "NVML: step_7's hard limit is the step's grant" sh -c "'$limits' '$step' | grep -q '^soft=0 hard=$((2 * G)) '"
+check "nothing moved: the task is still in its task cgroup" grep -qx "$rel/job_42/step_7/user/task_0" "$tmp/place7"
+check "nothing made" no_job_cgroup
+check "vramd said so" contains "$tmp/daemon.out" "job 42.7 (root): pid [0-9]* is in the step's cgroup, which holds it"
+sh -c "echo \$\$ >'$step/slurm/cgroup.procs'; exec '$peer' '$S' send 'VRAM/1 PLACE job=42.7 cgroup=$rel/job_42/step_7/user'" >"$tmp/place8"
+check "a PLACE naming a cgroup that is not a step's: refused, named" \
+  contains "$tmp/place8" "ERR .*is not a Slurm step's cgroup"
+"$peer" "$S" send "VRAM/1 PLACE job=42.7 cgroup=$rel/job_42/step_7" >"$tmp/place9"
+check "a PLACE naming a step cgroup its sender is not below: refused, naming both" \
+  contains "$tmp/place9" "ERR .*pid [0-9]* is in the cgroup $C, not at or below cgroup=$rel/job_42/step_7"
+"$peer" "$S" send "VRAM/1 PLACE job=42.7 cgroup=$rel/../step_7" >"$tmp/place10"
+check "a cgroup= with .. parts: refused" contains "$tmp/place10" "ERR .*is not a Slurm step's cgroup; accepted:"
+kill "$holder"; wait "$holder" 2>/dev/null
+check "the grant ended: step_7 is still there (Slurm's)" sh -c "sleep 0.5; test -d '$step/user/task_0'"
+check "with its limits cleared" wait_for 5 sh -c "! grep -qs ' $step\$' '$VRAM_SIM_DIR/limits'"
 stop_daemon
 
 # --- a reservation is the soft limit --------------------------------------------------
 printf 'reserve 1GiB for user root\n' >"$tmp/policy"
 start_daemon --policy "$tmp/policy"
-run_job soft "cat /proc/self/cgroup >'$tmp/soft.cg'"
+run_job soft "true"
 cg=$(job_cgroups)
 "$limits" "$cg" >"$tmp/get"
 check "the policy's reservation for the job's user is its soft limit" \
   grep -q "^soft=$G hard=$((4 * G)) " "$tmp/get"
 
-# --- vramd killed: the job keeps its cgroup, the next vramd its limit ---------------
+# --- vramd killed: the job keeps its cgroup, the next vramd its limit, the dead go ------
+"$vram" run --limit 1GiB --job gone -- sleep 300 >/dev/null 2>&1 &
+gone=$!
+check "a second job, its cgroup below C" wait_for 10 sh -c "ls -d '$C'/vram-job-$gone-* >/dev/null 2>&1"
+gone_cg=$(ls -d "$C"/vram-job-$gone-* 2>/dev/null)
+"$peer" "$S" job 42.8 0 0 "$uuid" $((G)) >/dev/null 2>&1 &
+holder=$!
+mkdir -p "$C/job_42/step_8/user/task_0"
+wait_for 10 sh -c "'$vram' status --json | grep -q '\"job\":\"42.8\"'"
+sh -c "echo \$\$ >'$C/job_42/step_8/user/task_0/cgroup.procs'; exec '$peer' '$S' send 'VRAM/1 PLACE job=42.8 cgroup=$rel/job_42/step_8'" >/dev/null
+check "and a Slurm step held in its step cgroup" sh -c "'$limits' '$C/job_42/step_8' | grep -q ' hard=$G '"
 kill -9 "$daemon_pid"; wait "$daemon_pid" 2>/dev/null; daemon_pid=
 check "vramd killed: the job's cgroup stays, with its limit" \
   sh -c "'$limits' '$cg' | grep -q '^soft=$G hard=$((4 * G)) '"
-mkdir "$root/job-999999999-1"
+# Their holders die while no vramd runs.
+kill -9 "$gone" "$holder"; wait "$gone" "$holder" 2>/dev/null
+# A process of the dead job that is still there (one that outlived its
+# parent): it goes back where it came from.
+sleep 300 &
+sleeper=$!
+echo "$sleeper" >"$gone_cg/cgroup.procs"
 start_daemon --policy "$tmp/policy"
-check "the next vramd removes a job cgroup whose holder is gone" wait_for 5 test ! -e "$root/job-999999999-1"
+check "the next vramd removes a job cgroup it recorded whose holder is gone" \
+  wait_for 5 test -n "$gone_cg" -a ! -e "$gone_cg"
+check "what ran in it is back in C, where it came from" grep -qx "$sleeper" "$C/cgroup.procs"
+kill "$sleeper" 2>/dev/null
+check "a Slurm step cgroup whose holder is gone: kept" test -d "$C/job_42/step_8/user/task_0"
+check "its limits cleared" sh -c "! grep -qs ' $C/job_42/step_8\$' '$VRAM_SIM_DIR/limits'"
 check "the job re-registers, in the same cgroup" \
   wait_for 10 sh -c "'$vram' status --json | grep -q '\"job\":\"soft\",\"budget\":$((4 * G)),.*\"backend\":\"driver\"'"
 check "with its limit set again" sh -c "'$limits' '$cg' | grep -q '^soft=$G hard=$((4 * G)) '"
+check "its command still below C" test "$(cg_of "$(cat "$tmp/pid")")" = "${cg#$mnt}"
 end_job
 check "then ends: its cgroup is gone" wait_for 5 no_job_cgroup
 
@@ -180,19 +275,19 @@ check "then ends: its cgroup is gone" wait_for 5 no_job_cgroup
 run_job last true
 stop_daemon
 check "vramd stopped: no job cgroup left" no_job_cgroup
-check "the job's command goes on" kill -0 "$job_pid"
+check "nothing recorded" sh -c "! grep -q '^[ms] ' '$tmp/state.cgroups'"
+check "the job's command goes on, in C where it began" \
+  sh -c "kill -0 $job_pid && grep -qx '$(cat "$tmp/pid")' '$C/cgroup.procs'"
 end_job
 
-# --- bad places ------------------------------------------------------------------------
-timeout 10 "$vramd" --socket "$S" --cgroup-root vram >"$tmp/bad" 2>&1; rc=$?
-check "--cgroup-root must be absolute: refused (2), naming the value and the forms" \
-  sh -c "[ $rc = 2 ] && grep -q 'cgroup-root \"vram\": not an absolute path.*accepted: .*or off' '$tmp/bad'"
-timeout 10 "$vramd" --socket "$S" --cgroup-root "$tmp/elsewhere" >"$tmp/bad" 2>&1; rc=$?
-check "--cgroup-root outside the cgroup2 hierarchy, with driver 615: vramd does not start" \
-  sh -c "[ $rc = 1 ] && grep -q 'is not in the cgroup2 hierarchy, mounted at $mnt' '$tmp/bad'"
-start_daemon --cgroup-root off
+# --- the option --------------------------------------------------------------------------
+timeout 10 "$vramd" --socket "$S" --driver-limits maybe >"$tmp/bad" 2>&1; rc=$?
+check "--driver-limits maybe: refused (2), naming the option, the value and the forms" \
+  sh -c "[ $rc = 2 ] && grep -q 'driver-limits \"maybe\": unknown value; accepted: auto .* or off' '$tmp/bad'"
+start_daemon --driver-limits off
+check "--driver-limits off: said" contains "$tmp/daemon.out" "grants are held by the interposer: --driver-limits off"
 run_job off "'$vram' status --json >'$tmp/off.json'"
-check "--cgroup-root off: the interposer holds grants" \
+check "--driver-limits off: the interposer holds grants" \
   grep -q '"job":"off","budget":4294967296,.*"backend":"interposer"' "$tmp/off.json"
 check "and no cgroup is made" no_job_cgroup
 end_job

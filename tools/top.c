@@ -37,7 +37,7 @@ static void top_usage(FILE *out)
             "waiting); each job, its processes under it, and each process (budget, used,\n"
             "peak, what NVML sees, state: ok, OVER its budget, wait N in the queue,\n"
             "unseen for memory used without a grant; LIMIT where the driver holds some\n"
-            "grant (driver R615 and later, vramd --cgroup-root): driver or interposer;\n"
+            "grant (driver R615 and later, vramd --driver-limits): driver or interposer;\n"
             "running time, command); then, where there is room, each GPU's and each\n"
             "job's trend over the last 2 minutes from vramd's history (Unicode blocks\n"
             "where the locale is UTF-8, else ASCII). Root sees every process; others\n"

@@ -197,7 +197,7 @@ int job_watch(struct job *j, struct command_shared *shared, int fd)
     return s ? 0 : -1;
 }
 
-int job_place(const struct job *j, char *why, size_t n)
+int job_place(const struct job *j, const char *cgroup, char *why, size_t n)
 {
     int fd = ledger_connect(j->socket);
     if (fd < 0) {
@@ -209,6 +209,8 @@ int job_place(const struct job *j, char *why, size_t n)
     int r = -1;
     proto_begin(&w, VERB_PLACE);
     proto_add(&w, "job", j->name);
+    if (cgroup)
+        proto_add(&w, "cgroup", cgroup);
     if (!ledger_peer_trusted(fd, why, n)) {
         ;
     } else if (ledger_send(fd, &w) != 0) {

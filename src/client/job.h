@@ -123,11 +123,13 @@ void job_member(struct job *j, pid_t pid);
 /* For a job root registers (for_user) some of whose grants the driver
  * holds (dev[i].by_driver): this process, root's (a Slurm task before it
  * execs), asks vramd on a connection of its own to be put in the job's
- * cgroup, where the driver holds the job's grants
- * (src/daemon/driver_limits.h). Touches nothing of j but its socket and
- * name: it runs in a forked copy of the holder. 1 placed; 0 the job's
- * grants are the interposer's alone (nothing to do); -1 with why. */
-int job_place(const struct job *j, char *why, size_t n);
+ * cgroup, where the driver holds the job's grants, or, with `cgroup` (the
+ * step's cgroup Slurm made, which this process is in), to have the
+ * driver hold that one (src/daemon/driver_limits.h). Touches nothing of j
+ * but its socket and name: it runs in a forked copy of the holder. 1
+ * placed; 0 the job's grants are the interposer's alone (nothing to do);
+ * -1 with why. */
+int job_place(const struct job *j, const char *cgroup, char *why, size_t n);
 
 /* Starts the thread that reports and re-registers (see above). */
 void job_start(struct job *j);

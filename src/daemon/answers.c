@@ -514,7 +514,8 @@ static int on_member(struct conn *c, const struct proto_msg *m)
 }
 
 /* A process of root's (a Slurm task, before it execs the user's program)
- * asks to be put in the cgroup of a job root registered. The process moved
+ * asks to be put in the cgroup of a job root registered, or names the
+ * step's cgroup it is in (cgroup=). The process moved
  * is the one the kernel says is at the other end, so nothing here lets
  * anyone move another process; and only root's, since whoever is in a
  * job's cgroup takes from the job's grant. */
@@ -533,14 +534,17 @@ static int on_place(struct conn *c, const struct proto_msg *m)
             job = D.L.jobs[i];
     if (!job)
         return reply_text(c, VERB_ERR, NULL, "PLACE: no job %s registered by root", name);
-    char why[700];
-    int r = driver_limits_place(job, c->pid, c->start, why, sizeof why);
+    /* Slurm's step cgroup, where it made one: the limits are set there. */
+    const char *cgroup = proto_get(m, "cgroup");
+    char why[1200];
+    int r = driver_limits_place(&D.L, job, c->pid, c->start, cgroup, why, sizeof why);
     if (r < 0) {
         dlog(L_WARN, "job %s (%s): %s", job->job, job->user, why);
         return reply_text(c, VERB_ERR, NULL, "PLACE: %s", why);
     }
     if (r > 0)
-        dlog(L_INFO, "job %s (%s): pid %d joined its cgroup", job->job, job->user, (int)c->pid);
+        dlog(L_INFO, "job %s (%s): pid %d %s", job->job, job->user, (int)c->pid,
+             cgroup ? "is in the step's cgroup, which holds it" : "joined its cgroup");
     struct proto_writer w;
     proto_begin(&w, VERB_OK);
     proto_add(&w, "backend", r > 0 ? "driver" : "interposer");

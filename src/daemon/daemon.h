@@ -134,6 +134,10 @@ void answers_flush_grants(void);
  * name that exists and is not a regular file is refused (EEXIST), and
  * nothing at it is followed or written through. */
 int write_atomically(const char *path, mode_t mode, void (*fill)(FILE *));
+/* Appends the file at `path` to *buf (*len bytes, a last line ended with
+ * a newline) if it is to be believed: a regular file of this daemon's user
+ * that no one else may write. Nothing if it is missing. */
+void files_read_trusted(const char *path, char **buf, size_t *len);
 /* On the timer: the state file within STATE_EVERY_MS of a change (until a
  * write succeeds), the metrics file every D.metrics_ms. */
 void files_tick(uint64_t now);

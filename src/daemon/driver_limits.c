@@ -6,7 +6,6 @@
 #include "../util/parse.h"
 #include "daemon.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,20 +15,24 @@
 #include <unistd.h>
 
 #define PATH_LEN 512
-#define JOB_PREFIX "job-"
+#define JOB_PREFIX "vram-job-"
 #define PENDING_TRIES 200 /* 10 s of the daemon's 50 ms ticks */
 
-/* A job the driver holds: its cgroup, and the GPUs where its limits are set. */
+/* A job cgroup: one vramd made (below where the job's first process was)
+ * or Slurm's step cgroup, used in place. */
 struct dl_job {
-    int id; /* the ledger client's */
-    char path[PATH_LEN];
-    char origin[PATH_LEN]; /* where the first process put in it came from; "" unknown */
+    int id; /* the ledger client's; -1: a vramd before this one's, its holder alive */
+    pid_t pid; /* the job's holder */
+    uint64_t start;
+    char path[PATH_LEN]; /* "" until a job root registered has its first task placed */
+    bool made;           /* vramd made it: removed at the job's end; else never */
     bool limited[LEDGER_MAX_DEVICES];
 };
 
 static struct {
-    bool off, given, on, made_root;
-    char root[PATH_LEN], mount[PATH_LEN];
+    bool off, on;
+    char mount[PATH_LEN];
+    char record[600]; /* the state file's .cgroups: the job cgroups, for the next vramd */
     int ngpus;
     nvmlDevice_t dev[LEDGER_MAX_DEVICES];
     PFN_nvmlDeviceSetMemoryLimits_v1 set;
@@ -49,23 +52,13 @@ static struct {
 
 int driver_limits_option(const char *value, char *err, size_t n)
 {
-    if (strcmp(value, "off") == 0) {
-        G.off = true;
+    if (strcmp(value, "auto") == 0 || strcmp(value, "off") == 0) {
+        G.off = value[1] == 'f';
         return 0;
     }
-    if (value[0] != '/' || strlen(value) >= PATH_LEN - 64 || strstr(value, "/../") ||
-        strstr(value, "/./")) {
-        snprintf(err, n, "--cgroup-root \"%s\": not an absolute path of at most %d characters "
-                 "without . or .. parts; accepted: a directory of the cgroup2 hierarchy (such as "
-                 "/sys/fs/cgroup/vram), or off", value, PATH_LEN - 65);
-        return -1;
-    }
-    snprintf(G.root, sizeof G.root, "%s", value);
-    size_t len = strlen(G.root);
-    while (len > 1 && G.root[len - 1] == '/')
-        G.root[--len] = 0;
-    G.given = true;
-    return 0;
+    snprintf(err, n, "--driver-limits \"%s\": unknown value; accepted: auto (the driver's "
+             "per-cgroup limits where NVML has them) or off (the interposer alone)", value);
+    return -1;
 }
 
 const char *driver_limits_backend(void) { return G.on ? "driver" : "interposer"; }
@@ -112,8 +105,29 @@ static bool is_cgroup_dir(const char *path)
     return stat(f, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* The cgroup a process is in, as a path under the mount; -1 if it is gone
- * or not in this hierarchy. */
+/* A path in the hierarchy as /proc/PID/cgroup writes it ("/a/b"): no
+ * empty, . or .. part, nothing but printable characters. */
+static bool hierarchy_path_ok(const char *p)
+{
+    if (p[0] != '/')
+        return false;
+    if (!p[1])
+        return true;
+    for (const char *part = p + 1;;) {
+        size_t len = strcspn(part, "/");
+        if (len == 0 || (len == 1 && part[0] == '.') || (len == 2 && !strncmp(part, "..", 2)))
+            return false;
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)part[i] < 0x20 || part[i] == 0x7f)
+                return false;
+        if (!part[len])
+            return true;
+        part += len + 1;
+    }
+}
+
+/* The cgroup a process is in, as a directory of the mount; -1 if it is
+ * gone or not in this hierarchy (or in a cgroup that was removed). */
 static int cgroup_of(pid_t pid, char *out, size_t n)
 {
     char p[64], line[PATH_LEN];
@@ -125,12 +139,34 @@ static int cgroup_of(pid_t pid, char *out, size_t n)
     while (rc != 0 && fgets(line, sizeof line, f)) {
         if (strncmp(line, "0::/", 4) != 0)
             continue;
+        /* Cut short, it would name an ancestor: a job made there would
+         * leave the cgroup its process is in. */
+        if (!strchr(line, '\n'))
+            break;
         line[strcspn(line, "\n")] = 0;
+        if (!hierarchy_path_ok(line + 3))
+            break;
         int len = snprintf(out, n, "%s%s", G.mount, strcmp(line + 3, "/") ? line + 3 : "");
         rc = len >= 0 && (size_t)len < n ? 0 : -1;
     }
     fclose(f);
     return rc;
+}
+
+/* Whether cgroup `inner` is `outer` or below it. */
+static bool at_or_below(const char *inner, const char *outer)
+{
+    size_t m = strlen(outer);
+    return strncmp(inner, outer, m) == 0 && (inner[m] == 0 || inner[m] == '/');
+}
+
+/* The cgroup above `path` (where a job cgroup vramd made was made). */
+static void parent_of(const char *path, char *out, size_t n)
+{
+    snprintf(out, n, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash && strlen(out) > strlen(G.mount))
+        *slash = 0;
 }
 
 /* Moves a process into the cgroup at dir: 0, or an errno. */
@@ -147,17 +183,13 @@ static int move_into(const char *dir, pid_t pid)
     return rc;
 }
 
-/* Where a job's leftover processes go: where they came from, else the
- * root's parent (a process may not stay in the root: it is removed with
- * vramd). */
-static void move_out(const char *path, const char *origin)
+/* A job cgroup's leftover processes back to the cgroup it was made in,
+ * where they came from: never anywhere else, which would take them out of
+ * what that cgroup and its ancestors enforce. */
+static void move_out(const char *path)
 {
-    char parent[PATH_LEN];
-    snprintf(parent, sizeof parent, "%s", G.root);
-    char *slash = strrchr(parent, '/');
-    if (slash && strlen(parent) > strlen(G.mount))
-        *slash = 0;
-    char f[PATH_LEN + 32];
+    char parent[PATH_LEN], f[PATH_LEN + 32];
+    parent_of(path, parent, sizeof parent);
     snprintf(f, sizeof f, "%s/cgroup.procs", path);
     /* A process may fork while its siblings are moved: a few passes. */
     for (int pass = 0; pass < 8; pass++) {
@@ -165,11 +197,8 @@ static void move_out(const char *path, const char *origin)
         if (!in)
             return;
         int pid, moved = 0;
-        while (fscanf(in, "%d", &pid) == 1) {
-            if ((!origin[0] || move_into(origin, pid) != 0) && move_into(parent, pid) != 0)
-                continue;
-            moved++;
-        }
+        while (fscanf(in, "%d", &pid) == 1)
+            moved += move_into(parent, pid) == 0;
         fclose(in);
         if (!moved)
             return;
@@ -203,12 +232,12 @@ static void clear_limits(const char *path, int dev)
     }
 }
 
-/* Every trace of a job's cgroup: its processes moved out, its limits
- * cleared on every GPU, the cgroup removed (or kept for the timer to try
- * again, while a process is still leaving it). */
-static void remove_cgroup(const char *path, const char *origin)
+/* Every trace of a job cgroup vramd made: its processes moved back where
+ * they came from, its limits cleared on every GPU, the cgroup removed (or
+ * kept for the timer to try again, while a process is still leaving it). */
+static void remove_cgroup(const char *path)
 {
-    move_out(path, origin);
+    move_out(path);
     for (int d = 0; d < G.ngpus; d++)
         clear_limits(path, d);
     if (rmdir(path) == 0 || errno == ENOENT) {
@@ -231,13 +260,110 @@ static void remove_cgroup(const char *path, const char *origin)
     p->tries = 0;
 }
 
+/* A job's cgroup when the job ends: one vramd made goes; Slurm's stays,
+ * as Slurm left it, its limits cleared. */
+static void end_cgroup(const struct dl_job *j)
+{
+    if (!j->path[0])
+        return;
+    if (j->made) {
+        remove_cgroup(j->path);
+        return;
+    }
+    for (int d = 0; d < G.ngpus; d++)
+        clear_limits(j->path, d);
+    dlog(L_DEBUG, "cleared the driver's limits of %s (not vramd's: kept)", j->path);
+}
+
+/* ------------------------------------------------------------ records */
+
+/* The job cgroups, one a line: "m|s PID START PATH" (m: vramd made it, s:
+ * Slurm's, used in place; the job's holder), and those still being
+ * removed ("m 0 0 PATH"), so that a vramd after this one, however this one
+ * ends, removes what its holder no longer needs and never what it did not
+ * make. */
+static void fill_record(FILE *f)
+{
+    fprintf(f, "# vramd's job cgroups: m (made by vramd) or s (Slurm's) holder-pid start path\n");
+    for (int i = 0; i < G.njobs; i++)
+        if (G.jobs[i].path[0])
+            fprintf(f, "%c %d %llu %s\n", G.jobs[i].made ? 'm' : 's', (int)G.jobs[i].pid,
+                    (unsigned long long)G.jobs[i].start, G.jobs[i].path);
+    for (int i = 0; i < G.npending; i++)
+        fprintf(f, "m 0 0 %s\n", G.pending[i].path);
+}
+
+/* Written before a cgroup is made, and after one is gone. */
+static void write_record(void)
+{
+    if (G.record[0] && write_atomically(G.record, 0600, fill_record) != 0) {
+        static struct log_limit said;
+        dlog_limited(&said, L_WARN, "cannot write %s: %s; a vramd after this one will not know "
+                     "of the job cgroups this one made", G.record, strerror(errno));
+    }
+}
+
+/* What the vramd before this one recorded: a cgroup whose holder is gone
+ * is removed (Slurm's only cleared); one whose holder lives waits for it
+ * to re-register, or for its held grant to end (driver_limits_end). Only
+ * what the record may name: a path on the mount, and for one vramd made,
+ * a name vramd gives. */
+static void read_record(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    if (!G.record[0])
+        return;
+    files_read_trusted(G.record, &buf, &len);
+    if (!buf)
+        return;
+    FILE *f = fmemopen(buf, len, "r");
+    char line[PATH_LEN + 64];
+    while (f && fgets(line, sizeof line, f)) {
+        char kind;
+        int pid, at = 0;
+        unsigned long long start;
+        line[strcspn(line, "\n")] = 0;
+        if (line[0] == '#' || sscanf(line, "%c %d %llu %n", &kind, &pid, &start, &at) != 3 || !at)
+            continue;
+        const char *path = line + at, *name = strrchr(path, '/');
+        size_t m = strlen(G.mount);
+        if ((kind != 'm' && kind != 's') || strlen(path) >= PATH_LEN ||
+            strncmp(path, G.mount, m) != 0 || path[m] != '/' || !hierarchy_path_ok(path + m) ||
+            (kind == 'm' && strncmp(name + 1, JOB_PREFIX, strlen(JOB_PREFIX)) != 0)) {
+            dlog(L_WARN, "%s: \"%s\" is not a job cgroup vramd records; ignored", G.record, line);
+            continue;
+        }
+        if (!is_cgroup_dir(path))
+            continue;
+        struct dl_job j = {.id = -1, .pid = pid, .start = start, .made = kind == 'm'};
+        snprintf(j.path, sizeof j.path, "%s", path);
+        if (pid > 0 && same_process(pid, (uint64_t)start)) {
+            struct dl_job *grown = realloc(G.jobs, (size_t)(G.njobs + 1) * sizeof *grown);
+            if (grown) {
+                G.jobs = grown;
+                G.jobs[G.njobs++] = j;
+            }
+            continue;
+        }
+        dlog(L_INFO, "%s %s: a job cgroup of a vramd before this one, whose holder is gone",
+             j.made ? "removing" : "clearing the limits of", path);
+        end_cgroup(&j);
+    }
+    if (f)
+        fclose(f);
+    free(buf);
+    write_record();
+}
+
 bool driver_limits_pending(void) { return G.npending > 0; }
 
 void driver_limits_tick(void)
 {
+    int before = G.npending;
     for (int i = 0; i < G.npending; i++) {
         struct dl_pending *p = &G.pending[i];
-        move_out(p->path, "");
+        move_out(p->path);
         bool gone = rmdir(p->path) == 0 || errno == ENOENT;
         if (gone)
             dlog(L_DEBUG, "removed the cgroup %s", p->path);
@@ -249,19 +375,11 @@ void driver_limits_tick(void)
         *p = G.pending[--G.npending];
         i--;
     }
+    if (G.npending != before)
+        write_record();
 }
 
 /* ------------------------------------------------------------- jobs */
-
-/* The root is at most PATH_LEN - 64 long (driver_limits_option): the
- * name always fits. */
-static void job_path(const struct ledger_client *c, char *out, size_t n)
-{
-    int len = snprintf(out, n, "%s/" JOB_PREFIX "%d-%llu", G.root, (int)c->pid,
-                       (unsigned long long)c->start);
-    if (len < 0 || (size_t)len >= n)
-        out[0] = 0;
-}
 
 static struct dl_job *find_job(int id)
 {
@@ -271,27 +389,85 @@ static struct dl_job *find_job(int id)
     return NULL;
 }
 
+/* A job cgroup of the vramd before this one, whose holder is c's. */
+static struct dl_job *find_left(const struct ledger_client *c)
+{
+    for (int i = 0; i < G.njobs; i++)
+        if (G.jobs[i].id < 0 && G.jobs[i].pid == c->pid && G.jobs[i].start == c->start)
+            return &G.jobs[i];
+    return NULL;
+}
+
 static void forget_job(struct dl_job *j) { *j = G.jobs[--G.njobs]; }
 
-/* Puts pid (started at `start`) into job j's cgroup: 0, or -1 with why. */
-static int place(struct dl_job *j, pid_t pid, uint64_t start, char *why, size_t n)
+/* Job j's cgroup made below the cgroup process pid (started at `start`) is
+ * in, and pid moved into it: never out of the cgroup it was in, so that
+ * every limit of that cgroup and its ancestors (Slurm's device filter,
+ * memory and CPU, a user slice's) still applies. 0, or -1 with why. */
+static int make_below(struct dl_job *j, pid_t pid, uint64_t start, char *why, size_t n)
 {
-    char origin[PATH_LEN];
-    bool known = cgroup_of(pid, origin, sizeof origin) == 0;
-    /* The kernel's pid, checked against its start: not another process
-     * that took the number since. */
-    if (!same_process(pid, start)) {
-        snprintf(why, n, "pid %d is gone", (int)pid);
+    char here[PATH_LEN];
+    if (cgroup_of(pid, here, sizeof here) != 0 || !same_process(pid, start)) {
+        snprintf(why, n, "cannot tell which cgroup pid %d is in (/proc/%d/cgroup): it is gone, "
+                 "or not in the cgroup2 hierarchy at %s", (int)pid, (int)pid, G.mount);
+        return -1;
+    }
+    int len = snprintf(j->path, sizeof j->path, "%s/" JOB_PREFIX "%d-%llu", here, (int)j->pid,
+                       (unsigned long long)j->start);
+    if (len < 0 || (size_t)len >= sizeof j->path) {
+        j->path[0] = 0;
+        snprintf(why, n, "the cgroup of pid %d, %.300s, has too long a path for one below it",
+                 (int)pid, here);
+        return -1;
+    }
+    j->made = true;
+    write_record(); /* before it exists: a vramd killed now still finds it */
+    if (mkdir(j->path, 0755) != 0 && (errno != EEXIST || !is_cgroup_dir(j->path))) {
+        snprintf(why, n, "cannot make the cgroup %s below %s, where pid %d is: %s", j->path, here,
+                 (int)pid, strerror(errno));
+        j->path[0] = 0;
+        write_record();
         return -1;
     }
     int err = move_into(j->path, pid);
     if (err) {
-        snprintf(why, n, "cannot move pid %d into %s: %s", (int)pid, j->path, strerror(err));
+        /* EBUSY/EOPNOTSUPP: the cgroup pid is in gives its children
+         * controllers (cgroup.subtree_control) or is threaded. */
+        snprintf(why, n, "cannot move pid %d into %s: %s%s", (int)pid, j->path, strerror(err),
+                 err == EBUSY || err == EOPNOTSUPP
+                     ? " (the cgroup it is in enables controllers for its children, or is "
+                       "threaded: a job's cgroup cannot be made below it)"
+                     : "");
+        remove_cgroup(j->path);
+        j->path[0] = 0;
+        write_record();
         return -1;
     }
-    if (!j->origin[0] && known && strcmp(origin, j->path) != 0)
-        snprintf(j->origin, sizeof j->origin, "%s", origin);
     return 0;
+}
+
+/* Job c's limits on every GPU it has a grant on, in its cgroup. */
+static void set_all(struct ledger *l, struct ledger_client *c, struct dl_job *j, int only)
+{
+    for (int dev = only < 0 ? 0 : only; dev < (only < 0 ? G.ngpus : only + 1); dev++) {
+        if (!c->use[dev].grant)
+            continue;
+        uint64_t soft = ledger_guarantee(l, c, dev), hard = c->use[dev].grant;
+        nvmlReturn_t rc = set_limits(j->path, dev, soft, hard);
+        if (rc != NVML_SUCCESS) {
+            char buf[32];
+            dlog(L_WARN, "job %s (%s): the driver did not take its limit on %s (%s); the "
+                 "interposer alone holds that grant", c->job, c->user, l->dev[dev].uuid,
+                 nv_error(rc, buf));
+            c->use[dev].by_driver = false;
+            continue;
+        }
+        j->limited[dev] = true;
+        c->use[dev].by_driver = true;
+        dlog(L_INFO, "job %s (%s): the driver holds it to %s on %s (soft limit %s), cgroup %s",
+             c->job, c->user, format_size(hard).text, l->dev[dev].uuid, format_size(soft).text,
+             j->path);
+    }
 }
 
 void driver_limits_grant(struct ledger *l, struct ledger_client *c, int dev)
@@ -299,8 +475,11 @@ void driver_limits_grant(struct ledger *l, struct ledger_client *c, int dev)
     if (!G.on || c->role != ROLE_JOB || dev < 0 || dev >= G.ngpus || !c->use[dev].grant)
         return;
     struct dl_job *j = find_job(c->id);
-    char why[PATH_LEN + 200];
-    if (!j) {
+    char why[PATH_LEN * 2 + 300];
+    if (!j && (j = find_left(c))) {
+        /* Its holder re-registers with this vramd: the cgroup it has. */
+        j->id = c->id;
+    } else if (!j) {
         struct dl_job *grown = realloc(G.jobs, (size_t)(G.njobs + 1) * sizeof *grown);
         if (!grown)
             return;
@@ -308,45 +487,34 @@ void driver_limits_grant(struct ledger *l, struct ledger_client *c, int dev)
         j = &G.jobs[G.njobs++];
         memset(j, 0, sizeof *j);
         j->id = c->id;
-        job_path(c, j->path, sizeof j->path);
-        /* There already when its holder re-registers after a restart. */
-        if (mkdir(j->path, 0755) != 0 && (errno != EEXIST || !is_cgroup_dir(j->path))) {
-            dlog(L_WARN, "job %s (%s): cannot make the cgroup %s: %s; the interposer alone "
-                 "holds its grants", c->job, c->user, j->path, strerror(errno));
-            forget_job(j);
-            return;
-        }
+        j->pid = c->pid;
+        j->start = c->start;
         /* A user's job: its holder, vram run, before it starts the command
-         * (which inherits the cgroup). A job root registered is joined by
-         * its processes themselves (PLACE). */
-        if (!c->by_root && place(j, c->pid, c->start, why, sizeof why) != 0) {
+         * (which inherits the cgroup). A job root registered (Slurm's) gets
+         * its cgroup when its first task asks (PLACE). */
+        if (!c->by_root && make_below(j, c->pid, c->start, why, sizeof why) != 0) {
             dlog(L_WARN, "job %s (%s): %s; the interposer alone holds its grants", c->job,
                  c->user, why);
-            remove_cgroup(j->path, j->origin);
             forget_job(j);
             return;
         }
     }
-    uint64_t soft = ledger_guarantee(l, c, dev), hard = c->use[dev].grant;
-    nvmlReturn_t rc = set_limits(j->path, dev, soft, hard);
-    if (rc != NVML_SUCCESS) {
-        char buf[32];
-        dlog(L_WARN, "job %s (%s): the driver did not take its limit on %s (%s); the interposer "
-             "alone holds that grant", c->job, c->user, l->dev[dev].uuid, nv_error(rc, buf));
+    if (!j->path[0]) {
+        /* Said to the holder (GRANT backend=driver), whose tasks then ask
+         * to be placed; the limit is set then. */
+        c->use[dev].by_driver = true;
         return;
     }
-    j->limited[dev] = true;
-    c->use[dev].by_driver = true;
-    dlog(L_INFO, "job %s (%s): the driver holds it to %s on %s (soft limit %s), cgroup %s", c->job,
-         c->user, format_size(hard).text, l->dev[dev].uuid, format_size(soft).text, j->path);
+    set_all(l, c, j, dev);
 }
 
 void driver_limits_release(struct ledger_client *c, int dev)
 {
     struct dl_job *j = G.on ? find_job(c->id) : NULL;
-    if (!j || dev < 0 || dev >= G.ngpus || !j->limited[dev])
+    if (!j || dev < 0 || dev >= G.ngpus)
         return;
-    clear_limits(j->path, dev);
+    if (j->limited[dev])
+        clear_limits(j->path, dev);
     j->limited[dev] = false;
     c->use[dev].by_driver = false;
 }
@@ -355,72 +523,108 @@ void driver_limits_end(const struct ledger_client *c)
 {
     if (!G.on || c->role != ROLE_JOB)
         return;
+    /* Its own job, or (a held grant of the vramd before this one whose
+     * holder did not come back) the cgroup that vramd recorded for it. */
     struct dl_job *j = find_job(c->id);
-    if (j) {
-        remove_cgroup(j->path, j->origin);
-        forget_job(j);
+    if (!j)
+        j = find_left(c);
+    if (!j)
         return;
-    }
-    /* A held grant of the vramd before this one: its cgroup by name,
-     * unless the holder came back and a job of this daemon's has it. */
-    char path[PATH_LEN];
-    job_path(c, path, sizeof path);
-    for (int i = 0; i < G.njobs; i++)
-        if (strcmp(G.jobs[i].path, path) == 0)
-            return;
-    if (is_cgroup_dir(path))
-        remove_cgroup(path, "");
+    end_cgroup(j);
+    forget_job(j);
+    write_record();
 }
 
-int driver_limits_place(const struct ledger_client *c, pid_t pid, uint64_t start, char *why,
-                        size_t n)
+/* PLACE naming Slurm's step cgroup: used in place, the sender at or below
+ * it. */
+static int place_in(struct ledger *l, struct ledger_client *c, struct dl_job *j, pid_t pid,
+                    const char *here, const char *cgroup, char *why, size_t n)
+{
+    char step[PATH_LEN];
+    int len = snprintf(step, sizeof step, "%s%s", G.mount, strcmp(cgroup, "/") ? cgroup : "");
+    const char *name = strrchr(cgroup, '/');
+    if (!hierarchy_path_ok(cgroup) || len < 0 || (size_t)len >= sizeof step ||
+        strncmp(name + 1, "step_", 5) != 0) {
+        snprintf(why, n, "cgroup=\"%.300s\" is not a Slurm step's cgroup; accepted: its path "
+                 "in the cgroup2 hierarchy, / then names without . or .. parts, the last "
+                 "step_<id>", cgroup);
+        return -1;
+    }
+    if (!at_or_below(here, step)) {
+        snprintf(why, n, "pid %d is in the cgroup %.250s, not at or below cgroup=%.250s",
+                 (int)pid, here, cgroup);
+        return -1;
+    }
+    if (!is_cgroup_dir(step)) {
+        snprintf(why, n, "cgroup=%.250s: %.250s is not a cgroup", cgroup, step);
+        return -1;
+    }
+    if (j->path[0] && strcmp(j->path, step) != 0) {
+        snprintf(why, n, "job %s is held in the cgroup %.250s, not %.250s", c->job, j->path,
+                 step);
+        return -1;
+    }
+    if (!j->path[0]) {
+        snprintf(j->path, sizeof j->path, "%s", step);
+        j->made = false;
+        write_record();
+        set_all(l, c, j, -1);
+    }
+    return 1;
+}
+
+int driver_limits_place(struct ledger *l, struct ledger_client *c, pid_t pid, uint64_t start,
+                        const char *cgroup, char *why, size_t n)
 {
     struct dl_job *j = G.on ? find_job(c->id) : NULL;
     if (!j)
         return 0;
-    return place(j, pid, start, why, n) == 0 ? 1 : -1;
+    char here[PATH_LEN];
+    if (cgroup_of(pid, here, sizeof here) != 0 || !same_process(pid, start)) {
+        snprintf(why, n, "cannot tell which cgroup pid %d is in: it is gone, or not in the "
+                 "cgroup2 hierarchy at %s", (int)pid, G.mount);
+        return -1;
+    }
+    if (cgroup)
+        return place_in(l, c, j, pid, here, cgroup, why, n);
+    if (!j->path[0]) {
+        /* The step's first task: the step's cgroup, below the one it is in
+         * (slurmstepd's, under task/none), which its other tasks join. */
+        if (make_below(j, pid, start, why, n) != 0)
+            return -1;
+        set_all(l, c, j, -1);
+        return 1;
+    }
+    char parent[PATH_LEN];
+    parent_of(j->path, parent, sizeof parent);
+    if (at_or_below(here, j->path))
+        return 1;
+    if (!j->made || strcmp(here, parent) != 0) {
+        snprintf(why, n, "pid %d is in the cgroup %.250s; job %s is held in %.250s, which it may "
+                 "join only from %.250s", (int)pid, here, c->job, j->path,
+                 j->made ? parent : "inside it");
+        return -1;
+    }
+    int err = move_into(j->path, pid);
+    if (err) {
+        snprintf(why, n, "cannot move pid %d into %s: %s", (int)pid, j->path, strerror(err));
+        return -1;
+    }
+    return 1;
 }
 
 void driver_limits_stop(void)
 {
     while (G.njobs) {
-        remove_cgroup(G.jobs[0].path, G.jobs[0].origin);
+        end_cgroup(&G.jobs[0]);
         forget_job(&G.jobs[0]);
     }
     driver_limits_tick();
-    if (G.made_root && rmdir(G.root) != 0 && errno != ENOENT)
-        dlog(L_WARN, "cannot remove %s: %s", G.root, strerror(errno));
+    write_record(); /* what is still being removed, for the next vramd */
     G.on = false;
 }
 
 /* ------------------------------------------------------------- start */
-
-/* The job cgroups of a vramd before this one whose holder is gone. One
- * whose holder lives is kept: it re-registers (and its job takes the
- * cgroup back) or its held grant ends (driver_limits_end). */
-static void remove_stale(void)
-{
-    DIR *d = opendir(G.root);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int pid;
-        unsigned long long start;
-        char tail;
-        if (strncmp(e->d_name, JOB_PREFIX, strlen(JOB_PREFIX)) != 0 ||
-            sscanf(e->d_name + strlen(JOB_PREFIX), "%d-%llu%c", &pid, &start, &tail) != 2)
-            continue;
-        char path[PATH_LEN + 256];
-        snprintf(path, sizeof path, "%s/%s", G.root, e->d_name);
-        if (strlen(path) >= PATH_LEN || !is_cgroup_dir(path) || same_process(pid, start))
-            continue;
-        dlog(L_INFO, "removing %s: a job cgroup of a vramd before this one, whose holder is gone",
-             path);
-        remove_cgroup(path, "");
-    }
-    closedir(d);
-}
 
 /* Whether NVML has the limits: both functions, and a Get that does not
  * say the function is missing or unsupported. */
@@ -454,45 +658,21 @@ static bool nvml_has_limits(const struct driver_limits_nvml *nv, int ngpus, char
     return true;
 }
 
-/* The root of the job cgroups: there (made if missing, its parent a
- * cgroup), on the cgroup2 mount. 0, or -1 with why. */
-static int use_root(char *why, size_t n)
-{
-    size_t m = strlen(G.mount);
-    if (strncmp(G.root, G.mount, m) != 0 || (G.root[m] != '/' && G.root[m] != 0)) {
-        snprintf(why, n, "--cgroup-root \"%.200s\" is not in the cgroup2 hierarchy, mounted at "
-                 "%.200s; accepted: a directory under %.200s, or off", G.root, G.mount, G.mount);
-        return -1;
-    }
-    if (mkdir(G.root, 0755) == 0) {
-        G.made_root = true;
-    } else if (errno != EEXIST) {
-        snprintf(why, n, "cannot make the cgroup %s: %s", G.root, strerror(errno));
-        return -1;
-    }
-    if (!is_cgroup_dir(G.root)) {
-        if (G.made_root)
-            rmdir(G.root);
-        G.made_root = false;
-        snprintf(why, n, "%s is not a cgroup (it has no cgroup.procs)", G.root);
-        return -1;
-    }
-    return 0;
-}
-
-int driver_limits_start(const struct driver_limits_nvml *nvml, int ngpus)
+int driver_limits_start(const struct driver_limits_nvml *nvml, int ngpus, const char *state)
 {
     char why[PATH_LEN * 2 + 300] = "";
     G.error = nvml ? nvml->error : NULL;
     G.ngpus = ngpus > LEDGER_MAX_DEVICES ? LEDGER_MAX_DEVICES : ngpus;
+    if (state && state[0])
+        snprintf(G.record, sizeof G.record, "%.590s.cgroups", state);
     /* Where NVML has the limits and vramd cannot use them, that is said as
      * a warning: the administrator may want them. */
-    bool has = false, tried_root = false;
+    bool has = false;
     bool mounted = find_cgroup2(G.mount, sizeof G.mount) == 0;
     if (!mounted)
         snprintf(G.mount, sizeof G.mount, "/sys/fs/cgroup"); /* only for the probe */
     if (G.off)
-        snprintf(why, sizeof why, "--cgroup-root off");
+        snprintf(why, sizeof why, "--driver-limits off");
     else if (!nvml)
         snprintf(why, sizeof why, "no NVML");
     else if (!(has = nvml_has_limits(nvml, G.ngpus, why, sizeof why)))
@@ -503,25 +683,17 @@ int driver_limits_start(const struct driver_limits_nvml *nvml, int ngpus)
     else if (geteuid() != 0)
         snprintf(why, sizeof why, "NVML has per-cgroup memory limits, but vramd is not root, and "
                  "only root may set them");
-    else if (!G.given && strlen(G.mount) + 5 >= sizeof G.root)
-        snprintf(why, sizeof why, "the cgroup2 mount's path is too long");
-    else {
-        if (!G.given)
-            snprintf(G.root, sizeof G.root, "%s/vram", G.mount);
-        tried_root = true;
-        G.on = use_root(why, sizeof why) == 0;
-    }
+    else if (!is_cgroup_dir(G.mount))
+        snprintf(why, sizeof why, "NVML has per-cgroup memory limits, but %s is not a cgroup "
+                 "(it has no cgroup.procs)", G.mount);
+    else
+        G.on = true;
     if (G.on) {
         dlog(L_INFO, "grants of jobs are held by the driver (NVML's per-cgroup memory limits), "
-             "each job in a cgroup under %s, and by the interposer", G.root);
-        remove_stale();
+             "each job in a cgroup of its own below the one it runs in (hierarchy at %s), and by "
+             "the interposer", G.mount);
+        read_record();
         return 0;
-    }
-    /* An administrator's place that cannot be used where the driver has
-     * limits: said, and vramd does not start. */
-    if (tried_root && G.given) {
-        dlog(L_ERROR, "%s", why);
-        return -1;
     }
     dlog(has ? L_WARN : L_INFO, "grants are held by the interposer: %s", why);
     return 0;

@@ -196,8 +196,7 @@ static bool trusted(int fd, const char *path)
 
 static void journal_path(char *out, size_t n) { snprintf(out, n, "%s.grants", D.state_path); }
 
-/* Appends the file at `path`, if it is to be believed, to *buf. */
-static void slurp(const char *path, char **buf, size_t *len)
+void files_read_trusted(const char *path, char **buf, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
@@ -227,8 +226,8 @@ void load_state(void)
     char jpath[sizeof D.state_path + 8], *buf = NULL;
     size_t len = 0;
     journal_path(jpath, sizeof jpath);
-    slurp(D.state_path, &buf, &len);
-    slurp(jpath, &buf, &len);
+    files_read_trusted(D.state_path, &buf, &len);
+    files_read_trusted(jpath, &buf, &len);
     FILE *f = len ? fmemopen(buf, len, "r") : NULL;
     if (f) {
         load_state_from(f);

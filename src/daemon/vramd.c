@@ -299,12 +299,14 @@ static void usage(FILE *out)
             "  --metrics-every DUR   how often (default 5s)\n"
             "  --nvml LIBRARY|off    NVML to read devices and real usage from\n"
             "                        (default libnvidia-ml.so.1)\n"
-            "  --cgroup-root PATH    where NVML has per-cgroup memory limits (driver R615\n"
-            "                        and later), each job (a vram run command, a Slurm\n"
-            "                        step) runs in a cgroup of its own under PATH, which the\n"
-            "                        driver holds to the job's grant (default: vram under\n"
-            "                        the cgroup2 mount, such as /sys/fs/cgroup/vram); off:\n"
-            "                        the interposer alone holds grants, as on older drivers\n"
+            "  --driver-limits auto|off\n"
+            "                        auto (default): where NVML has per-cgroup memory\n"
+            "                        limits (driver R615 and later), each job (a vram run\n"
+            "                        command, a Slurm step) runs in a cgroup of its own\n"
+            "                        made below the one it was in (Slurm's step cgroup\n"
+            "                        itself where there is one), which the driver holds to\n"
+            "                        the job's grant; off: the interposer alone holds\n"
+            "                        grants, as on older drivers\n"
             "  --log LEVEL           error, warn (default), info, debug (to stderr)\n"
             "  --help, --version\n"
             "\n"
@@ -360,7 +362,7 @@ int main(int argc, char **argv)
             if (parse_duration(v, &D.metrics_ms, &why) != 0 || D.metrics_ms == 0)
                 return bad_option(a, v, D.metrics_ms ? why.text : "must be more than 0",
                                   PARSE_DURATION_FORMS);
-        } else if (strcmp(a, "--cgroup-root") == 0) {
+        } else if (strcmp(a, "--driver-limits") == 0) {
             char err[700];
             if (driver_limits_option(v, err, sizeof err) != 0) {
                 fprintf(stderr, "vramd: %s\n", err);
@@ -463,7 +465,7 @@ int main(int argc, char **argv)
      * with it. */
     static const struct driver_limits_nvml limits_nvml = {nvml_symbol, nvml_by_index,
                                                           nvml_error_text};
-    if (driver_limits_start(D.ngpus ? &limits_nvml : NULL, D.ngpus) != 0)
+    if (driver_limits_start(D.ngpus ? &limits_nvml : NULL, D.ngpus, D.state_path) != 0)
         return 1;
     load_state();
     /* Owners that died while the daemon was down hold nothing. */

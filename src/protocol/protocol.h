@@ -30,11 +30,15 @@
  *                       a job's (JOB or role=command): process N of the job,
  *                       a process of the job's user, uses this inside the
  *                       job's grant; without dev=, it has left the job
- *   PLACE job=NAME     root only, on a connection of its own: put the sender
+ *   PLACE job=NAME [cgroup=PATH]
+ *                       root only, on a connection of its own: put the sender
  *                       (the kernel's pid, a Slurm task before it execs) in
  *                       the cgroup of job NAME, registered by root (JOB),
- *                       where the driver holds its grants; answered OK
- *                       backend=driver (placed) or backend=interposer
+ *                       where the driver holds its grants, made below the
+ *                       sender's; with cgroup= (Slurm's step cgroup, as
+ *                       /proc/PID/cgroup writes it, the sender at or below
+ *                       it), that cgroup holds them, nothing moved; answered
+ *                       OK backend=driver (placed) or backend=interposer
  *                       (nothing to do), or ERR
  *   STATUS [after=CURSOR]                      the ledger, as its reader may see it,
  *                       one page: the first (no after=) with the devices

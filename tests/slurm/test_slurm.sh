@@ -6,10 +6,11 @@
 # one job of the ledger with its processes (one budget per task, whatever
 # the task starts; the peak in the job's output), a cancelled job's grant
 # gone from the ledger; a step held by the driver's own limit (simulated
-# driver R615, a cgroup root of the test's own in the host's cgroup2
-# hierarchy: this machine mounts it at /sys/fs/cgroup/unified), its task in
-# the step's cgroup. Stops exactly the processes it started; every wait is
-# bounded. Exit 77 (skipped) when Slurm is missing.
+# driver R615; the test, and so Slurm, in a cgroup of its own in the host's
+# cgroup2 hierarchy: this machine mounts it at /sys/fs/cgroup/unified), its
+# task in a cgroup made for the step below slurmstepd's (task/none), never out
+# of it. Stops exactly the processes it started; every wait is bounded.
+# Exit 77 (skipped) when Slurm is missing.
 #   test_slurm.sh BUILD_DIR
 set -u
 build=${1:?usage: test_slurm.sh BUILD_DIR}
@@ -26,6 +27,19 @@ id munge >/dev/null 2>&1 || skip "no munge user"
 W=$(mktemp -d /tmp/vram-slurm.XXXXXX)
 chmod 755 "$W"
 PIDS=()
+# A cgroup of the test's own, which this shell moves into before it starts
+# anything: Slurm's daemons and the steps' tasks (task/none runs them in
+# slurmstepd's cgroup) run there, and a step's cgroup, made below the
+# task's, lands there too.
+cgmnt=$(awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") { print $5; exit } break } }' \
+  /proc/self/mountinfo)
+cghere=$cgmnt$(sed -n 's/^0:://p' /proc/self/cgroup)
+cghere=${cghere%/}
+cgroot=
+if [ -n "$cgmnt" ] && mkdir "$cgmnt/vram-slurm-$$" 2>/dev/null; then
+  cgroot=$cgmnt/vram-slurm-$$
+  echo $$ >"$cgroot/cgroup.procs" || { rmdir "$cgroot"; cgroot=; }
+fi
 cleanup() {
   [ -n "${SLURM_CONF:-}" ] && scancel --quiet -u root 2>/dev/null
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
@@ -239,36 +253,33 @@ scancel "$jid"
 check "cancelled: its grant is gone" wait_for 20 sh -c "! '$build/vram' status --json | grep -q '\"job\":\"$jid\.'"
 
 # --- the driver's own limit (R615, simulated): the step in a cgroup of its own (issue 21) ---
-# vramd again, on the simulated driver 615, with a cgroup root of this test's
-# own: the task joins the step's cgroup before it runs (PLACE, as root), the
+# vramd again, on the simulated driver 615, the test in a cgroup of its own:
+# the task joins the step's cgroup, made below the one it runs in, before it
+# runs (PLACE, as root), the
 # driver holds it to the step's grant even without the interposer
 # (env -u LD_PRELOAD: 3 GiB and its context fit in 4 GiB, 4 GiB does not),
 # and the cgroup goes with the step.
-cgmnt=$(awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") { print $5; exit } break } }' \
-  /proc/self/mountinfo)
-cghere=$cgmnt$(sed -n 's/^0:://p' /proc/self/cgroup)
-cghere=${cghere%/}
-if [ -n "$cgmnt" ] && mkdir "$cgmnt/vram-slurm-$$" 2>/dev/null; then
-  cgroot=$cgmnt/vram-slurm-$$
+if [ -n "$cgroot" ]; then
   kill -TERM "$vramd_pid"; wait "$vramd_pid" 2>/dev/null
-  VRAM_SIM_DRIVER=615 start_vramd --cgroup-root "$cgroot"
+  VRAM_SIM_DRIVER=615 start_vramd
   wait_for 10 test -S "$S"
   check "driver 615: vramd says the driver holds jobs' grants" \
-    wait_for 5 contains "$W/log/vramd.log" "grants of jobs are held by the driver .* under $cgroot"
+    wait_for 5 contains "$W/log/vramd.log" "grants of jobs are held by the driver .* below the one it runs in"
   VRAM_SIM_DRIVER=615 timeout 60 srun --gpu-mem=4G bash -c "
     sed -n 's/^0:://p' /proc/self/cgroup >'$W/out/d-cg'
     env -u LD_PRELOAD '$member' hold $((3 * G)) 0 >'$W/out/d-below'
     env -u LD_PRELOAD '$member' hold $((4 * G)) 0 >'$W/out/d-past'
     '$build/vram' status --json >'$W/out/d-ledger'
     '$build/tests/nvml_limits' '$cgmnt'\$(cat '$W/out/d-cg') >'$W/out/d-get'" >"$W/out/d" 2>&1
-  check "the step's task runs in the step's cgroup" grep -q "^/vram-slurm-$$/job-[0-9]*-[0-9]*$" "$W/out/d-cg"
+  check "the step's task runs in the step's cgroup, made below slurmstepd's (task/none), never out of it" \
+    grep -q "^/vram-slurm-$$/vram-job-[0-9]*-[0-9]*$" "$W/out/d-cg"
   check "it joined it itself, as root" grep -q "job [0-9]*\.0 (root): pid [0-9]* joined its cgroup" "$W/log/vramd.log"
   check "NVML: the cgroup's hard limit is the step's grant" grep -q "^soft=0 hard=$((4 * G)) " "$W/out/d-get"
   check "without the interposer, below the grant: allocated" contains "$W/out/d-below" "^HELD"
   check "without the interposer, past the grant: the driver refuses" contains "$W/out/d-past" "^REFUSED"
   check "vram status: the driver holds the step's grant" \
     grep -q '"role":"job","command":"job","job":"[0-9]*\.0","budget":4294967296,.*"backend":"driver"' "$W/out/d-ledger"
-  check "the step ended: its cgroup is gone" wait_for 10 sh -c "! ls -d '$cgroot'/job-* >/dev/null 2>&1"
+  check "the step ended: its cgroup is gone" wait_for 10 sh -c "! ls -d '$cgroot'/vram-job-* >/dev/null 2>&1"
 else
   echo "(no cgroup2 hierarchy this test can make a cgroup in: the driver's limits under Slurm not tried)"
 fi
