@@ -16,13 +16,12 @@
  * The cases with another user need root and are skipped, and said to be,
  * without it. */
 #include "../src/cuda/cuda_prototypes.h"
-#include "../src/cuda/nvml_abi.h"
 #include "../sim/occupancy.h"
 #include "check.h"
+#include "nvml_test.h"
 
 #include <dirent.h>
 #include <pthread.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -80,22 +79,13 @@ static int child_refused(void)
 static int child_nvml_empty(void)
 {
     alarm(20);
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    CHECK(h);
-    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)dlsym(h, "nvmlInit_v2");
-    PFN_nvmlDeviceGetHandleByIndex_v2 get =
-        (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    PFN_nvmlDeviceGetMemoryInfo info = (PFN_nvmlDeviceGetMemoryInfo)dlsym(h, "nvmlDeviceGetMemoryInfo");
-    PFN_nvmlDeviceGetComputeRunningProcesses_v3 procs =
-        (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
-    nvmlDevice_t d;
+    nvmlDevice_t d = nvml_test_device(0);
     nvmlMemory_t m;
     nvmlProcessInfo_t p[8];
     unsigned n = 8;
-    CHECK(init() == NVML_SUCCESS && get(0, &d) == NVML_SUCCESS);
-    CHECK(info(d, &m) == NVML_SUCCESS);
+    CHECK(NVML_FUNCTION(nvmlDeviceGetMemoryInfo)(d, &m) == NVML_SUCCESS);
     CHECK(m.used == 0);
-    CHECK(procs(d, &n, p) == NVML_SUCCESS);
+    CHECK(NVML_FUNCTION(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, p) == NVML_SUCCESS);
     CHECK(n == 0);
     return 0;
 }
@@ -147,15 +137,8 @@ static void *list_repeatedly(void *arg)
 static int child_nvml_threads(void)
 {
     alarm(120);
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    CHECK(h);
-    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)dlsym(h, "nvmlInit_v2");
-    PFN_nvmlDeviceGetHandleByIndex_v2 get =
-        (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    list_processes = (PFN_nvmlDeviceGetComputeRunningProcesses_v3)dlsym(
-        h, "nvmlDeviceGetComputeRunningProcesses_v3");
-    CHECK(init && get && list_processes);
-    CHECK(init() == NVML_SUCCESS && get(0, &listed_device) == NVML_SUCCESS);
+    list_processes = NVML_FUNCTION(nvmlDeviceGetComputeRunningProcesses_v3);
+    listed_device = nvml_test_device(0);
     pthread_t t[2];
     void *why[2];
     for (int i = 0; i < 2; i++)
