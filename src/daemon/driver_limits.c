@@ -65,7 +65,12 @@ const char *driver_limits_backend(void) { return G.on ? "driver" : "interposer";
 
 /* ------------------------------------------------------------ cgroups */
 
-/* Where cgroup2 is mounted (the first such mount), from mountinfo. */
+/* Where cgroup2 is mounted, from mountinfo: a mount of the whole hierarchy
+ * (root "/"), since cgroup_of() joins the mount point with the paths
+ * /proc/PID/cgroup gives from the hierarchy's root; a bind mount of a
+ * subtree would put a job's cgroup somewhere else. (sim/cgroup.c reads the
+ * same file for the simulated driver, which also follows subtree mounts:
+ * the two are separate programs' views and not shared yet.) */
 static int find_cgroup2(char *out, size_t n)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -76,9 +81,10 @@ static int find_cgroup2(char *out, size_t n)
     while (found != 0 && fgets(line, sizeof line, f)) {
         /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE ... */
         char *sep = strstr(line, " - ");
-        char point[PATH_LEN], type[64];
-        if (!sep || sscanf(line, "%*s %*s %*s %*s %511s", point) != 1 ||
-            sscanf(sep + 3, "%63s", type) != 1 || strcmp(type, "cgroup2") != 0)
+        char root[8], point[PATH_LEN], type[64];
+        if (!sep || sscanf(line, "%*s %*s %*s %7s %511s", root, point) != 2 ||
+            strcmp(root, "/") != 0 || sscanf(sep + 3, "%63s", type) != 1 ||
+            strcmp(type, "cgroup2") != 0)
             continue;
         /* mountinfo writes a space, tab, newline or backslash as \ooo. */
         size_t k = 0;
