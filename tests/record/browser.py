@@ -285,9 +285,14 @@ def check_chart(b, el, kind, dev, d, interactive):
     check(f"{where}: hovering shows a tip", not tip["hidden"] and tip["device"] == dev
           and tip["chart"] == kind, tip)
     m = re.match(r"([\d.]+) s \u2013 ([\d.]+) s\n", tip["text"])
+    # Within a column: the pointer at the mark's centre may fall on the
+    # column's edge and show its neighbour, which holds the same level where
+    # the peak lasts (a short recording's plateau, seen under ASan), as the
+    # mark's own check allows; and within the tip's rounding of its times.
+    slack = px_seconds + (0.5 * 10 ** -len(m.group(1).split(".")[-1]) if m else 0)
     check(f"{where}: the tip's time range holds the peak's time",
-          m and float(m.group(1)) - 1e-6 <= t_to and t_from <= float(m.group(2)) + 1e-6,
-          tip["text"])
+          m and float(m.group(1)) - slack <= t_to and t_from <= float(m.group(2)) + slack,
+          f'{tip["text"]} (peak {t_from}..{t_to} s)')
     check(f"{where}: the tip shows the peak's bytes",
           f"in use {size_text(peak)}" in tip["text"], tip["text"])
     check(f"{where}: the tip shows the budget", f"budget {size_text(budget)}" in tip["text"],
