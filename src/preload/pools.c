@@ -59,7 +59,7 @@ static int pool_settle(struct pool_charge *pc, uint64_t pre, CUstream stream)
     uint64_t had = pc->charged + pre;
     if (now < had) {
         budget_release(pc->dev, had - now);
-    } else if (now > had && budget_reserve(pc->dev, now - had) != 0) {
+    } else if (now > had && budget_reserve_held(pc->dev, now - had) != 0) {
         budget_release(pc->dev, pre);
         return -1;
     }

@@ -157,7 +157,7 @@ static CUresult governed_array(const char *name, uint64_t estimate, void **handl
     uint64_t exact = actual(*handle, dev);
     if (exact && exact < estimate) {
         budget_release(dev, estimate - exact);
-    } else if (exact > estimate && budget_reserve(dev, exact - estimate) != 0) {
+    } else if (exact > estimate && budget_reserve_held(dev, exact - estimate) != 0) {
         destroy(*handle);
         budget_release(dev, estimate);
         governed_refusal(dev, RECORD_ARRAY, exact, 0, name, 0);
