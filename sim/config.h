@@ -58,13 +58,10 @@
  * 89 MiB more in nvidia-smi than vram counted (4,320 MiB against 4,231),
  * and 88 MiB more than its 3 GiB budget. */
 #define SIM_CODE_STEP (2ull << 20)
-/* A stream-ordered pool grows its reservation by at least this much: on
- * the same H100 the default pool's CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
- * was 32 MiB after live allocations of 1 B, 1 MiB or 3 MiB, 64 MiB after
- * 33 MiB, 160 MiB after 100 MiB (so 32 MiB chunks), 1,184 MiB after 1 GiB;
- * a 12-byte cudaMallocAsync left 33,554,432 bytes reserved in CuPy PR
- * #5177 too: a pool holds its live allocations in whole chunks. */
-#define SIM_POOL_CHUNK (32ull << 20)
+/* A stream-ordered pool grows as src/cuda/granularity.h's pool_growth
+ * says (32 MiB chunks, measured on the H100 and H200); a 12-byte
+ * cudaMallocAsync left 33,554,432 bytes reserved in CuPy PR #5177 too: a
+ * pool holds its live allocations in whole chunks. */
 
 /* Fills total[] (SIM_MAX_DEVICES entries) with each device's memory as CUDA
  * sees it and returns the device count, or -1 after printing what is wrong
