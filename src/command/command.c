@@ -573,15 +573,22 @@ __attribute__((noinline, cold)) static int refused(int d)
     return -1;
 }
 
-int command_reserve(int d, uint64_t limit, uint64_t bytes)
+static inline int reserve(int d, uint64_t limit, uint64_t bytes)
 {
     int own = atomic_load_explicit(&me.own, memory_order_acquire);
     if ((own < 0 && (own = claim()) < 0) || bytes > limit)
-        return refused(d);
-    int rc = me.mode == COMMAND_PER_PROCESS ? reserve_own(me.s, d, own, limit, bytes)
-                                            : reserve_shared(me.s, d, own, limit, bytes);
+        return -1;
+    return me.mode == COMMAND_PER_PROCESS ? reserve_own(me.s, d, own, limit, bytes)
+                                          : reserve_shared(me.s, d, own, limit, bytes);
+}
+
+int command_reserve(int d, uint64_t limit, uint64_t bytes)
+{
+    int rc = reserve(d, limit, bytes);
     return rc >= 0 ? rc : refused(d);
 }
+
+int command_try_reserve(int d, uint64_t limit, uint64_t bytes) { return reserve(d, limit, bytes); }
 
 void command_set_margin(uint64_t bytes) { me.margin = bytes; }
 

@@ -285,7 +285,7 @@ uint64_t budget_limit(int dev) { return budget_limited(dev) ? b.limit[dev] : UIN
  * holds is read first (driver_memory.h). `pending`: what of the
  * reservation the driver has not been asked for yet. */
 __attribute__((noinline, cold)) static int reserve_near(int dev, int c, uint64_t bytes,
-                                                        uint64_t pending, int rc)
+                                                        uint64_t pending, int rc, bool count)
 {
     if (rc > 0) {
         if (driver_memory_settle(dev, pending) < 0)
@@ -295,24 +295,28 @@ __attribute__((noinline, cold)) static int reserve_near(int dev, int c, uint64_t
     /* Refused: the driver may have given back what it held. */
     if (driver_memory_part(dev) == 0 || driver_memory_settle(dev, 0) <= 0)
         return -1;
-    rc = command_reserve(c, b.limit[dev], bytes);
+    rc = count ? command_reserve(c, b.limit[dev], bytes)
+               : command_try_reserve(c, b.limit[dev], bytes);
     return rc <= 0 ? rc : command_recheck(c, b.limit[dev], bytes);
 }
 
-static inline int reserve(int dev, uint64_t bytes, uint64_t pending)
+static inline int reserve(int dev, uint64_t bytes, uint64_t pending, bool count)
 {
     int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
     if (c < 0 || atomic_load_explicit(&b.stopped[dev], memory_order_relaxed))
         return -1; /* limited but not accounted (a budget that could not be set up), or stopped */
-    int rc = command_reserve(c, b.limit[dev], bytes);
+    int rc = count ? command_reserve(c, b.limit[dev], bytes)
+                   : command_try_reserve(c, b.limit[dev], bytes);
     if (__builtin_expect(rc == 0, 1))
         return 0;
-    return reserve_near(dev, c, bytes, pending, rc);
+    return reserve_near(dev, c, bytes, pending, rc, count);
 }
 
-int budget_reserve(int dev, uint64_t bytes) { return reserve(dev, bytes, bytes); }
+int budget_reserve(int dev, uint64_t bytes) { return reserve(dev, bytes, bytes, true); }
 
-int budget_reserve_held(int dev, uint64_t bytes) { return reserve(dev, bytes, 0); }
+int budget_reserve_held(int dev, uint64_t bytes) { return reserve(dev, bytes, 0, true); }
+
+int budget_try_reserve(int dev, uint64_t bytes) { return reserve(dev, bytes, bytes, false); }
 
 void budget_release(int dev, uint64_t bytes)
 {
@@ -351,7 +355,7 @@ bool budget_forget(uint64_t key, int *dev, uint64_t *bytes, enum charge_kind *ki
 
 int budget_reserve_part(int dev, uint64_t bytes, enum command_part part, bool held)
 {
-    if (reserve(dev, bytes, held ? 0 : bytes) != 0)
+    if (reserve(dev, bytes, held ? 0 : bytes, true) != 0)
         return -1;
     command_part(atomic_load_explicit(&b.cdev[dev], memory_order_relaxed), part, bytes, true);
     return 0;

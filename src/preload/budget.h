@@ -69,6 +69,9 @@ uint64_t budget_limit(int dev);
  * the budget must count as charged, not as the driver's own. */
 int budget_reserve(int dev, uint64_t bytes);
 int budget_reserve_held(int dev, uint64_t bytes);
+/* As budget_reserve, for a caller with another way to the memory if this
+ * is refused (a pool's next chunk): the refusal is not counted. */
+int budget_try_reserve(int dev, uint64_t bytes);
 /* Records a successful allocation (key: its address or handle). */
 void budget_commit(int dev, uint64_t key, uint64_t bytes, enum charge_kind kind);
 /* Forgets an allocation and returns its charge; false if unknown. The

@@ -34,7 +34,12 @@ int governed_device(void)
     return budget_limited(dev) ? dev : -1;
 }
 
-/* Frees: the driver decides; the charge comes back only if it agreed. */
+/* Frees: the driver decides; the charge comes back only if it agreed. The
+ * free is recorded before the driver is asked: once it has freed, another
+ * thread may be given the same address, and that allocation must come
+ * after this free in the recording (stamped after, it came before it now
+ * and then, and the reader ignored the free). A free the driver refused is
+ * recorded as held again. */
 CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t))
 {
     int dev;
@@ -42,12 +47,13 @@ CUresult governed_free(uint64_t key, CUresult (*driver)(uint64_t))
     enum charge_kind kind;
     if (!budget_forget(key, &dev, &bytes, &kind))
         return driver(key); /* not ours: the driver's answer, unchanged */
+    record_free(family_of(kind), dev, key, bytes, 0);
     CUresult rc = driver(key);
     if (rc == CUDA_SUCCESS) {
         budget_release(dev, bytes);
-        record_free(family_of(kind), dev, key, bytes, 0);
     } else {
         budget_commit(dev, key, bytes, kind); /* still held */
+        record_alloc(family_of(kind), dev, key, bytes, 0);
     }
     return rc;
 }

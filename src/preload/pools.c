@@ -163,7 +163,7 @@ static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize,
     uint64_t grow = pool_growth(pc->charged, pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
                                 device_charge(bytesize));
     CUresult rc;
-    if (grow && budget_reserve(dev, grow) != 0) {
+    if (grow && budget_try_reserve(dev, grow) != 0) {
         rc = outside_pool(name, dev, dptr, bytesize, stream_of(s, ptsz));
     } else if ((rc = from_pool ? from_pool(dptr, bytesize, pool, s)
                                : from_default(dptr, bytesize, s)) != CUDA_SUCCESS) {
@@ -234,14 +234,17 @@ static CUresult free_async(CUdeviceptr p, CUstream s, bool ptsz, PFN_cuMemFreeAs
     if (outside) {
         CUresult rc = real.cuStreamSynchronize ? real.cuStreamSynchronize(stream_of(s, ptsz))
                                                : CUDA_SUCCESS;
-        if (rc == CUDA_SUCCESS)
-            rc = real.cuMemFree_v2(p);
+        if (rc == CUDA_SUCCESS) {
+            /* Recorded before the address can be given out again (governed_free). */
+            record_free(RECORD_POOL, dev, p, bytes, (uintptr_t)s);
+            if ((rc = real.cuMemFree_v2(p)) != CUDA_SUCCESS)
+                record_alloc(RECORD_POOL, dev, p, bytes, (uintptr_t)s);
+        }
         if (rc != CUDA_SUCCESS) {
             budget_commit(dev, p, bytes, CHARGE_ASYNC); /* still held */
             return rc;
         }
         budget_release(dev, bytes);
-        record_free(RECORD_POOL, dev, p, bytes, (uintptr_t)s);
         return CUDA_SUCCESS;
     }
     return settled(driver(p, s), s);
