@@ -33,6 +33,7 @@ static struct {
     uint64_t limit[BUDGET_MAX_DEVICES];
     _Atomic int cdev[BUDGET_MAX_DEVICES]; /* the device's entry in the command's state, or -1 */
     char *denied[BUDGET_MAX_DEVICES]; /* why the daemon granted nothing */
+    bool unbudgeted[BUDGET_MAX_DEVICES]; /* ... or rather the setting gave others a budget */
     _Atomic bool stopped[BUDGET_MAX_DEVICES]; /* vramd does not take the budget back (agent.h) */
 } b = {.resolve = PTHREAD_MUTEX_INITIALIZER};
 
@@ -203,6 +204,31 @@ static bool check_configuration(void)
     return true;
 }
 
+/* A device left without a budget where the setting gives others one
+ * (VRAM_MEMORY_LIMIT=1=4GiB on two GPUs), and no vramd gives it one: the
+ * program would take it whole, unseen. Refused, said whatever VRAM_LOG
+ * says (vram run refuses it before starting; this is for the interposer
+ * preloaded by hand). True when refused. */
+static bool unbudgeted_beside_budgets(int dev, const char *uuid)
+{
+    int other = -1;
+    for (int d = 0; d < OPT_MAX_DEVICES && other < 0; d++)
+        if (d != dev && b.env.limit[d].kind != LIMIT_NONE)
+            other = d;
+    if (other < 0 || b.env.limit_all.kind != LIMIT_NONE)
+        return false;
+    char why[512];
+    snprintf(why, sizeof why, "%s gives device %d a budget and device %d (%s) none; give each "
+             "GPU a budget (one for all: SIZE; or one per GPU: 0=SIZE,1=SIZE), or hide device %d "
+             "with CUDA_VISIBLE_DEVICES", b.env.limit[other].origin, other, dev, uuid, dev);
+    fprintf(stderr, "vram: error: %s; every GPU allocation on device %d will be refused\n", why,
+            dev);
+    b.denied[dev] = strdup(why);
+    b.unbudgeted[dev] = true;
+    b.limit[dev] = 0;
+    return true;
+}
+
 /* This process's answer for a device (2 limited, 1 unlimited), then the
  * command's: with one budget per command, the budget the command's first
  * process on this device (by UUID) registered holds for all. */
@@ -230,6 +256,8 @@ static int resolve_device(int dev)
         s = granted_to_command(dev, uuid);
     else
         s = ask_daemon(dev, uuid, s);
+    if (s == 1 && unbudgeted_beside_budgets(dev, uuid))
+        return 2;
     if (b.denied[dev])
         return 2;
     uint64_t budget = 0;
@@ -584,8 +612,8 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
         vlog(LOG_ERROR, "%s refused on device %d (%s): the budget configuration is invalid (see "
              "above)%s", call, dev, uuid, more);
     else if (b.denied[dev])
-        vlog(LOG_ERROR, "%s refused on device %d (%s): vramd granted no memory: %s%s", call, dev,
-             uuid, b.denied[dev], more);
+        vlog(LOG_ERROR, "%s refused on device %d (%s): %s%s%s", call, dev, uuid,
+             b.unbudgeted[dev] ? "" : "vramd granted no memory: ", b.denied[dev], more);
     else if (c < 0 || command_claim_error())
         vlog(LOG_ERROR, "%s refused on device %d (%s): %s%s", call, dev, uuid,
              c < 0 ? "the device has no budget accounting" : command_claim_error(), more);
@@ -619,7 +647,7 @@ unsigned budget_refusal(int dev, uint64_t *in_use)
     if (b.config_bad)
         return RECORD_BAD_SETTINGS;
     if (b.denied[dev])
-        return RECORD_NOT_GRANTED;
+        return b.unbudgeted[dev] ? RECORD_BAD_SETTINGS : RECORD_NOT_GRANTED;
     if (atomic_load(&b.cdev[dev]) < 0 || command_claim_error())
         return RECORD_NO_ACCOUNTING;
     return RECORD_OVER_BUDGET;
