@@ -71,6 +71,9 @@ int sim_config_devices(uint64_t *total);
  * the profile's on its own device; none on devices VRAM_SIM_DEVICES sizes
  * (a size given is the whole of what NVML and CUDA both count). */
 uint64_t sim_config_reserved(void);
+/* VRAM_SIM_POOL_CHUNK (a whole number of 2 MiB pages), or the H100's and
+ * H200's 32 MiB (POOL_CHUNK); -1 after printing what is wrong. */
+int sim_config_pool_chunk(uint64_t *bytes);
 /* VRAM_SIM_CONTEXT_SIZE, or the profile's; -1 after printing what is wrong. */
 int sim_config_context_size(uint64_t *bytes);
 /* CUDA_MODULE_LOADING: *lazy true for LAZY (and when unset, the driver's

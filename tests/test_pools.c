@@ -143,7 +143,7 @@ static int program(const char *name, uint64_t budget)
     CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
     CHECK(cuCtxPushCurrent_v2(ctx) == CUDA_SUCCESS);
     struct path p = {.name = name};
-    if (!strcmp(name, "default")) {
+    if (!strcmp(name, "default") || !strcmp(name, "larger")) {
         void *lib = dlopen("libcuda.so.1", RTLD_NOW);
         CHECK(lib != NULL);
         p.alloc = (PFN_cuMemAllocAsync)dlsym(lib, "cuMemAllocAsync");
@@ -229,19 +229,23 @@ static int program(const char *name, uint64_t budget)
 /* Each path and its budget. torch's leaves room for 47 chunks and 16 MiB
  * beside its context (518 MiB), modules (16 MiB) and their code (16 MiB,
  * which the driver took): a 48th chunk fits only where that code is
- * forgotten. */
+ * forgotten. "larger" is the default path on a driver whose pools grow in
+ * 64 MiB chunks where vram expects 32 (VRAM_SIM_POOL_CHUNK): a chunk it did
+ * not expect is given back before it passes the budget. */
 static const struct {
-    const char *name, *budget;
-} paths[] = {{"default", "2GiB"}, {"torch", "2070MiB"}, {"cupy", "2GiB"}, {"created", "2GiB"},
-             {"current", "2GiB"}};
+    const char *name, *budget, *chunk;
+} paths[] = {{"default", "2GiB", ""},   {"torch", "2070MiB", ""}, {"cupy", "2GiB", ""},
+             {"created", "2GiB", ""},   {"current", "2GiB", ""},  {"larger", "2GiB", "64MiB"}};
 
-static int again(const char *how, const char *path, const char *budget, char **argv)
+static int again(const char *how, const char *path, const char *budget, const char *chunk,
+                 char **argv)
 {
     pid_t pid = fork();
     if (pid == 0) {
         setenv("TEST_POOLS_UNDER", how, 1);
         setenv("TEST_POOLS_PATH", path, 1);
         setenv("TEST_POOLS_BUDGET", budget, 1);
+        setenv("VRAM_SIM_POOL_CHUNK", chunk, 1);
         unsetenv("VRAM_SIM_CONTEXT_SIZE"); /* the profile's: 518 MiB */
         unsetenv("CUDA_MODULE_LOADING");   /* the driver's default: lazy */
         if (!strcmp(how, "process")) {
@@ -317,8 +321,8 @@ int main(int argc, char **argv)
             rc = 1;
         }
         for (unsigned i = 0; i < sizeof paths / sizeof *paths; i++) {
-            rc = again("process", paths[i].name, paths[i].budget, argv) || rc;
-            rc = again("command", paths[i].name, paths[i].budget, argv) || rc;
+            rc = again("process", paths[i].name, paths[i].budget, paths[i].chunk, argv) || rc;
+            rc = again("command", paths[i].name, paths[i].budget, paths[i].chunk, argv) || rc;
         }
         return rc;
     }

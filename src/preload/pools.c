@@ -129,6 +129,8 @@ static CUresult outside_pool(const char *name, int dev, CUdeviceptr *dptr, size_
 static void undo_growth(struct pool_charge *pc, uint64_t grow, CUdeviceptr p, CUstream s,
                         PFN_cuMemFreeAsync undo)
 {
+    vlog(LOG_DEBUG, "device %d: a stream-ordered pool grew more than its %s chunks would; "
+         "given back", pc->dev, format_size(POOL_CHUNK).text);
     undo(p, s);
     if (real.cuStreamSynchronize)
         real.cuStreamSynchronize(s);
@@ -161,7 +163,7 @@ static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, size_t bytesize,
      * then what it will grow by for this allocation. */
     pool_settle(pc, 0, s);
     uint64_t grow = pool_growth(pc->charged, pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT),
-                                device_charge(bytesize));
+                                device_charge(bytesize), POOL_CHUNK);
     CUresult rc;
     if (grow && budget_try_reserve(dev, grow) != 0) {
         rc = outside_pool(name, dev, dptr, bytesize, stream_of(s, ptsz));
