@@ -42,6 +42,7 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
                 devices[i].total = total[i] + reserved;
                 sim_config_uuid_text(i, devices[i].uuid);
                 devices[i].bus = sim_config_pci_bus(i);
+                devices[i].node = sim_config_device_node(i, n);
             }
             ndev = n;
             __atomic_store_n(&driver, series, __ATOMIC_RELAXED);
@@ -250,6 +251,20 @@ nvmlReturn_t nvml_sim_figure64(nvmlDevice_t d, unsigned long long *out, unsigned
     return rc;
 }
 
+nvmlReturn_t nvml_sim_measured(nvmlDevice_t d, unsigned int *out, unsigned (*f)(nvmlDevice_t))
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    return rc != NVML_SUCCESS ? rc : nvml_sim_figure(d, out, f(d));
+}
+
+nvmlReturn_t nvml_sim_not_supported(nvmlDevice_t d, const void *out)
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc == NVML_SUCCESS && !out)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
+}
+
 /* ------------------------------------------------------------------- PCI */
 
 /* The first 36 bytes, common to every layout. */
@@ -306,6 +321,14 @@ uint64_t nvml_sim_used(int dev)
     for (int i = 0; i < n; i++)
         sum += p[i].bytes;
     return sum;
+}
+
+unsigned nvml_sim_load(nvmlDevice_t d)
+{
+    uint64_t room = d->total - d->reserved, used = nvml_sim_used(d->index);
+    if (used >= room || room == 0)
+        return 100;
+    return (unsigned)((used * 100 + room / 2) / room);
 }
 
 /* NVML's two answers, as nvml.h documents them: the original counts what

@@ -42,8 +42,6 @@ typedef nvmlFanSpeedInfo_v1_t nvmlFanSpeedInfo_t;
 typedef unsigned int nvmlFanControlPolicy_t;
 typedef struct nvmlCoolerInfo_v1_t_opaque nvmlCoolerInfo_v1_t;
 typedef nvmlCoolerInfo_v1_t nvmlCoolerInfo_t;
-typedef struct nvmlTemperature_v1_t_opaque nvmlTemperature_v1_t;
-typedef nvmlTemperature_v1_t nvmlTemperature_t;
 typedef struct nvmlMarginTemperature_v1_t_opaque nvmlMarginTemperature_v1_t;
 typedef nvmlMarginTemperature_v1_t nvmlMarginTemperature_t;
 typedef struct nvmlGpuThermalSettings_t_opaque nvmlGpuThermalSettings_t;
@@ -100,8 +98,6 @@ typedef int nvmlPageRetirementCause_t; /* an enum */
 typedef struct nvmlRowRemapperHistogramValues_st nvmlRowRemapperHistogramValues_t;
 typedef unsigned int nvmlDeviceArchitecture_t;
 typedef struct nvmlClkMonStatus_status nvmlClkMonStatus_t;
-typedef struct nvmlProcessesUtilizationInfo_v1_t_opaque nvmlProcessesUtilizationInfo_v1_t;
-typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
 typedef struct nvmlPlatformInfo_v2_t_opaque nvmlPlatformInfo_v2_t;
 typedef nvmlPlatformInfo_v2_t nvmlPlatformInfo_t;
 typedef struct nvmlPdi_v1_t_opaque nvmlPdi_v1_t;
@@ -648,6 +644,10 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetComputeRunn
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetGraphicsRunningProcesses), PFN_nvmlDeviceGetGraphicsRunningProcesses), "PFN_nvmlDeviceGetGraphicsRunningProcesses");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetGraphicsRunningProcesses_v2), PFN_nvmlDeviceGetGraphicsRunningProcesses_v2), "PFN_nvmlDeviceGetGraphicsRunningProcesses_v2");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetGraphicsRunningProcesses_v3), PFN_nvmlDeviceGetGraphicsRunningProcesses_v3), "PFN_nvmlDeviceGetGraphicsRunningProcesses_v3");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetTemperatureV), PFN_nvmlDeviceGetTemperatureV), "PFN_nvmlDeviceGetTemperatureV");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetProcessUtilization), PFN_nvmlDeviceGetProcessUtilization), "PFN_nvmlDeviceGetProcessUtilization");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetProcessesUtilizationInfo), PFN_nvmlDeviceGetProcessesUtilizationInfo), "PFN_nvmlDeviceGetProcessesUtilizationInfo");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceIsMigDeviceHandle), PFN_nvmlDeviceIsMigDeviceHandle), "PFN_nvmlDeviceIsMigDeviceHandle");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetBAR1MemoryInfo), PFN_nvmlDeviceGetBAR1MemoryInfo), "PFN_nvmlDeviceGetBAR1MemoryInfo");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetUtilizationRates), PFN_nvmlDeviceGetUtilizationRates), "PFN_nvmlDeviceGetUtilizationRates");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetTemperature), PFN_nvmlDeviceGetTemperature), "PFN_nvmlDeviceGetTemperature");
