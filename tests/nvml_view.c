@@ -1,9 +1,11 @@
 /* Inside `vram run`, what a monitor reads from NVML: this process takes a
  * CUDA context and HOLD bytes, then prints cuMemGetInfo, NVML's memory
- * figures (_v1 and _v2) and its compute process list (_v1 and _v3), one
- * line each, for test_nvml_view.sh:
+ * figures (_v1 and _v2), its compute process list (_v1 and _v3) and the
+ * processes its per-process utilisation lists (the original call and the
+ * versioned one), one line each, for test_nvml_view.sh:
  *   cuda TOTAL FREE / mem TOTAL USED FREE / mem2 TOTAL RESERVED USED FREE /
- *   proc self:BYTES other:BYTES ... / proc3 ...
+ *   proc self:BYTES other:BYTES ... / proc3 ... / util self other ... /
+ *   utilv ...
  *     nvml_view HOLD
  * Both libraries are found with dlopen and dlsym, as monitors find them. */
 #include "../src/cuda/cuda_abi.h"
@@ -60,6 +62,30 @@ static void list(const char *label, int v3, nvmlDevice_t d)
     free(p3);
 }
 
+/* Who NVML's per-process utilisation lists: self or other, in its order. */
+static void utilisation(nvmlDevice_t d)
+{
+    enum { ROOM = 64 };
+    nvmlProcessUtilizationSample_t s[ROOM];
+    unsigned n = ROOM;
+    nvmlReturn_t rc = NV(nvmlDeviceGetProcessUtilization)(d, s, &n, 0);
+    if (rc != NVML_ERROR_NOT_FOUND)
+        OK(rc, NVML_SUCCESS);
+    printf("util");
+    for (unsigned i = 0; rc == NVML_SUCCESS && i < n; i++)
+        printf(" %s", s[i].pid == (unsigned)getpid() ? "self" : "other");
+    nvmlProcessUtilizationInfo_v1_t a[ROOM];
+    nvmlProcessesUtilizationInfo_t info = {.version = nvmlProcessesUtilizationInfo_v1,
+                                           .processSamplesCount = ROOM, .procUtilArray = a};
+    rc = NV(nvmlDeviceGetProcessesUtilizationInfo)(d, &info);
+    if (rc != NVML_ERROR_NOT_FOUND)
+        OK(rc, NVML_SUCCESS);
+    printf("\nutilv");
+    for (unsigned i = 0; rc == NVML_SUCCESS && i < info.processSamplesCount; i++)
+        printf(" %s", a[i].pid == (unsigned)getpid() ? "self" : "other");
+    printf("\n");
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -95,6 +121,7 @@ int main(int argc, char **argv)
     printf("mem2 %llu %llu %llu %llu\n", m2.total, m2.reserved, m2.used, m2.free);
     list("proc", 0, d);
     list("proc3", 1, d);
+    utilisation(d);
     NV(nvmlShutdown)();
     return 0;
 }

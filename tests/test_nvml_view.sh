@@ -5,7 +5,9 @@
 # command can still have, used the rest, and the compute process list adds
 # up to used: the command's processes at their size, other processes only
 # as far as they take from what the budget would leave (a monitor under
-# vram run never shows someone else's 3 GiB process on a 2 GiB device).
+# vram run never shows someone else's 3 GiB process on a 2 GiB device),
+# and the per-process utilisation (the original call and the versioned
+# one) lists the processes that list lists, no other (issue 28).
 # Without a budget NVML's figures pass through.
 set -u
 build=$(cd "${1:?usage: test_nvml_view.sh BUILD_DIR HOLDER NVML_VIEW}" && pwd)
@@ -38,6 +40,8 @@ check "v2: no reserve inside the budget; the same used and free" \
 check "NVML's free is cuMemGetInfo's" contains "$tmp/roomy" "^cuda $((2048 * MiB)) $((2048 * MiB - own))$"
 check "the process list (v1) is the command's process alone, at its size" contains "$tmp/roomy" "^proc self:$own$"
 check "the process list (v3) too" contains "$tmp/roomy" "^proc3 self:$own$"
+check "per-process utilisation: the command's process, not the other" contains "$tmp/roomy" "^util self$"
+check "the versioned query too" contains "$tmp/roomy" "^utilv self$"
 stop_hold
 
 # A device the other process nearly fills: what it takes from the budget
@@ -53,6 +57,8 @@ check "v1: used is the budget less what the device still has" \
   contains "$tmp/full" "^mem $((2048 * MiB)) $used $phys_free$"
 check "the list: the command's process, then the other one as far as it fits" \
   contains "$tmp/full" "^proc3 self:$ctx other:$((used - ctx))$"
+check "utilisation lists the same two" contains "$tmp/full" "^util \(self other\|other self\)$"
+check "the versioned query too" contains "$tmp/full" "^utilv \(self other\|other self\)$"
 stop_hold
 
 # No budget: NVML's own figures, the other process at its size.
@@ -60,6 +66,8 @@ check "another process holds 2.5 GiB" hold "$holder" 2560MiB
 "$view" 0 >"$tmp/plain" 2>&1
 check "without vram run: NVML's total and every process at its size" \
   contains "$tmp/plain" "^proc3 \(self:$ctx other:$((2560 * MiB + ctx))\|other:$((2560 * MiB + ctx)) self:$ctx\)$"
+check "and utilisation lists both" contains "$tmp/plain" "^util \(self other\|other self\)$"
+check "the versioned query too" contains "$tmp/plain" "^utilv \(self other\|other self\)$"
 stop_hold
 for f in devices roomy full plain; do echo "--- $f"; cat "$tmp/$f"; done
 echo "$passed passed, $failures failed"
