@@ -297,39 +297,42 @@ static bool in_view(const struct entry *e, unsigned n, unsigned pid)
     return false;
 }
 
-/* NVML's samples (n of `size` bytes, each with its pid at `pid_at`) cut to
- * the processes of the view, in place; how many are left. */
-static unsigned keep_viewed(void *samples, unsigned n, size_t size, size_t pid_at,
-                            const struct entry *view, unsigned shown)
+/* NVML's samples of d, read whole by `read` (entries of `size` bytes, each
+ * with its pid at `pid_at`), cut to the processes of the budget's view,
+ * into the caller's array of *count entries, NVML's way: none left is
+ * NVML_ERROR_NOT_FOUND (no sample), too many for the array
+ * NVML_ERROR_INSUFFICIENT_SIZE with *count the entries needed; *rc says
+ * which. False when d has no budget: the caller passes the call through. */
+static bool viewed_samples(nvmlDevice_t d, list_reader read, const void *arg, size_t size,
+                           size_t pid_at, void *out, unsigned *count, nvmlReturn_t *rc)
 {
-    unsigned k = 0;
-    for (unsigned i = 0; i < n; i++) {
-        char *s = (char *)samples + i * size;
-        unsigned pid;
-        memcpy(&pid, s + pid_at, sizeof pid);
-        if (in_view(view, shown, pid))
-            memmove((char *)samples + k++ * size, s, size);
+    struct entry *view;
+    unsigned shown, n, k = 0;
+    if (!budget_pids(d, &view, &shown, rc))
+        return false;
+    if (*rc != NVML_SUCCESS)
+        return true; /* no view to cut to: NVML's error */
+    void *all;
+    *rc = read_all(read, d, arg, size, &all, &n);
+    if (*rc == NVML_SUCCESS) {
+        for (unsigned i = 0; i < n; i++) {
+            char *s = (char *)all + i * size;
+            unsigned pid;
+            memcpy(&pid, s + pid_at, sizeof pid);
+            if (in_view(view, shown, pid))
+                memmove((char *)all + k++ * size, s, size);
+        }
+        if (k == 0)
+            *rc = NVML_ERROR_NOT_FOUND;
+        else if (!out || *count < k)
+            *rc = NVML_ERROR_INSUFFICIENT_SIZE;
+        else
+            memcpy(out, all, k * size);
+        *count = *rc == NVML_ERROR_NOT_FOUND ? 0 : k;
+        free(all);
     }
-    return k;
-}
-
-/* Kept samples into the caller's array of *count entries, NVML's way:
- * none left is NVML_ERROR_NOT_FOUND (no sample), too many for the array
- * NVML_ERROR_INSUFFICIENT_SIZE with *count the entries needed. */
-static nvmlReturn_t give_samples(void *out, unsigned *count, const void *kept, unsigned k,
-                                 size_t size)
-{
-    if (k == 0) {
-        *count = 0;
-        return NVML_ERROR_NOT_FOUND;
-    }
-    if (!out || *count < k) {
-        *count = k;
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    memcpy(out, kept, k * size);
-    *count = k;
-    return NVML_SUCCESS;
+    free(view);
+    return true;
 }
 
 static nvmlReturn_t read_utilization(nvmlDevice_t d, const void *last_seen, void *buffer,
@@ -350,23 +353,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
     need_nvml();
     if (!real.nvmlDeviceGetProcessUtilization)
         return NVML_ERROR_UNINITIALIZED;
-    struct entry *view;
-    unsigned shown, n;
     nvmlReturn_t rc;
-    if (!count || !budget_pids(d, &view, &shown, &rc))
-        return real.nvmlDeviceGetProcessUtilization(d, samples, count, last_seen);
-    if (rc != NVML_SUCCESS)
+    if (count && viewed_samples(d, read_utilization, &last_seen, sizeof *samples,
+                                offsetof(nvmlProcessUtilizationSample_t, pid), samples, count, &rc))
         return rc;
-    void *all;
-    rc = read_all(read_utilization, d, &last_seen, sizeof *samples, &all, &n);
-    if (rc == NVML_SUCCESS) {
-        unsigned k = keep_viewed(all, n, sizeof *samples,
-                                 offsetof(nvmlProcessUtilizationSample_t, pid), view, shown);
-        rc = give_samples(samples, count, all, k, sizeof *samples);
-        free(all);
-    }
-    free(view);
-    return rc;
+    return real.nvmlDeviceGetProcessUtilization(d, samples, count, last_seen);
 }
 
 static nvmlReturn_t read_utilization_info(nvmlDevice_t d, const void *last_seen, void *buffer,
@@ -390,23 +381,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t d,
     need_nvml();
     if (!real.nvmlDeviceGetProcessesUtilizationInfo)
         return NVML_ERROR_UNINITIALIZED;
-    struct entry *view;
-    unsigned shown, n;
     nvmlReturn_t rc;
-    if (!info || info->version != nvmlProcessesUtilizationInfo_v1 ||
-        !budget_pids(d, &view, &shown, &rc))
-        return real.nvmlDeviceGetProcessesUtilizationInfo(d, info);
-    if (rc != NVML_SUCCESS)
+    if (info && info->version == nvmlProcessesUtilizationInfo_v1 &&
+        viewed_samples(d, read_utilization_info, &info->lastSeenTimeStamp, sizeof *info->procUtilArray,
+                       offsetof(nvmlProcessUtilizationInfo_v1_t, pid), info->procUtilArray,
+                       &info->processSamplesCount, &rc))
         return rc;
-    void *all;
-    size_t size = sizeof *info->procUtilArray;
-    rc = read_all(read_utilization_info, d, &info->lastSeenTimeStamp, size, &all, &n);
-    if (rc == NVML_SUCCESS) {
-        unsigned k = keep_viewed(all, n, size, offsetof(nvmlProcessUtilizationInfo_v1_t, pid), view,
-                                 shown);
-        rc = give_samples(info->procUtilArray, &info->processSamplesCount, all, k, size);
-        free(all);
-    }
-    free(view);
-    return rc;
+    return real.nvmlDeviceGetProcessesUtilizationInfo(d, info);
 }
