@@ -96,6 +96,22 @@ int sim_config_driver(void)
     return -1;
 }
 
+int sim_config_accounting(void)
+{
+    const char *spec = getenv("VRAM_SIM_ACCOUNTING");
+    bool on = false;
+    parse_why why;
+    if (!spec || !*spec)
+        return 0;
+    if (parse_bool(spec, &on, &why) != 0) {
+        fprintf(stderr, "vram-sim: VRAM_SIM_ACCOUNTING=\"%s\": %s; expected %s (whether NVML's "
+                        "per-process accounting is on, as nvidia-smi -am 1 sets it; off by default)\n",
+                spec, why.text, PARSE_BOOL_FORMS);
+        return -1;
+    }
+    return on;
+}
+
 void sim_config_uuid(int phys, unsigned char out[16])
 {
     static const unsigned char base[16] = {0x5a, 0x1d, 0x0e, 0x5a, 0x00, 0x00, 0x40, 0x00,

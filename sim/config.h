@@ -93,6 +93,10 @@ int sim_config_module_loading(bool *lazy);
 /* VRAM_SIM_DRIVER: the driver series, SIM_DRIVER_DEFAULT or
  * SIM_DRIVER_R615; -1 after printing what is wrong. */
 int sim_config_driver(void);
+/* VRAM_SIM_ACCOUNTING: whether NVML's per-process accounting is on (as
+ * root's `nvidia-smi -am 1` sets it on a GPU; off by default, as on a new
+ * H100): 1 on, 0 off, -1 after printing what is wrong. */
+int sim_config_accounting(void);
 void sim_config_uuid(int phys, unsigned char out[16]);
 /* "GPU-5a1d0e5a-a000-4000-8000-000000000000" */
 void sim_config_uuid_text(int phys, char out[48]);

@@ -1,7 +1,8 @@
 /* nvml_board: the simulated H100 SXM5's figures beyond memory, processes,
  * clocks and power, for monitors (nvtop, nvitop, gpustat), hwloc and NVML
  * bindings: identity (serial, VBIOS, board, InfoROM), PCIe (Gen5 x16),
- * temperature, utilisation (the device's and each process's), ECC
+ * temperature, utilisation (the device's and each process's), per-process
+ * accounting (off unless VRAM_SIM_ACCOUNTING turns it on), ECC
  * (enabled, no errors, no rows remapped), the video engines (idle),
  * display (none), MIG (off). NVLink is NOT_SUPPORTED (nvml_stubs.c), as
  * the measured H100, a single GPU, answered on driver 580: hwloc's plugin
@@ -260,6 +261,13 @@ EXPORT nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t d, unsigned int *c
     return nvml_sim_figure(d, count, 0);
 }
 
+/* A process's share of the device's load, in percent: of its memory. */
+static unsigned share(nvmlDevice_t d, uint64_t bytes)
+{
+    uint64_t room = d->total - d->reserved;
+    return room ? (unsigned)((bytes * 100 + room / 2) / room) : 0;
+}
+
 /* Each process's share of the device's load, by the memory it holds, as a
  * sample taken now: into out[] (*count entries; `buffer`, whether the
  * caller gave any), NVML's way for lists (nvml_sim_processes);
@@ -283,11 +291,8 @@ static nvmlReturn_t sample(nvmlDevice_t d, unsigned int *count, bool buffer,
         *count = 0;
         return NVML_ERROR_NOT_FOUND;
     }
-    uint64_t room = d->total - d->reserved;
-    for (int i = 0; i < *n; i++) {
-        unsigned share = room ? (unsigned)((p[i].bytes * 100 + room / 2) / room) : 0;
-        out[i] = (struct sample){(unsigned)p[i].pid, now, share};
-    }
+    for (int i = 0; i < *n; i++)
+        out[i] = (struct sample){(unsigned)p[i].pid, now, share(d, p[i].bytes)};
     return NVML_SUCCESS;
 }
 
@@ -322,6 +327,60 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t d,
         info->procUtilArray[i] = (nvmlProcessUtilizationInfo_v1_t){
             .timeStamp = s[i].at_us, .pid = s[i].pid, .smUtil = s[i].share, .memUtil = s[i].share};
     return rc;
+}
+
+/* ----------------------------------------------------------- accounting */
+
+/* Off unless VRAM_SIM_ACCOUNTING says the administrator turned it on
+ * (nvidia-smi -am 1; setting it through NVML is not modelled). On, it
+ * keeps the processes that hold memory on the device now, each with its
+ * share of the load and what it holds as its most (a real driver keeps
+ * terminated processes too, in a buffer of 4,000, and their peaks). */
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t d, nvmlEnableState_t *mode)
+{
+    return nvml_sim_figure(d, (unsigned *)mode, nvml_sim_accounting() ? ENABLED : DISABLED);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t d, unsigned int *size)
+{
+    return nvml_sim_figure(d, size, 4000);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t d, unsigned int *count,
+                                                unsigned int *pids)
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc == NVML_SUCCESS && !nvml_sim_accounting())
+        rc = count ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+    struct occ_process p[NVML_SIM_MAX_PROCESSES];
+    int n;
+    if (rc == NVML_SUCCESS)
+        rc = nvml_sim_processes(d, count, pids != NULL, p, &n);
+    for (int i = 0; rc == NVML_SUCCESS && i < n; i++)
+        pids[i] = (unsigned)p[i].pid;
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t d, unsigned int pid,
+                                                 nvmlAccountingStats_t *stats)
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc == NVML_SUCCESS && !stats)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS && !nvml_sim_accounting())
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    if (rc != NVML_SUCCESS)
+        return rc;
+    struct occ_process p[NVML_SIM_MAX_PROCESSES];
+    int n = occ_processes(d->index, p, NVML_SIM_MAX_PROCESSES);
+    for (int i = 0; i < n; i++)
+        if ((unsigned)p[i].pid == pid) {
+            unsigned load = share(d, p[i].bytes);
+            *stats = (nvmlAccountingStats_t){.gpuUtilization = load, .memoryUtilization = load,
+                                             .maxMemoryUsage = p[i].bytes, .isRunning = 1};
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
 }
 
 /* ------------------------------------------------------------------ ECC */

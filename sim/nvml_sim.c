@@ -25,6 +25,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct nvmlDevice_st devices[SIM_MAX_DEVICES];
 static int ndev, inits;
 static int driver = SIM_DRIVER_DEFAULT; /* the series, read by the first nvmlInit */
+static int accounting;                  /* VRAM_SIM_ACCOUNTING, read with it */
 
 EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
@@ -32,8 +33,9 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
     nvmlReturn_t rc = NVML_SUCCESS;
     if (inits == 0) {
         uint64_t total[SIM_MAX_DEVICES], reserved = sim_config_reserved();
-        int n = sim_config_devices(total), series = sim_config_driver();
-        if (n < 0 || series < 0) {
+        int n = sim_config_devices(total), series = sim_config_driver(),
+            accounts = sim_config_accounting();
+        if (n < 0 || series < 0 || accounts < 0) {
             rc = NVML_ERROR_UNKNOWN;
         } else {
             for (int i = 0; i < n; i++) {
@@ -46,6 +48,7 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
             }
             ndev = n;
             __atomic_store_n(&driver, series, __ATOMIC_RELAXED);
+            __atomic_store_n(&accounting, accounts, __ATOMIC_RELAXED);
         }
     }
     if (rc == NVML_SUCCESS)
@@ -73,6 +76,7 @@ EXPORT nvmlReturn_t nvmlShutdown(void)
 
 bool nvml_sim_ready(void) { return __atomic_load_n(&inits, __ATOMIC_RELAXED) > 0; }
 int nvml_sim_driver(void) { return __atomic_load_n(&driver, __ATOMIC_RELAXED); }
+bool nvml_sim_accounting(void) { return __atomic_load_n(&accounting, __ATOMIC_RELAXED) > 0; }
 static bool ready(void) { return nvml_sim_ready(); }
 
 nvmlReturn_t nvml_sim_check(nvmlDevice_t d)

@@ -27,6 +27,8 @@ struct nvmlDevice_st {
 bool nvml_sim_ready(void);
 /* The driver series nvmlInit read (config.h: VRAM_SIM_DRIVER). */
 int nvml_sim_driver(void);
+/* Whether per-process accounting is on (config.h: VRAM_SIM_ACCOUNTING). */
+bool nvml_sim_accounting(void);
 /* NVML_SUCCESS for a device handle of an initialised library, else the
  * error a real NVML gives. */
 nvmlReturn_t nvml_sim_check(nvmlDevice_t d);

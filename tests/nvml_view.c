@@ -5,8 +5,10 @@
  * versioned one), one line each, for test_nvml_view.sh:
  *   cuda TOTAL FREE / mem TOTAL USED FREE / mem2 TOTAL RESERVED USED FREE /
  *   proc self:BYTES other:BYTES ... / proc3 ... / util self other ... /
- *   utilv ...
- *     nvml_view HOLD
+ *   utilv ... / acct self other ... (the processes accounting lists, where
+ *   VRAM_SIM_ACCOUNTING turns it on) / acctstats OTHER RC (what asking for
+ *   process OTHER's accounting answers, when it is given)
+ *     nvml_view HOLD [OTHER]
  * Both libraries are found with dlopen and dlsym, as monitors find them. */
 #include "../src/cuda/cuda_abi.h"
 #include "../src/cuda/nvml_abi.h"
@@ -86,10 +88,30 @@ static void utilisation(nvmlDevice_t d)
     printf("\n");
 }
 
+/* Who accounting lists, and its answer for process `other`. */
+static void accounting(nvmlDevice_t d, unsigned other)
+{
+    unsigned pids[64], n = 0;
+    nvmlReturn_t rc = NV(nvmlDeviceGetAccountingPids)(d, &n, NULL);
+    if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
+        OK(rc, NVML_SUCCESS);
+    if (n > 64)
+        n = 64;
+    if (n > 0)
+        OK(NV(nvmlDeviceGetAccountingPids)(d, &n, pids), NVML_SUCCESS);
+    printf("acct");
+    for (unsigned i = 0; i < n; i++)
+        printf(" %s", pids[i] == (unsigned)getpid() ? "self" : "other");
+    printf("\n");
+    nvmlAccountingStats_t st;
+    if (other)
+        printf("acctstats %u %d\n", other, NV(nvmlDeviceGetAccountingStats)(d, other, &st));
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: nvml_view HOLD\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: nvml_view HOLD [OTHER]\n");
         return 2;
     }
     unsigned long long hold = strtoull(argv[1], NULL, 10);
@@ -122,6 +144,7 @@ int main(int argc, char **argv)
     list("proc", 0, d);
     list("proc3", 1, d);
     utilisation(d);
+    accounting(d, argc == 3 ? (unsigned)strtoul(argv[2], NULL, 10) : 0);
     NV(nvmlShutdown)();
     return 0;
 }

@@ -244,12 +244,22 @@ static void the_rest(void)
     CHECK(flag.bUnrepairableMemory == 0);
     CHECK(nvmlDeviceReadPRMCounters_v1(h, (nvmlPRMCounterList_v1_t *)&flag) ==
           NVML_ERROR_NOT_SUPPORTED);
+    /* Accounting is off, as on a new H100 (VRAM_SIM_ACCOUNTING turns it
+     * on: test_nvml_view). */
+    int mode = 1;
+    unsigned count = 0;
+    nvmlAccountingStats_t stats;
+    NV_OK(nvmlDeviceGetAccountingMode(h, &mode));
+    CHECK(mode == 0);
+    CHECK(nvmlDeviceGetAccountingPids(h, &count, NULL) == NVML_ERROR_NOT_SUPPORTED);
+    CHECK(nvmlDeviceGetAccountingStats(h, (unsigned)getpid(), &stats) == NVML_ERROR_NOT_SUPPORTED);
 }
 
 int main(void)
 {
     private_gpu(""); /* no sizes given: the profile's own device */
     unsetenv("VRAM_SIM_CONTEXT_SIZE");
+    unsetenv("VRAM_SIM_ACCOUNTING");
     cuda = dlopen("libcuda.so.1", RTLD_NOW);
     CHECK(cuda != NULL);
     /* Before nvmlInit a function nothing models says so, as every other. */

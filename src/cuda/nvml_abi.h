@@ -90,6 +90,16 @@ typedef struct {
 } nvmlProcessesUtilizationInfo_v1_t;
 typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
 #define nvmlProcessesUtilizationInfo_v1 NVML_VERSION_OF(nvmlProcessesUtilizationInfo_v1_t, 1)
+/* A process's accounting (nvmlDeviceGetAccountingStats), when the
+ * device's accounting mode is on. */
+typedef struct nvmlAccountingStats_st {
+    unsigned int gpuUtilization, memoryUtilization; /* percent over its life */
+    unsigned long long maxMemoryUsage;               /* bytes */
+    unsigned long long time;                         /* ms; 0 while it runs */
+    unsigned long long startTime;                    /* microseconds */
+    unsigned int isRunning;
+    unsigned int reserved[5];
+} nvmlAccountingStats_t;
 typedef int nvmlTemperatureSensors_t;
 enum { NVML_TEMPERATURE_GPU = 0 };
 /* nvmlDeviceGetTemperatureV's: the sensor in, its reading out. */
@@ -175,6 +185,10 @@ typedef nvmlReturn_t (*PFN_nvmlDeviceGetProcessUtilization)(
     unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetProcessesUtilizationInfo)(
     nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *procesesUtilInfo);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetAccountingPids)(nvmlDevice_t device, unsigned int *count,
+                                                        unsigned int *pids);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetAccountingStats)(nvmlDevice_t device, unsigned int pid,
+                                                         nvmlAccountingStats_t *stats);
 typedef nvmlReturn_t (*PFN_nvmlDeviceIsMigDeviceHandle)(nvmlDevice_t device,
                                                         unsigned int *isMigDevice);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetTemperatureThreshold)(nvmlDevice_t device,

@@ -93,7 +93,6 @@ typedef nvmlSystemConfComputeSettings_v1_t nvmlSystemConfComputeSettings_t;
 typedef struct nvmlEccSramErrorStatus_v1_t_opaque nvmlEccSramErrorStatus_v1_t;
 typedef nvmlEccSramErrorStatus_v1_t nvmlEccSramErrorStatus_t;
 typedef struct nvmlPowerValue_v2_t_opaque nvmlPowerValue_v2_t;
-typedef struct nvmlAccountingStats_st nvmlAccountingStats_t;
 typedef int nvmlPageRetirementCause_t; /* an enum */
 typedef struct nvmlRowRemapperHistogramValues_st nvmlRowRemapperHistogramValues_t;
 typedef unsigned int nvmlDeviceArchitecture_t;
@@ -647,6 +646,8 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetGraphicsRun
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetTemperatureV), PFN_nvmlDeviceGetTemperatureV), "PFN_nvmlDeviceGetTemperatureV");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetProcessUtilization), PFN_nvmlDeviceGetProcessUtilization), "PFN_nvmlDeviceGetProcessUtilization");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetProcessesUtilizationInfo), PFN_nvmlDeviceGetProcessesUtilizationInfo), "PFN_nvmlDeviceGetProcessesUtilizationInfo");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetAccountingPids), PFN_nvmlDeviceGetAccountingPids), "PFN_nvmlDeviceGetAccountingPids");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetAccountingStats), PFN_nvmlDeviceGetAccountingStats), "PFN_nvmlDeviceGetAccountingStats");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceIsMigDeviceHandle), PFN_nvmlDeviceIsMigDeviceHandle), "PFN_nvmlDeviceIsMigDeviceHandle");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetBAR1MemoryInfo), PFN_nvmlDeviceGetBAR1MemoryInfo), "PFN_nvmlDeviceGetBAR1MemoryInfo");
 _Static_assert(__builtin_types_compatible_p(__typeof__(&nvmlDeviceGetUtilizationRates), PFN_nvmlDeviceGetUtilizationRates), "PFN_nvmlDeviceGetUtilizationRates");

@@ -109,6 +109,8 @@ struct real_driver {
     PFN_nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetComputeRunningProcesses_v3;
     PFN_nvmlDeviceGetProcessUtilization nvmlDeviceGetProcessUtilization;
     PFN_nvmlDeviceGetProcessesUtilizationInfo nvmlDeviceGetProcessesUtilizationInfo;
+    PFN_nvmlDeviceGetAccountingPids nvmlDeviceGetAccountingPids;
+    PFN_nvmlDeviceGetAccountingStats nvmlDeviceGetAccountingStats;
 };
 extern struct real_driver real;
 
@@ -227,6 +229,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
                                                     unsigned int *count, unsigned long long last_seen);
 EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t d,
                                                           nvmlProcessesUtilizationInfo_t *info);
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t d, unsigned int *count,
+                                                unsigned int *pids);
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t d, unsigned int pid,
+                                                 nvmlAccountingStats_t *stats);
 EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
                                        size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS *params);
 EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags);

@@ -1,5 +1,5 @@
-/* nvml: NVML's memory figures, process list and per-process utilisation,
- * through the same view as CUDA's.
+/* nvml: NVML's memory figures, process list, per-process utilisation and
+ * accounting, through the same view as CUDA's.
  *
  * Inside a budget NVML answers with the command's own view, as CUDA does:
  * the device is the budget. Its total is the budget; its free is what
@@ -11,8 +11,8 @@
  * as far as it fits in what remains of used (in NVML's order), and left out
  * when nothing remains. A monitor run under `vram run` thus never shows a
  * 2 GiB device with someone else's 3 GiB process on it. The per-process
- * utilisation queries list the processes that list lists and no other, so
- * that every query shows one view. Without a budget every call passes
+ * utilisation and accounting queries list the processes that list lists
+ * and no other, so that every query shows one view. Without a budget every call passes
  * through unchanged. */
 #include "interposer.h"
 #include "../cuda/uuid.h"
@@ -279,7 +279,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsi
     return processes(V3, d, count, infos);
 }
 
-/* ---------------------------------------------------- process utilisation */
+/* ------------------------------------- process utilisation and accounting */
 
 /* The budget's view of d as a set of pids, from the newest list the real
  * NVML has; false when d has no budget. */
@@ -297,14 +297,16 @@ static bool in_view(const struct entry *e, unsigned n, unsigned pid)
     return false;
 }
 
-/* NVML's samples of d, read whole by `read` (entries of `size` bytes, each
- * with its pid at `pid_at`), cut to the processes of the budget's view,
- * into the caller's array of *count entries, NVML's way: none left is
- * NVML_ERROR_NOT_FOUND (no sample), too many for the array
- * NVML_ERROR_INSUFFICIENT_SIZE with *count the entries needed; *rc says
- * which. False when d has no budget: the caller passes the call through. */
-static bool viewed_samples(nvmlDevice_t d, list_reader read, const void *arg, size_t size,
-                           size_t pid_at, void *out, unsigned *count, nvmlReturn_t *rc)
+/* One of NVML's per-process lists of d, read whole by `read` (entries of
+ * `size` bytes, each with its pid at `pid_at`), cut to the processes of
+ * the budget's view, into the caller's array of *count entries, NVML's
+ * way: none left is `none` (NVML_ERROR_NOT_FOUND for samples: none
+ * newer), too many for the array NVML_ERROR_INSUFFICIENT_SIZE with *count
+ * the entries needed; *rc says which. False when d has no budget: the
+ * caller passes the call through. */
+static bool viewed_list(nvmlDevice_t d, list_reader read, const void *arg, size_t size,
+                        size_t pid_at, void *out, unsigned *count, nvmlReturn_t none,
+                        nvmlReturn_t *rc)
 {
     struct entry *view;
     unsigned shown, n, k = 0;
@@ -323,12 +325,12 @@ static bool viewed_samples(nvmlDevice_t d, list_reader read, const void *arg, si
                 memmove((char *)all + k++ * size, s, size);
         }
         if (k == 0)
-            *rc = NVML_ERROR_NOT_FOUND;
+            *rc = none;
         else if (!out || *count < k)
             *rc = NVML_ERROR_INSUFFICIENT_SIZE;
         else
             memcpy(out, all, k * size);
-        *count = *rc == NVML_ERROR_NOT_FOUND ? 0 : k;
+        *count = k;
         free(all);
     }
     free(view);
@@ -354,8 +356,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
     if (!real.nvmlDeviceGetProcessUtilization)
         return NVML_ERROR_UNINITIALIZED;
     nvmlReturn_t rc;
-    if (count && viewed_samples(d, read_utilization, &last_seen, sizeof *samples,
-                                offsetof(nvmlProcessUtilizationSample_t, pid), samples, count, &rc))
+    if (count && viewed_list(d, read_utilization, &last_seen, sizeof *samples,
+                             offsetof(nvmlProcessUtilizationSample_t, pid), samples, count,
+                             NVML_ERROR_NOT_FOUND, &rc))
         return rc;
     return real.nvmlDeviceGetProcessUtilization(d, samples, count, last_seen);
 }
@@ -383,9 +386,49 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t d,
         return NVML_ERROR_UNINITIALIZED;
     nvmlReturn_t rc;
     if (info && info->version == nvmlProcessesUtilizationInfo_v1 &&
-        viewed_samples(d, read_utilization_info, &info->lastSeenTimeStamp, sizeof *info->procUtilArray,
-                       offsetof(nvmlProcessUtilizationInfo_v1_t, pid), info->procUtilArray,
-                       &info->processSamplesCount, &rc))
+        viewed_list(d, read_utilization_info, &info->lastSeenTimeStamp, sizeof *info->procUtilArray,
+                    offsetof(nvmlProcessUtilizationInfo_v1_t, pid), info->procUtilArray,
+                    &info->processSamplesCount, NVML_ERROR_NOT_FOUND, &rc))
         return rc;
     return real.nvmlDeviceGetProcessesUtilizationInfo(d, info);
+}
+
+static nvmlReturn_t read_accounted(nvmlDevice_t d, const void *unused, void *buffer, unsigned *count)
+{
+    (void)unused;
+    return real.nvmlDeviceGetAccountingPids(d, count, buffer);
+}
+
+/* Accounting (where the administrator turned it on) lists the processes
+ * of the view, and has no stats for any other. */
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t d, unsigned int *count,
+                                                unsigned int *pids)
+{
+    need_real();
+    need_nvml();
+    if (!real.nvmlDeviceGetAccountingPids)
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t rc;
+    if (count && viewed_list(d, read_accounted, NULL, sizeof *pids, 0, pids, count, NVML_SUCCESS, &rc))
+        return rc;
+    return real.nvmlDeviceGetAccountingPids(d, count, pids);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t d, unsigned int pid,
+                                                 nvmlAccountingStats_t *stats)
+{
+    need_real();
+    need_nvml();
+    if (!real.nvmlDeviceGetAccountingStats)
+        return NVML_ERROR_UNINITIALIZED;
+    struct entry *view;
+    unsigned shown;
+    nvmlReturn_t rc;
+    if (stats && budget_pids(d, &view, &shown, &rc) && rc == NVML_SUCCESS) {
+        bool seen = in_view(view, shown, pid);
+        free(view);
+        if (!seen)
+            return NVML_ERROR_NOT_FOUND;
+    }
+    return real.nvmlDeviceGetAccountingStats(d, pid, stats);
 }

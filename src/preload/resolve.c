@@ -96,7 +96,8 @@ static const struct governed {
     N(nvmlDeviceGetMemoryInfo), N(nvmlDeviceGetMemoryInfo_v2),
     N(nvmlDeviceGetComputeRunningProcesses), N(nvmlDeviceGetComputeRunningProcesses_v2),
     N(nvmlDeviceGetComputeRunningProcesses_v3), N(nvmlDeviceGetProcessUtilization),
-    N(nvmlDeviceGetProcessesUtilizationInfo),
+    N(nvmlDeviceGetProcessesUtilizationInfo), N(nvmlDeviceGetAccountingPids),
+    N(nvmlDeviceGetAccountingStats),
 #undef G
 #undef N
 };
