@@ -95,7 +95,9 @@ static const struct governed {
     G(cuLibraryUnload),
     N(nvmlDeviceGetMemoryInfo), N(nvmlDeviceGetMemoryInfo_v2),
     N(nvmlDeviceGetComputeRunningProcesses), N(nvmlDeviceGetComputeRunningProcesses_v2),
-    N(nvmlDeviceGetComputeRunningProcesses_v3),
+    N(nvmlDeviceGetComputeRunningProcesses_v3), N(nvmlDeviceGetProcessUtilization),
+    N(nvmlDeviceGetProcessesUtilizationInfo), N(nvmlDeviceGetAccountingPids),
+    N(nvmlDeviceGetAccountingStats),
 #undef G
 #undef N
 };
