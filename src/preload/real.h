@@ -107,6 +107,10 @@
     X(PFN_nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetComputeRunningProcesses)             \
     X(PFN_nvmlDeviceGetComputeRunningProcesses_v2, nvmlDeviceGetComputeRunningProcesses_v2)       \
     X(PFN_nvmlDeviceGetComputeRunningProcesses_v3, nvmlDeviceGetComputeRunningProcesses_v3)       \
+    X(PFN_nvmlDeviceGetProcessUtilization, nvmlDeviceGetProcessUtilization)                       \
+    X(PFN_nvmlDeviceGetProcessesUtilizationInfo, nvmlDeviceGetProcessesUtilizationInfo)           \
+    X(PFN_nvmlDeviceGetAccountingPids, nvmlDeviceGetAccountingPids)                               \
+    X(PFN_nvmlDeviceGetAccountingStats, nvmlDeviceGetAccountingStats)                             \
     X(PFN_nvmlDeviceGetUUID, nvmlDeviceGetUUID)
 
 struct real_driver {

@@ -64,7 +64,9 @@ static const struct governed {
     G(cuLibraryUnload),
     G(nvmlDeviceGetMemoryInfo), G(nvmlDeviceGetMemoryInfo_v2),
     G(nvmlDeviceGetComputeRunningProcesses), G(nvmlDeviceGetComputeRunningProcesses_v2),
-    G(nvmlDeviceGetComputeRunningProcesses_v3),
+    G(nvmlDeviceGetComputeRunningProcesses_v3), G(nvmlDeviceGetProcessUtilization),
+    G(nvmlDeviceGetProcessesUtilizationInfo), G(nvmlDeviceGetAccountingPids),
+    G(nvmlDeviceGetAccountingStats),
 #undef G
 };
 #define NGOVERNED (sizeof governed / sizeof *governed)
