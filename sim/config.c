@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include "../src/cuda/granularity.h"
 #include "../src/cuda/uuid.h"
 #include "../src/util/parse.h"
 #include "occupancy.h"
@@ -60,6 +61,27 @@ int sim_config_context_size(uint64_t *bytes)
         fprintf(stderr, "vram-sim: VRAM_SIM_CONTEXT_SIZE=\"%s\": %s; expected the device memory "
                         "each CUDA context takes, %s (0 for none)\n",
                 spec, why.text, PARSE_SIZE_FORMS);
+        return -1;
+    }
+    return 0;
+}
+
+int sim_config_pool_chunk(uint64_t *bytes)
+{
+    const char *spec = getenv("VRAM_SIM_POOL_CHUNK");
+    *bytes = POOL_CHUNK;
+    if (!spec || !*spec)
+        return 0;
+    parse_why why;
+    const char *wrong = NULL;
+    if (parse_size(spec, bytes, &why) != 0)
+        wrong = why.text;
+    else if (*bytes == 0 || *bytes % DEVICE_PAGE)
+        wrong = "not a whole number of 2 MiB pages";
+    if (wrong) {
+        fprintf(stderr, "vram-sim: VRAM_SIM_POOL_CHUNK=\"%s\": %s; expected the chunks a "
+                        "stream-ordered pool grows in, a whole number of 2 MiB pages (%s)\n",
+                spec, wrong, PARSE_SIZE_FORMS);
         return -1;
     }
     return 0;

@@ -58,13 +58,10 @@
  * 89 MiB more in nvidia-smi than vram counted (4,320 MiB against 4,231),
  * and 88 MiB more than its 3 GiB budget. */
 #define SIM_CODE_STEP (2ull << 20)
-/* A stream-ordered pool grows its reservation by at least this much: on
- * the same H100 the default pool's CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
- * was 32 MiB after live allocations of 1 B, 1 MiB or 3 MiB, 64 MiB after
- * 33 MiB, 160 MiB after 100 MiB (so 32 MiB chunks), 1,184 MiB after 1 GiB;
- * a 12-byte cudaMallocAsync left 33,554,432 bytes reserved in CuPy PR
- * #5177 too: a pool holds its live allocations in whole chunks. */
-#define SIM_POOL_CHUNK (32ull << 20)
+/* A stream-ordered pool grows as src/cuda/granularity.h's pool_growth
+ * says (32 MiB chunks, measured on the H100 and H200); a 12-byte
+ * cudaMallocAsync left 33,554,432 bytes reserved in CuPy PR #5177 too: a
+ * pool holds its live allocations in whole chunks. */
 
 /* Its clocks, in MHz, as nvidia-smi -q -d CLOCK,SUPPORTED_CLOCKS shows them
  * on an H100 80GB HBM3: HBM3 at 2619; graphics (and SM) from 1980 down to
@@ -85,6 +82,9 @@ int sim_config_devices(uint64_t *total);
  * the profile's on its own device; none on devices VRAM_SIM_DEVICES sizes
  * (a size given is the whole of what NVML and CUDA both count). */
 uint64_t sim_config_reserved(void);
+/* VRAM_SIM_POOL_CHUNK (a whole number of 2 MiB pages), or the H100's and
+ * H200's 32 MiB (POOL_CHUNK); -1 after printing what is wrong. */
+int sim_config_pool_chunk(uint64_t *bytes);
 /* VRAM_SIM_CONTEXT_SIZE, or the profile's; -1 after printing what is wrong. */
 int sim_config_context_size(uint64_t *bytes);
 /* CUDA_MODULE_LOADING: *lazy true for LAZY (and when unset, the driver's

@@ -211,6 +211,14 @@ check "sbatch: the batch task has the budget" contains "$W/out/s-$jid" "RESULT S
 check "sbatch: the peak in the job's output" contains "$W/out/s-$jid" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 5.00 GiB of 5.00 GiB budget (context 518.00 MiB)$"
 timeout 60 srun --gpu-mem=0=2G "$grab" P 1 >"$W/out/p" 2>&1
 check "the per-device form" contains "$W/out/p" "RESULT P 2147483648 0 OOM"
+# A budget for one of the step's two GPUs: the step is refused, naming the
+# GPU left without one (before: it started with GPU 0 unusable, "was not
+# one of" the GPUs it could see).
+timeout 60 srun --gres=gpu:2 --gpu-mem=1=2G "$grab" Q 1 >"$W/out/q" 2>&1; rc=$?
+check "--gpu-mem for one of two GPUs: refused" sh -c "[ $rc != 0 ] && ! grep -q 'RESULT Q' '$W/out/q'"
+check "naming the GPU without a budget" \
+  contains "$W/out/q" "gpu-mem=1=2G gives GPU 0 (the step's device 0) no budget, and the step has 2 GPUs"
+check "not as a GPU the step could not see" sh -c "! grep -q 'was not one of' '$W/out/q'"
 
 # --- shards: N × shard_mem; more than they allow is refused -----------------------------
 timeout 60 srun --gres=shard:2 "$grab" H 1 >"$W/out/h" 2>&1
