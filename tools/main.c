@@ -53,7 +53,7 @@ static void usage(FILE *out)
             "                        directory (vram run --record sets it)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
-            "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (392MiB)\n"
+            "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (518MiB)\n"
             "\n"
             "Sizes: 4G, 4Gi, 4GiB, 512MiB, 1.5GiB (K/M/G/T, Ki/Mi/Gi/Ti and KiB/MiB/GiB/TiB\n"
             "are powers of 1024: 4G is 4 GiB, as Slurm's --mem=4G; KB/MB/GB/TB, in any case,\n"

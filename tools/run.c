@@ -99,7 +99,7 @@ static void run_usage(FILE *out)
             "together. vram run stays beside the command, passes on the signals sent to\n"
             "it, and when the command ends prints its peak per GPU (unless --log off):\n"
             "  vram: GPU 0 (GPU-5a1d...): peak 3.21 GiB of 4.00 GiB budget (context\n"
-            "  392.00 MiB)\n"
+            "  518.00 MiB)\n"
             "(the index is the program's, the UUID what vram top and nvidia-smi show)\n"
             "and exits with its status (128+N if it was killed by signal N).\n"
             "\n"
@@ -120,9 +120,11 @@ static void run_usage(FILE *out)
             "LD_PRELOAD for its children (or LD_LIBRARY_PATH, where the interposer's\n"
             "path has a space: LD_PRELOAD then names it by its file name, found in its\n"
             "folder through LD_LIBRARY_PATH), links the driver statically, or talks to\n"
-            "the kernel driver directly; nor memory the driver takes later on its own (a\n"
-            "kernel's code loaded lazily at its first use, its stack), which shows beyond\n"
-            "the budget in nvidia-smi. Sizes and durations: vram --help.\n");
+            "the kernel driver directly. Memory the driver takes on its own (a kernel's\n"
+            "code loaded lazily at its first use, its stack) is charged to the budget from\n"
+            "NVML's figure for each process, read every 100 ms and before an allocation\n"
+            "near the budget: nvidia-smi can show a process past its budget by what the\n"
+            "driver took since the last reading. Sizes and durations: vram --help.\n");
 }
 
 /* The interposer beside this program (build tree), or where it is installed
