@@ -104,7 +104,13 @@ static void run_usage(FILE *out)
             "and exits with its status (128+N if it was killed by signal N).\n"
             "\n"
             "A budget is required (--limit, --fraction, or VRAM_MEMORY_LIMIT or\n"
-            "VRAM_MEMORY_FRACTION in the environment) unless vramd runs. With vramd the\n"
+            "VRAM_MEMORY_FRACTION in the environment) unless vramd runs. --limit and\n"
+            "--fraction replace those variables (said on stderr where the environment\n"
+            "has another), and the budget is the whole command's: a budget variable a\n"
+            "program of the command sets for itself is not applied. Nor does the\n"
+            "interposer apply VRAM_VIRTUAL_DEVICES (said on stderr): a program sees each\n"
+            "GPU whole, its size the budget (one written against libvram's API still\n"
+            "splits its GPUs by it, inside the budget). With vramd the\n"
             "command is one job: before starting it, vram run asks vramd for its budget\n"
             "on each GPU it will see (the one given, or the policy's default) and holds\n"
             "the grants for the command's life. When vramd refuses, vram run says why\n"
@@ -568,6 +574,37 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
     return -1;
 }
 
+/* Settings of the environment the command's budget leaves out, said once
+ * on stderr (unless --log off) rather than dropped in silence: a budget
+ * variable that --limit or --fraction replaces, and VRAM_VIRTUAL_DEVICES,
+ * which the interposer does not apply (a program written against
+ * libvram's API still splits its GPUs by it, inside the budget). */
+static void say_left_out(const struct run_request *rq)
+{
+    struct options scratch;
+    options_clear(&scratch);
+    char err[256];
+    const char *log = rq->log ? rq->log : getenv("VRAM_LOG");
+    if (log && options_set(&scratch, "VRAM_LOG", log, err, sizeof err) == 0 &&
+        scratch.log_level == LOG_OFF)
+        return;
+    const char *flag = rq->limit ? "--limit" : "--fraction";
+    const char *given = rq->limit ? rq->limit : rq->fraction;
+    const char *var = rq->limit ? "VRAM_MEMORY_LIMIT" : "VRAM_MEMORY_FRACTION";
+    for (int k = 0; given && k < 2; k++) {
+        const char *name = k ? "VRAM_MEMORY_FRACTION" : "VRAM_MEMORY_LIMIT";
+        const char *v = getenv(name);
+        if (v && (strcmp(name, var) != 0 || strcmp(v, given) != 0))
+            fprintf(stderr, "vram run: %s %s is the command's budget; %s=\"%s\" from the "
+                    "environment is not used\n", flag, given, name, v);
+    }
+    const char *virt = getenv("VRAM_VIRTUAL_DEVICES");
+    if (virt)
+        fprintf(stderr, "vram run: VRAM_VIRTUAL_DEVICES=\"%s\" is not applied to the command: "
+                "its programs see each GPU whole, its size the budget (a program written "
+                "against libvram's API still splits its GPUs by it, inside the budget)\n", virt);
+}
+
 /* Step 2: whether vramd runs, and the budget on each GPU the program will
  * see, put into the environment the command's processes read it from and
  * checked there. -1 to go on, or vram run's exit status. */
@@ -581,6 +618,7 @@ static int run_resolve_budgets(struct run_request *rq, struct run_plan *pl)
         return run_fail("%s needs vramd, and no vramd socket was found (start vramd, or set "
                         "VRAM_DAEMON to its socket)",
                         rq->wait ? "--wait" : rq->job ? "--job" : "--start-anyway");
+    say_left_out(rq);
     if (rq->limit) {
         setenv("VRAM_MEMORY_LIMIT", rq->limit, 1);
         unsetenv("VRAM_MEMORY_FRACTION");
@@ -599,6 +637,7 @@ static int run_resolve_budgets(struct run_request *rq, struct run_plan *pl)
         setenv("VRAM_JOB", rq->job, 1);
     /* Whatever came from the environment is checked the same way. */
     options_clear(&pl->budget);
+    options_warn_unknown(); /* for the command: its processes leave it to vram run */
     if (options_from_environment(&pl->budget, err, sizeof err) != 0)
         return run_fail("%s", err);
     /* Without vramd the budget is known now, and so is, once measured, what

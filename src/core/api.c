@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -204,6 +205,12 @@ vram_status vram_init(void)
             if (lvl >= 0)
                 log_set_level(lvl);
             bool under_interposer = dlsym(RTLD_DEFAULT, "vram_preload_active") != NULL;
+            /* Unknown variables are said once for the process: inside a
+             * vram run command vram run said it; under the interposer, the
+             * interposer does where VRAM_LOG lets it (its default is off). */
+            if (!getenv("VRAM_COMMAND") /* COMMAND_ENV, command.h */ &&
+                !(under_interposer && env_opts.log_level >= LOG_WARN))
+                options_warn_unknown();
             if (under_interposer) {
                 /* Under vram run the interposer enforces the environment's
                  * budget and shows it as the device size; limits from the

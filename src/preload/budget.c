@@ -93,6 +93,7 @@ int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uu
         if (var[0])
             rc = options_set(&b.env, var, value, err, sizeof err);
     } else {
+        options_warn_unknown(); /* outside a command: no vram run said it */
         rc = options_from_environment(&b.env, err, sizeof err);
     }
     if (rc != 0) {
