@@ -49,6 +49,8 @@ check "bad option value" sh -c "[ $rc = 2 ] && grep -q '\"soon\".*accepted' '$tm
 "$vram" status 2>"$tmp/err"; rc=$?
 check "status without a daemon says so" sh -c "[ $rc = 1 ] && grep -q 'cannot reach vramd' '$tmp/err'"
 check "daemon starts" start_daemon "$tmp/policy"
+check "it says what it serves, in words (1 GPU, not 1 GPUs)" \
+  wait_for 10 grep -q "serving $S (1 GPU from NVML, policy $tmp/policy)" "$tmp/daemon.out"
 uuid=$("$vram" status --json | grep -o '"uuid":"[^"]*"' | head -1 | cut -d'"' -f4)
 check "NVML's device is in the ledger" test -n "$uuid"
 check "it has the device's total" is total $((12 * G))
