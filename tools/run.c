@@ -488,8 +488,8 @@ static int ledger_room(const char *sock, struct pick_gpu *gpus, int n, char *err
 /* --gpus N: the GPUs picked among those the environment allows, by what
  * is free on them (NVML's figure; with vramd, what it would grant now),
  * become the GPUs the program will see, as if --devices had named them.
- * With vramd and --wait, the ledger is read again until N GPUs have the
- * room. -1 to go on, or vram run's exit status. */
+ * With vramd and --wait, the ledger and NVML are read again until N GPUs
+ * have the room. -1 to go on, or vram run's exit status. */
 static int run_pick(struct run_request *rq, struct run_plan *pl)
 {
     static struct visible all; /* large: not on the stack */
@@ -514,16 +514,7 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
     if (share)
         budget = 0;
     char nvml_why[512] = "";
-    if (nvml_open(NULL, "vram run", nvml_why, sizeof nvml_why) == 0) {
-        for (int i = 0; i < all.n; i++) {
-            nvmlDevice_t d;
-            struct nvml_memory m;
-            gpus[i].free_known = nvml_by_uuid(gpus[i].uuid, &d, err, sizeof err) == 0 &&
-                                 nvml_memory(d, &m, err, sizeof err) == 0;
-            gpus[i].free = gpus[i].free_known ? m.free : 0;
-        }
-        nvml_close();
-    }
+    bool nvml = nvml_open(NULL, "vram run", nvml_why, sizeof nvml_why) == 0;
     struct options scratch;
     options_clear(&scratch);
     if (rq->log)
@@ -534,10 +525,20 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
     const char *inherited = getenv("CUDA_VISIBLE_DEVICES");
     int chosen[OPT_MAX_DEVICES];
     struct pick_gpu seen[OPT_MAX_DEVICES];
-    memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
     bool waited = false, unread = false;
     uint64_t since = now_ms();
     for (;;) {
+        /* What is free now, read again at each look: a job that held
+         * memory may have ended since the last (its grant and its memory
+         * go together). */
+        memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
+        for (int i = 0; nvml && i < all.n; i++) {
+            nvmlDevice_t d;
+            struct nvml_memory m;
+            seen[i].free_known = nvml_by_uuid(seen[i].uuid, &d, err, sizeof err) == 0 &&
+                                 nvml_memory(d, &m, err, sizeof err) == 0;
+            seen[i].free = seen[i].free_known ? m.free : 0;
+        }
         if (pl->daemon == 0 && ledger_room(pl->sock, seen, all.n, err, sizeof err) != 0 &&
             !quiet && !unread) {
             fprintf(stderr, "vram run: --gpus %s: cannot read vramd's ledger (%s); picking by "
@@ -551,17 +552,21 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
         bool more = pl->daemon == 0 && rq->wait_for && rq->ngpus <= all.n &&
                     can_ever >= rq->ngpus && now_ms() - since < rq->wait_for;
         if (!more) {
+            if (nvml)
+                nvml_close();
             fprintf(stderr, "vram run: %s%s%s; the program was not started\n", say,
                     nvml_why[0] ? "; NVML: " : "", nvml_why);
             return pl->daemon == 0 && can_ever >= rq->ngpus ? RUN_REFUSED : 2;
         }
         if (!waited && !quiet)
-            fprintf(stderr, "vram run: %s; waiting for vramd's grants to leave room\n", say);
+            fprintf(stderr, "vram run: %s; waiting for vramd's grants and the memory in "
+                    "use to leave room\n", say);
         waited = true;
         struct timespec t = {0, 500 * 1000000L};
         nanosleep(&t, NULL);
-        memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
     }
+    if (nvml)
+        nvml_close();
     if (!quiet)
         fprintf(stderr, "vram run: %s\n", say);
     size_t used = 0;
