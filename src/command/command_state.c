@@ -28,6 +28,14 @@ int command_lock_byte(int fd, int byte, short type, bool wait)
     return rc;
 }
 
+bool command_slot_alive(int fd, int i)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1};
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return true;
+    return fl.l_type != F_UNLCK;
+}
+
 void command_id_text(const unsigned char id[16], char out[33])
 {
     for (int i = 0; i < 16; i++)
