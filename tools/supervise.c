@@ -126,7 +126,7 @@ static void report(const struct command_summary *s, const struct order *order, i
                    const struct job *grants)
 {
     for (int i = 0; i < order->n; i++) {
-        char line[256];
+        char line[512];
         command_peak_line(s, order->index[i], line, sizeof line);
         fprintf(stderr, "vram: %s\n", line);
     }
