@@ -41,8 +41,8 @@ check "devices --help: which GPUs and who holds their memory" \
 check "devices --help: names its columns" \
   sh -c "grep -q 'pid, user' '$tmp/out' && grep -q 'budget' '$tmp/out'"
 "$vram" status --help >"$tmp/out"
-check "status --help: who holds how much, from vramd" \
-  sh -c "grep -q 'Who holds how much GPU memory' '$tmp/out' && grep -q 'running vramd' '$tmp/out'"
+check "status --help: who holds how much, from vramd, and without it" \
+  sh -c "grep -q 'Who holds how much GPU memory' '$tmp/out' && grep -q 'Without vramd' '$tmp/out'"
 check "status --help: names every section of --json" \
   sh -c "for k in host driver_version devices users processes waiting unseen history; do grep -q \"\\\"\$k\\\"\" '$tmp/out' || exit 1; done"
 "$vram" --help >"$tmp/out"

@@ -213,12 +213,15 @@ static void users(struct snapshot *s)
         u->procs++;
         u->used += e.used;
         u->grant += e.grant;
+        if (e.role == 'n') /* no budget of a command's */
+            u->unseen += e.used;
     }
 }
 
 int nvml_view_take(struct snapshot *s, char *err, size_t n)
 {
     snapshot_init(s);
+    s->nvml_view = true;
     if (gethostname(s->node.host, sizeof s->node.host - 1) != 0)
         s->node.host[0] = 0;
     struct nvml_versions ver;

@@ -454,10 +454,11 @@ static uint64_t budget_on(const struct options *o, const struct visible_gpu *g, 
     return need;
 }
 
-/* What vramd would grant on each GPU now, from its ledger: the device less
- * its grants, the usage outside them and what reservations set aside; none
- * where requests wait (they come first). free_known false for a GPU the
- * ledger does not list. 0, or -1 with the reason. */
+/* What vramd would grant on each GPU now, from its ledger (its grantable
+ * memory: the device less its grants, the usage outside them and what
+ * reservations set aside); none where requests wait (they come first).
+ * free_known false for a GPU the ledger does not list. 0, or -1 with the
+ * reason. */
 static int ledger_room(const char *sock, struct pick_gpu *gpus, int n, char *err, size_t errlen)
 {
     static struct snapshot s;
@@ -474,8 +475,7 @@ static int ledger_room(const char *sock, struct pick_gpu *gpus, int n, char *err
             if (strcasecmp(sd->uuid, gpus[i].uuid) != 0)
                 continue;
             known = true;
-            uint64_t busy = sd->granted + sd->unseen + sd->reserved;
-            room = sd->waiting || busy >= sd->total ? 0 : sd->total - busy;
+            room = sd->waiting ? 0 : sd->grantable;
         }
         if (!known || !gpus[i].free_known || room < gpus[i].free)
             gpus[i].free = room;
