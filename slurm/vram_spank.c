@@ -488,7 +488,7 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
     for (uint32_t t = 0; t < ntasks; t++) {
         command_summarize(&tasks[t], s);
         for (int i = 0; i < s->ndevices; i++) {
-            char line[256], task[32] = "";
+            char line[512], task[32] = "";
             command_peak_line(s, i, line, sizeof line);
             if (ntasks > 1)
                 snprintf(task, sizeof task, "task %u: ", t);

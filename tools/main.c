@@ -53,7 +53,7 @@ static void usage(FILE *out)
             "                        directory (vram run --record sets it)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
-            "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (392MiB)\n"
+            "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (518MiB)\n"
             "  VRAM_SIM_POOL_CHUNK   simulated driver: the chunks a stream-ordered pool grows\n"
             "                        in (32MiB, as on an H100 and H200)\n"
             "\n"

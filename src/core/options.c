@@ -248,7 +248,7 @@ int options_set_as(struct options *o, const char *name, const char *shown, const
     return set_as(o, name, shown, value, err, n);
 }
 
-int options_from_environment(struct options *o, char *err, size_t n)
+void options_warn_unknown(void)
 {
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, "VRAM_", 5) != 0)
@@ -262,6 +262,10 @@ int options_from_environment(struct options *o, char *err, size_t n)
             vlog(LOG_WARN, "unknown variable %s is ignored (is it misspelt? vram --help lists "
                            "the variables)", name);
     }
+}
+
+int options_from_environment(struct options *o, char *err, size_t n)
+{
     if (getenv("VRAM_MEMORY_LIMIT") && getenv("VRAM_MEMORY_FRACTION")) {
         snprintf(err, n, "VRAM_MEMORY_LIMIT=\"%s\" and VRAM_MEMORY_FRACTION=\"%s\" are both set; "
                          "set one of them (a limit in bytes, or a fraction of each device)",

@@ -91,6 +91,7 @@ int budget_setup(void)
         if (var[0])
             rc = options_set(&b.env, var, value, err, sizeof err);
     } else {
+        options_warn_unknown(); /* outside a command: no vram run said it */
         rc = options_from_environment(&b.env, err, sizeof err);
     }
     if (rc != 0) {
