@@ -39,6 +39,8 @@ static const struct {
     {"VRAM_SIM_DIR", OPT_OTHER, "simulated driver: state directory"},
     {"VRAM_SIM_CONTEXT_SIZE", OPT_OTHER, "simulated driver: device memory each CUDA context takes"},
     {"VRAM_SIM_POOL_CHUNK", OPT_OTHER, "simulated driver: the chunks a stream-ordered pool grows in"},
+    {"VRAM_SIM_DRIVER", OPT_OTHER, "simulated driver and NVML: the driver branch, 580 or 615"},
+    {"VRAM_SIM_ACCOUNTING", OPT_OTHER, "simulated NVML: accounting mode, on or off (the default)"},
     {"VRAM_ISOLATE_CHILD", OPT_OTHER, "internal: set by vram_run_isolated in its child"},
     {"VRAM_COMMAND", OPT_OTHER, "set by vram run: the command whose GPU budget this process shares"},
 };
