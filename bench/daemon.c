@@ -42,6 +42,9 @@
 #define MEMBERS_USER 60004
 #define MEMBER_JOBS 100
 #define MEMBER_PIDS 1000
+#define IDLE_HOLDERS 10000   /* issue 26: clients holding a grant and saying nothing more */
+#define HOLDER_USERS 4       /* 2,500 each: more than the 2,048 series the history keeps a user */
+#define HOLDER_UID 60010
 
 static char sock[256], uuid[64];
 static int fds[CLIENTS];
@@ -220,6 +223,38 @@ static void waiting_requests(int n, int out)
         pause();
 }
 
+/* An idle holder: `n` connections, each HELLO + REQUEST of 1 MiB, granted,
+ * then silent; prints how many were granted, then holds them. */
+static void idle_holders(int n, int out)
+{
+    int granted = 0;
+    for (int i = 0; i < n; i++) {
+        struct proto_writer w;
+        struct proto_msg m;
+        char err[256];
+        int fd = ledger_connect(sock);
+        if (fd < 0)
+            break;
+        proto_begin(&w, VERB_HELLO);
+        proto_add(&w, "role", "process");
+        proto_add(&w, "cmd", "idle");
+        if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
+            break;
+        proto_begin(&w, VERB_REQUEST);
+        proto_add(&w, "dev", uuid);
+        proto_add_u64(&w, "bytes", 1 << 20);
+        if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
+            break;
+        granted += m.verb == VERB_GRANT;
+    }
+    char line[32];
+    int len = snprintf(line, sizeof line, "%d\n", granted);
+    if (write(out, line, (size_t)len) != len)
+        _exit(1);
+    for (;;)
+        pause();
+}
+
 static pid_t as_user(uid_t uid, void (*work)(int, int), int n, int out)
 {
     pid_t c = fork();
@@ -270,6 +305,43 @@ static void measured_admission(double *lat, int n, useconds_t every_us)
     waitpid(c, NULL, 0);
     close(m[0]);
     close(m[1]);
+}
+
+/* Issue 26: 10,000 clients of four users, each holding 1 MiB and saying
+ * nothing more, more than the history keeps series for; another user's
+ * admission meanwhile, over a few of the history's once-a-second samplings. */
+static void idle_clients(void)
+{
+    if (geteuid() != 0) {
+        printf("10000 idle clients: skipped (other users' connections need root to make)\n");
+        return;
+    }
+    int p[2];
+    if (pipe(p))
+        die("pipe");
+    pid_t holders[HOLDER_USERS];
+    double t0 = now_us();
+    for (int k = 0; k < HOLDER_USERS; k++)
+        holders[k] = as_user(HOLDER_UID + k, idle_holders, IDLE_HOLDERS / HOLDER_USERS, p[1]);
+    int granted = 0;
+    for (int k = 0; k < HOLDER_USERS; k++) {
+        char line[32];
+        read_line(p[0], line, sizeof line);
+        granted += atoi(line);
+    }
+    double setup_ms = (now_us() - t0) / 1e3;
+    sleep(2); /* the history's samplings take them in */
+    static double lat[1000];
+    measured_admission(lat, 1000, 3000);
+    printf("%d idle clients of %d users holding 1 MiB each (granted in %.0f ms)\n", granted,
+           HOLDER_USERS, setup_ms);
+    summary("admission of uid 60003 with 10000 idle:", lat, 1000);
+    for (int k = 0; k < HOLDER_USERS; k++)
+        kill(holders[k], SIGKILL);
+    for (int k = 0; k < HOLDER_USERS; k++)
+        waitpid(holders[k], NULL, 0);
+    close(p[0]);
+    close(p[1]);
 }
 
 static void under_attack(void)
@@ -566,6 +638,7 @@ int main(int argc, char **argv)
         waitpid(c, NULL, 0);
     }
     summary("reclaim: SIGKILL to grant back (1000 connected):", reclaim, 50);
+    idle_clients();
     under_attack();
     member_attack(d);
     for (int i = 0; i < CLIENTS; i++)
