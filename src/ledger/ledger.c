@@ -490,6 +490,15 @@ struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job,
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak)
 {
+    /* What a client says it uses is within its grant: what it may have.
+     * Beyond, only NVML's figure counts (and says it is over): ten grants
+     * of 1 MiB each saying 12 GiB do not make a GPU show ten times its
+     * size. */
+    uint64_t granted = c->use[dev].grant;
+    if (!c->member_of && used > granted)
+        used = granted;
+    if (!c->member_of && peak > granted)
+        peak = granted;
     if (c->member_of) {
         struct ledger_use *j = &c->member_of->use[dev];
         uint64_t most = j->grant < l->dev[dev].total ? j->grant : l->dev[dev].total;

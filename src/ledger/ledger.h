@@ -250,10 +250,11 @@ void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
 /* What the policy guarantees the client on a device: the largest
  * reservation that covers it there, at most its grant; 0 if none does. */
 uint64_t ledger_guarantee(const struct ledger *l, const struct ledger_client *c, int dev);
-/* Usage of a client, or of a member, on a device. A member's figures are
- * bounded by what its job's grant (and the device) leaves beside the other
- * members': a job's processes together never show more than the job was
- * granted, whatever its holder says. */
+/* Usage of a client, or of a member, on a device. A client's figures are
+ * bounded by its grant, a member's by what its job's grant (and the
+ * device) leaves beside the other members': a client, or a job's
+ * processes together, never show more than was granted, whatever they
+ * say (what NVML sees beyond is counted apart, as excess). */
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak);
 
