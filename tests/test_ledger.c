@@ -872,6 +872,49 @@ static void test_users_unseen_and_counters(void)
     ledger_destroy(&l);
 }
 
+/* Issue 27 item 7: a process NVML saw outside any grant that becomes a
+ * client (connects, or is reported as a job's member, as after a restart
+ * of vramd when its holder comes back) is counted once at every moment,
+ * not twice until NVML's next look: its user's peak does not double. */
+static void test_unseen_then_client_counts_once(void)
+{
+    struct ledger l;
+    policy_of("");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    /* A process of alice's, and a process of bob's job, both with memory,
+     * neither a client yet (vramd has just started). */
+    struct ledger_nvml_process nv[] = {
+        {.pid = 11, .uid = 1001, .start = 1011, .used = 3 * GiB, .cmd = "train"},
+        {.pid = 21, .uid = 1002, .start = 1021, .used = 2 * GiB, .cmd = "member"}};
+    struct ledger_client *over[4];
+    ledger_reconcile(&l, 0, nv, 2, over, 4);
+    struct ledger_user *alice = ledger_user_of(&l, 1001), *bob = ledger_user_of(&l, 1002);
+    CHECK(l.dev[0].unseen == 5 * GiB && alice->peak[0] == 3 * GiB && bob->peak[0] == 2 * GiB);
+    /* alice's process connects and says what it uses. */
+    struct ledger_client *a = proc(&l, 11, 1001, "alice");
+    CHECK(ask(&l, a, 4 * GiB, false) == VERDICT_GRANT);
+    ledger_report(&l, a, 0, 3 * GiB, 3 * GiB);
+    CHECK(alice->in_use[0] == 3 * GiB && alice->peak[0] == 3 * GiB);
+    CHECK(l.dev[0].unseen == 2 * GiB && l.dev[0].used == 5 * GiB);
+    consistent(&l);
+    /* bob's job comes back and reports its process. */
+    struct ledger_client *cmd = ledger_join(&l, ROLE_JOB, 20, 1002, 1002);
+    cmd->start = 1020;
+    CHECK(ask(&l, cmd, 4 * GiB, false) == VERDICT_GRANT);
+    struct ledger_client *m = ledger_member(&l, cmd, 21, 1021);
+    CHECK(m);
+    ledger_report(&l, m, 0, 2 * GiB, 2 * GiB);
+    CHECK(bob->in_use[0] == 2 * GiB && bob->peak[0] == 2 * GiB);
+    CHECK(l.dev[0].unseen == 0 && l.dev[0].used == 5 * GiB);
+    consistent(&l);
+    /* NVML's next look agrees. */
+    ledger_reconcile(&l, 0, nv, 2, over, 4);
+    CHECK(alice->peak[0] == 3 * GiB && bob->peak[0] == 2 * GiB && l.dev[0].used == 5 * GiB);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
 int main(void)
 {
     test_policy_file();
@@ -889,6 +932,7 @@ int main(void)
     test_members_bounded_by_their_job();
     test_members_capped_per_user();
     test_users_unseen_and_counters();
+    test_unseen_then_client_counts_once();
     printf("test_ledger: ok\n");
     return 0;
 }

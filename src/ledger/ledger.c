@@ -487,6 +487,29 @@ struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job,
     return m;
 }
 
+/* A process NVML's last look saw outside any grant that is now a client
+ * (a process that connected since, a job's member its holder reports, as
+ * after a restart of the daemon): its usage there leaves the device's
+ * unseen figure and its user's now, so that it is never counted twice, not
+ * even until NVML's next look (a user's peak would keep the double). */
+static void claim_unseen(struct ledger *l, const struct ledger_client *c, int dev)
+{
+    struct ledger_device *d = &l->dev[dev];
+    for (int k = 0; k < d->nunseen; k++) {
+        struct ledger_nvml_process *p = &d->unseen_by[k];
+        if (p->pid != c->pid || !c->start || p->start != c->start)
+            continue;
+        int i = p->uid != (uid_t)-1 ? user_index(l, p->uid) : -1;
+        if (i >= 0)
+            user_use(l->users[i], dev, p->used, -1);
+        d->unseen -= p->used;
+        d->used -= p->used;
+        memmove(p, p + 1, (size_t)(d->nunseen - k - 1) * sizeof *p);
+        d->nunseen--;
+        return;
+    }
+}
+
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak)
 {
@@ -513,6 +536,8 @@ void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t 
     /* Of the kept sums only the device's in-use figure depends on it: the
      * hot message of the protocol touches no rule. */
     uint64_t before = ledger_in_use(c, dev);
+    if (!before && c->role == ROLE_PROCESS && l->dev[dev].nunseen)
+        claim_unseen(l, c, dev);
     l->dev[dev].used -= before;
     user_use(c->who, dev, before, -1);
     c->use[dev].used = used;
