@@ -4,6 +4,7 @@
 #include "../src/util/json.h"
 #include "../src/cuda/nvml_query.h"
 #include "../src/util/parse.h"
+#include "../src/util/saturate.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -196,7 +197,7 @@ static void nvml_look(void)
         uint64_t sum = 0;
         for (int k = 0; k < count; k++)
             if (p[k].used_known && command_descends((int)p[k].pid, self))
-                sum += p[k].used;
+                sum = add_saturating(sum, p[k].used);
         if (count >= 0)
             free(p);
         if (sum > atomic_load(&nv.most[i]))

@@ -32,6 +32,7 @@
 
 struct reading {
     bool ok; /* NVML answered for this device */
+    char err[256]; /* else why not */
     int n;
     struct ledger_nvml_process procs[MAX_PROCESSES];
 };
@@ -100,6 +101,7 @@ static void *reader(void *arg)
                         ? nvml_processes_on(h, &p, err, sizeof err)
                         : -1;
             mine[d].ok = n >= 0;
+            memcpy(mine[d].err, n >= 0 ? "" : err, n >= 0 ? 1 : sizeof err);
             mine[d].n = n > MAX_PROCESSES ? MAX_PROCESSES : n > 0 ? n : 0;
             for (int k = 0; k < mine[d].n; k++) {
                 /* Who it is: gone, start 0, parent unknown, uid (uid_t)-1. */
@@ -185,8 +187,12 @@ void reconcile_take(void)
     if (was_stalled)
         dlog(L_WARN, "NVML answers again");
     for (int i = 0; i < R.ngpus && i < D.L.ndev; i++) {
-        if (!R.taken[i].ok)
+        static struct log_limit unread;
+        if (!R.taken[i].ok) {
+            dlog_limited(&unread, L_WARN, "%s: %s; its figures stay those of NVML's last look",
+                         D.L.dev[i].uuid, R.taken[i].err);
             continue;
+        }
         struct ledger_client *over[16];
         bool was = D.L.dev[i].overcommitted;
         int no = ledger_reconcile(&D.L, i, R.taken[i].procs, R.taken[i].n, over, 16);

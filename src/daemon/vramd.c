@@ -15,6 +15,7 @@
 #include "../client/client.h"
 #include "../ledger/policy.h"
 #include "../util/parse.h"
+#include "../util/text.h"
 #include "conns.h"
 #include "driver_limits.h"
 #include "reconcile.h"
@@ -113,15 +114,6 @@ static void reload(void)
     free(p);
 }
 
-/* Printable ASCII only: a GPU's name is shown on terminals. */
-static void printable(char *out, size_t n, const char *in)
-{
-    size_t k = 0;
-    for (; in[k] && k + 1 < n; k++)
-        out[k] = in[k] >= 32 && in[k] < 127 ? in[k] : '?';
-    out[k] = 0;
-}
-
 /* The node's GPUs, from NVML, into the ledger, with what describes them
  * (name, PCI bus, /dev/nvidiaN) and the driver's versions. -1 with err if
  * NVML cannot be used; then devices are learnt from clients. */
@@ -151,15 +143,15 @@ static int open_gpus(const char *library, char *err, size_t errlen)
             return -1;
         }
         struct ledger_device *dv = &D.L.dev[i];
-        printable(dv->name, sizeof dv->name, a.name);
-        printable(dv->pci_bus_id, sizeof dv->pci_bus_id, a.pci_bus_id);
+        text_printable(dv->name, sizeof dv->name, a.name);
+        text_printable(dv->pci_bus_id, sizeof dv->pci_bus_id, a.pci_bus_id);
         dv->minor = a.minor;
     }
     struct nvml_versions v;
     nvml_versions(&v);
-    printable(D.node.driver, sizeof D.node.driver, v.driver);
-    printable(D.node.nvml, sizeof D.node.nvml, v.nvml);
-    printable(D.node.cuda, sizeof D.node.cuda, v.cuda);
+    text_printable(D.node.driver, sizeof D.node.driver, v.driver);
+    text_printable(D.node.nvml, sizeof D.node.nvml, v.nvml);
+    text_printable(D.node.cuda, sizeof D.node.cuda, v.cuda);
     D.ngpus = n;
     return 0;
 }
@@ -406,7 +398,7 @@ int main(int argc, char **argv)
     ledger_init(&D.L, policy);
     char host[256] = "";
     if (gethostname(host, sizeof host) == 0)
-        printable(D.node.host, sizeof D.node.host, host);
+        text_printable(D.node.host, sizeof D.node.host, host);
     history_init(&D.history);
     char nvml_err[600] = "";
     if (nvml && open_gpus_within(nvml, nvml_err, sizeof nvml_err) != 0 && !check)

@@ -6,6 +6,7 @@
 #include "ledger_internal.h"
 
 #include "../util/parse.h"
+#include "../util/saturate.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -612,6 +613,9 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
     }
     qsort(sorted, (size_t)nproc, sizeof *sorted, by_pid);
     for (int k = 0; k < n; k++) {
+        /* A process holds no more than the device has, whatever NVML says:
+         * the sums below stay within n devices' worth. */
+        uint64_t used = d->total && procs[k].used > d->total ? d->total : procs[k].used;
         struct ledger_client key = {.pid = procs[k].pid}, *kp = &key, *c = NULL;
         struct ledger_client **hit = bsearch(&kp, sorted, (size_t)nproc, sizeof *sorted, by_pid);
         /* Several clients may share a pid (a process with two connections):
@@ -625,22 +629,23 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
             c = job_of_parent(l, sorted, nproc, procs[k].ppid);
         if (c && c->role == ROLE_JOB) {
             ledger_account(l, c, dev, -1);
-            c->use[dev].nvml += procs[k].used;
+            c->use[dev].nvml = add_saturating(c->use[dev].nvml, used);
             ledger_account(l, c, dev, +1);
             continue;
         }
         if (!c) {
-            unseen += procs[k].used;
-            by[nby++] = procs[k];
+            unseen = add_saturating(unseen, used);
+            by[nby] = procs[k];
+            by[nby++].used = used;
             continue;
         }
         struct ledger_use *u = &c->use[dev];
         ledger_account(l, c, dev, -1);
-        u->nvml += procs[k].used;
+        u->nvml = add_saturating(u->nvml, used);
         ledger_account(l, c, dev, +1);
         if (c->member_of) { /* its job's figure too, against the job's grant (below) */
             ledger_account(l, c->member_of, dev, -1);
-            c->member_of->use[dev].nvml += procs[k].used;
+            c->member_of->use[dev].nvml = add_saturating(c->member_of->use[dev].nvml, used);
             ledger_account(l, c->member_of, dev, +1);
             continue;
         }
