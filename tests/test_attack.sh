@@ -274,10 +274,18 @@ kill -HUP $daemon_pid
 check "a FIFO for a policy is refused on reload, by name" \
   wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: not a regular file but a FIFO.*keeping the policy in force"
 check "and the daemon still answers" sh -c "timeout 10 '$vram' status --json >/dev/null"
-rm "$tmp/policy" && printf 'when-full fail\n' >"$tmp/policy.real" && ln -s policy.real "$tmp/policy"
+# Issue 26 item 10: a link is followed (Kubernetes ConfigMaps are links),
+# and what it leads to is checked: a file another user may write is not.
+rm "$tmp/policy" && printf 'when-full fail\nreconcile-every 2s\n' >"$tmp/policy.real" &&
+  chmod 644 "$tmp/policy.real" && ln -s policy.real "$tmp/policy"
 kill -HUP $daemon_pid
-check "so is a symbolic link" \
-  wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: a symbolic link; name the policy file itself"
+check "a symbolic link to the policy is read on reload" \
+  wait_for 5 contains "$tmp/daemon.out" "policy $tmp/policy reloaded (2 directives"
+check "and at start (vramd --check)" "$vramd" --check --policy "$tmp/policy"
+chmod 666 "$tmp/policy.real"
+kill -HUP $daemon_pid
+check "but not one to a file anyone may write, named" wait_for 5 contains "$tmp/daemon.out" \
+  "$tmp/policy (a link to $tmp/policy.real): writable by every user (mode 0666).*keeping the policy in force"
 rm "$tmp/policy" "$tmp/policy.real" && printf 'when-full fail\n' >"$tmp/policy"
 
 # --- item 5: a restart never overcommits ------------------------------------------

@@ -142,6 +142,43 @@ static void test_policy_whole_files(void)
     CHECK(policy_load(path, &q, err, sizeof err) == -1 && q.nrules == 42);
     CHECK_CONTAINS(err, "policy.conf:2: cap takes");
     unlink(path);
+
+    /* Issue 26 item 10: a link is followed, and what it leads to is what
+     * is checked. A Kubernetes ConfigMap: policy.conf -> ..data/policy.conf,
+     * ..data -> ..2026_01_01 (swapped whole on an update). */
+    char ts[320], data[320], inner[340];
+    snprintf(ts, sizeof ts, "%s/..2026_01_01", dir);
+    snprintf(data, sizeof data, "%s/..data", dir);
+    snprintf(inner, sizeof inner, "%s/policy.conf", ts);
+    CHECK(mkdir(ts, 0755) == 0 && symlink("..2026_01_01", data) == 0 &&
+          symlink("..data/policy.conf", path) == 0);
+    f = fopen(inner, "w");
+    fputs("cap user 1001 8GiB\n", f);
+    fclose(f);
+    CHECK(chmod(inner, 0644) == 0);
+    CHECK(policy_load(path, &q, err, sizeof err) == 0 && q.nrules == 1);
+    /* What the link leads to must be a file no one else can change. */
+    CHECK(chmod(inner, 0666) == 0);
+    q.nrules = 42;
+    CHECK(policy_load(path, &q, err, sizeof err) == -1 && q.nrules == 42);
+    CHECK_CONTAINS(err, "policy.conf (a link to ");
+    CHECK_CONTAINS(err, "..2026_01_01/policy.conf): writable by every user (mode 0666)");
+    CHECK(chmod(inner, 0644) == 0);
+    if (geteuid() == 0) {
+        CHECK(chown(inner, 4242, 0) == 0);
+        CHECK(policy_load(path, &q, err, sizeof err) == -1 && q.nrules == 42);
+        CHECK_CONTAINS(err, "owned by uid 4242; the policy must be root's");
+        CHECK(chown(inner, 0, 0) == 0);
+    }
+    /* A link to a FIFO: refused as one, without blocking. */
+    unlink(inner);
+    CHECK(mkfifo(inner, 0600) == 0);
+    CHECK(policy_load(path, &q, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "not a regular file but a FIFO");
+    unlink(inner);
+    unlink(path);
+    unlink(data);
+    rmdir(ts);
     rmdir(dir);
 }
 

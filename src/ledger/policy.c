@@ -301,20 +301,64 @@ static int resolve_names(struct policy *q, const char *path, char *err, size_t e
     return 0;
 }
 
+/* What was opened, for messages: " (a link to REAL)" when path is a
+ * link, "" when it is the file itself. */
+static void opened_as(int fd, const char *path, char *out, size_t n)
+{
+    char link[64], real[300];
+    struct stat st;
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t len = lstat(path, &st) == 0 && S_ISLNK(st.st_mode)
+                      ? readlink(link, real, sizeof real - 1)
+                      : -1;
+    out[0] = 0;
+    if (len > 0) {
+        real[len] = 0;
+        snprintf(out, n, " (a link to %s)", real);
+    }
+}
+
+/* Whether the file opened may be a policy: a regular file that only root
+ * (or the daemon's own user) can change. Checked on what was opened, not
+ * on the name: a link (Kubernetes ConfigMaps are ..data/ links, config
+ * management keeps links too) is followed, and its target is what counts. */
+static int trusted(int fd, const struct stat *st, const char *path, char *err, size_t errlen)
+{
+    char as[320];
+    opened_as(fd, path, as, sizeof as);
+    mode_t m = st->st_mode;
+    if (!S_ISREG(m)) {
+        snprintf(err, errlen, "%s%s: not a regular file but %s; the policy is a plain file", path,
+                 as, S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket"
+                 : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "something else");
+        return -1;
+    }
+    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+        snprintf(err, errlen, "%s%s: owned by uid %u; the policy must be root's%s, so that no "
+                 "one else can change it", path, as, (unsigned)st->st_uid,
+                 geteuid() ? " or the daemon's own user's" : "");
+        return -1;
+    }
+    if ((m & S_IWOTH) || ((m & S_IWGRP) && st->st_gid != 0 && st->st_gid != getegid())) {
+        snprintf(err, errlen, "%s%s: writable by %s (mode %04o); the policy must be writable by "
+                 "its owner only (chmod go-w)", path, as,
+                 m & S_IWOTH ? "every user" : "its group", (unsigned)(m & 07777));
+        return -1;
+    }
+    return 0;
+}
+
 int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
 {
     /* How to change a policy without the daemon ever reading half of one. */
     static const char *const atomically =
         "write the new policy to another file and rename it over this one";
-    /* Checked before it is read: a FIFO put in its place would block the
-     * daemon in open or read, and a link would make it read what the link's
-     * owner chooses. Non-blocking until it is known to be a regular file. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    /* Non-blocking until it is known to be a regular file: a FIFO put in
+     * its place would block the daemon in open or read. A link is followed;
+     * what was opened is then checked (trusted). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        if (errno == ELOOP)
-            snprintf(err, errlen, "%s: a symbolic link; name the policy file itself", path);
-        else
-            snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
         return -1;
     }
     struct stat before, after;
@@ -323,11 +367,7 @@ int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
         close(fd);
         return -1;
     }
-    if (!S_ISREG(before.st_mode)) {
-        mode_t m = before.st_mode;
-        snprintf(err, errlen, "%s: not a regular file but %s; the policy is a plain file", path,
-                 S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket"
-                 : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "something else");
+    if (trusted(fd, &before, path, err, errlen) != 0) {
         close(fd);
         return -1;
     }

@@ -82,9 +82,12 @@ void policy_default(struct policy *p);
 /* 0, or -1 with "FILE:LINE: reason" in err; p is written only on success. */
 int policy_parse(const char *text, size_t len, const char *file, struct policy *p, char *err,
                  size_t errlen);
-/* Reads the file: it must be a regular file, not empty, ending with a
- * newline and unchanged while read, so that one caught half-written is
- * refused rather than read as a policy with fewer rules. */
+/* Reads the file: it must be a regular file, not empty and unchanged while
+ * read, so that one caught half-written is refused rather than read as a
+ * policy with fewer rules; and one only root (or the daemon's own user)
+ * can change: owned by them, writable by no one else. A symbolic link is
+ * followed (Kubernetes ConfigMaps, config management) and what it leads
+ * to is what is checked. */
 int policy_load(const char *path, struct policy *p, char *err, size_t errlen);
 
 /* Checks the rules against the node's GPUs (their UUIDs and sizes): every
