@@ -952,6 +952,35 @@ static void test_unseen_then_client_counts_once(void)
     ledger_destroy(&l);
 }
 
+/* Issue 26 item 10: a process that left a vram run command's process tree
+ * (a new session, a double fork: its parent is init) is the command's job's
+ * if it holds the command's state open, inherited from vram run, and is of
+ * the job's user; without it, or of another user, its usage is unseen. */
+static void test_escaped_by_inherited_state(void)
+{
+    struct ledger l;
+    policy_of("over-margin 0\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *cmd = ledger_join(&l, ROLE_JOB, 500, 1001, 1001);
+    cmd->start = 1500;
+    CHECK(ask(&l, cmd, 4 * GiB, false) == VERDICT_GRANT);
+    cmd->state_dev = 7, cmd->state_ino = 4242;
+    struct ledger_nvml_process nv[] = {
+        {.pid = 601, .start = 1601, .used = 6 * GiB, .ppid = 1, .uid = 1001,
+         .state_dev = 7, .state_ino = 4242},                      /* escaped, inherited */
+        {.pid = 602, .start = 1602, .used = 1 * GiB, .ppid = 1, .uid = 1002,
+         .state_dev = 7, .state_ino = 4242},                      /* another user's: not */
+        {.pid = 603, .start = 1603, .used = 1 * GiB, .ppid = 1, .uid = 1001,
+         .state_dev = 7, .state_ino = 9999}};                     /* another command's */
+    struct ledger_client *over[4];
+    CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 0); /* over only with members */
+    CHECK(cmd->use[0].nvml == 6 * GiB && l.dev[0].unseen == 2 * GiB);
+    CHECK(l.dev[0].excess == 2 * GiB); /* 6 GiB against the job's 4 */
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
 int main(void)
 {
     test_policy_file();
@@ -970,6 +999,7 @@ int main(void)
     test_members_capped_per_user();
     test_users_unseen_and_counters();
     test_unseen_then_client_counts_once();
+    test_escaped_by_inherited_state();
     printf("test_ledger: ok\n");
     return 0;
 }

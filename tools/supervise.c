@@ -353,6 +353,7 @@ int supervise(char **argv, const struct supervise_options *o)
             _exit(128 + SIGKILL);
         sigaction(SIGCHLD, &chld_old, NULL);
         sigprocmask(SIG_SETMASK, &old, NULL);
+        command_inheritable(&owner); /* how vramd knows an escaped process of it */
         execvp(argv[0], argv);
         int e = errno;
         fprintf(stderr, "vram run: cannot run %s: %s\n", argv[0], strerror(e));

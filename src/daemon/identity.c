@@ -5,6 +5,7 @@
 #include "../protocol/protocol.h"
 #include "../util/proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -51,6 +52,32 @@ int process_info(pid_t pid, struct process_info *out)
 }
 
 bool same_process(pid_t pid, uint64_t start) { return start && start_time(pid) == start; }
+
+bool process_command_state(pid_t pid, uint64_t *dev, uint64_t *ino)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        char target[64];
+        struct stat st;
+        ssize_t len = readlinkat(dirfd(d), e->d_name, target, sizeof target - 1);
+        if (len <= 0 || (target[len] = 0, strncmp(target, "/memfd:vram-command", 19) != 0))
+            continue;
+        /* The file itself (the link followed): its identity is the kernel's. */
+        if (fstatat(dirfd(d), e->d_name, &st, 0) == 0) {
+            *dev = (uint64_t)st.st_dev;
+            *ino = (uint64_t)st.st_ino;
+            found = *ino != 0;
+        }
+    }
+    closedir(d);
+    return found;
+}
 
 int identity_creds(int fd, struct conn *c)
 {

@@ -66,6 +66,64 @@ static uid_t real_uid(pid_t pid)
     return u ? (uid_t)strtoul(u + 5, NULL, 10) : (uid_t)-1;
 }
 
+/* What each process NVML lists holds of a vram run command's state: read
+ * from /proc/PID/fd once per process (pid and start time), kept from one
+ * reading to the next. The thread's own. */
+struct inherited {
+    pid_t pid;
+    uint64_t start, dev, ino;
+};
+static struct {
+    struct inherited *was, *now;
+    int nwas, nnow, cap;
+} I;
+
+static int by_pid(const void *a, const void *b)
+{
+    pid_t x = ((const struct inherited *)a)->pid, y = ((const struct inherited *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+static void inherited_of(struct ledger_nvml_process *q)
+{
+    struct inherited key = {.pid = q->pid}, *hit = NULL;
+    if (I.nwas)
+        hit = bsearch(&key, I.was, (size_t)I.nwas, sizeof *I.was, by_pid);
+    if (hit && hit->start == q->start) {
+        key = *hit;
+    } else {
+        key.start = q->start;
+        if (!q->start || !process_command_state(q->pid, &key.dev, &key.ino))
+            key.dev = key.ino = 0;
+    }
+    q->state_dev = key.dev;
+    q->state_ino = key.ino;
+    if (I.nnow == I.cap) {
+        int cap = I.cap ? I.cap * 2 : 64;
+        struct inherited *w = realloc(I.was, (size_t)cap * sizeof *w);
+        struct inherited *n = w ? realloc(I.now, (size_t)cap * sizeof *n) : NULL;
+        if (w)
+            I.was = w;
+        if (!n)
+            return; /* not kept: read again next time */
+        I.now = n;
+        I.cap = cap;
+    }
+    I.now[I.nnow++] = key;
+}
+
+/* The reading's list becomes the one the next reading starts from. */
+static void inherited_next(void)
+{
+    if (I.nnow > 1)
+        qsort(I.now, (size_t)I.nnow, sizeof *I.now, by_pid);
+    struct inherited *t = I.was;
+    I.was = I.now;
+    I.now = t;
+    I.nwas = I.nnow;
+    I.nnow = 0;
+}
+
 static void *reader(void *arg)
 {
     (void)arg;
@@ -114,9 +172,11 @@ static void *reader(void *arg)
                                                   .used = p[k].used,
                                                   .ppid = pi.ppid};
                 snprintf(q->cmd, sizeof q->cmd, "%.*s", (int)sizeof q->cmd - 1, pi.comm);
+                inherited_of(q);
             }
             free(p);
         }
+        inherited_next();
 
         pthread_mutex_lock(&R.mu);
         memcpy(R.shared, mine, (size_t)R.ngpus * sizeof *mine);
@@ -169,6 +229,26 @@ void reconcile_period(uint64_t period_ms)
     pthread_mutex_unlock(&R.mu);
 }
 
+/* A process NVML saw holds a vram run command's state: the jobs of vram
+ * run commands whose state is not known yet learn theirs, from the
+ * holder's descriptors (vram run holds it; it may have connected before
+ * making it, so this is tried until it is found). */
+static void learn_command_states(void)
+{
+    bool any = false;
+    for (int i = 0; i < R.ngpus && !any; i++)
+        for (int k = 0; R.taken[i].ok && k < R.taken[i].n && !any; k++)
+            any = R.taken[i].procs[k].state_ino != 0;
+    for (int i = 0; any && i < D.L.njobs; i++) {
+        struct ledger_client *j = D.L.jobs[i];
+        uint64_t dev, ino;
+        if (j->by_root || j->state_ino || j->held_until_ms || !j->start)
+            continue;
+        if (process_command_state(j->pid, &dev, &ino) && same_process(j->pid, j->start))
+            j->state_dev = dev, j->state_ino = ino;
+    }
+}
+
 void reconcile_take(void)
 {
     uint64_t count;
@@ -186,6 +266,7 @@ void reconcile_take(void)
         return;
     if (was_stalled)
         dlog(L_WARN, "NVML answers again");
+    learn_command_states();
     for (int i = 0; i < R.ngpus && i < D.L.ndev; i++) {
         static struct log_limit unread;
         if (!R.taken[i].ok) {

@@ -579,6 +579,20 @@ static struct ledger_client *job_of_parent(const struct ledger *l, struct ledger
     return NULL;
 }
 
+/* The job whose command's state the process holds open, of the process's
+ * user (a file of the user's own, so no one else's job), or NULL. */
+static struct ledger_client *job_of_state(const struct ledger *l,
+                                          const struct ledger_nvml_process *p)
+{
+    for (int i = 0; i < l->njobs; i++) {
+        struct ledger_client *j = l->jobs[i];
+        if (j->state_ino && j->state_ino == p->state_ino && j->state_dev == p->state_dev &&
+            j->uid == p->uid && !j->held_until_ms)
+            return j;
+    }
+    return NULL;
+}
+
 int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process *procs, int n,
                      struct ledger_client **over, int max)
 {
@@ -627,6 +641,8 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
                 c = *hit;
         if (!c && procs[k].ppid) /* a child of a job's, not reported yet: the job's */
             c = job_of_parent(l, sorted, nproc, procs[k].ppid);
+        if (!c && procs[k].state_ino) /* one that left the tree, by what it inherited */
+            c = job_of_state(l, &procs[k]);
         if (c && c->role == ROLE_JOB) {
             ledger_account(l, c, dev, -1);
             c->use[dev].nvml = add_saturating(c->use[dev].nvml, used);

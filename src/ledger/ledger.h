@@ -81,6 +81,9 @@ struct ledger_nvml_process {
     uint64_t start, used;
     pid_t ppid;
     char cmd[16];
+    /* The vram run command whose state it holds open (inherited), as the
+     * kernel names the file; 0 0: none. */
+    uint64_t state_dev, state_ino;
 };
 
 /* What happened on a device since the daemon started. */
@@ -142,6 +145,10 @@ struct ledger_client {
     /* A grant of the daemon before a restart, held for its owner until
      * then (ms) or until it re-registers; 0 for a connected client. */
     uint64_t held_until_ms;
+    /* A job a user registered for a vram run command: the command's
+     * shared state, which its processes inherit (the daemon's word, once
+     * it has read it from vram run; 0 0 until then). */
+    uint64_t state_dev, state_ino;
     struct ledger_use use[LEDGER_MAX_DEVICES];
 };
 
@@ -285,7 +292,10 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
  * its start time (0 if it could not be read), uid, parent, name and
  * usage. A client's real usage is matched by pid and start time; a process
  * not matched whose parent is a job's member or holder is the job's (a
- * process its holder has not reported yet); the rest is unseen usage, kept
+ * process its holder has not reported yet), and so is one of the job's
+ * user that holds the job's command state open (state_dev, state_ino: a
+ * process of a vram run command that cleared its environment and left the
+ * process tree, re-parented to init); the rest is unseen usage, kept
  * by process (unseen_by) and counted for its user.
  * Returns the clients that have just gone over budget by more than the
  * policy's margin, in *over (up to max). */
