@@ -2,6 +2,7 @@
  * grants, queues or refuses, and what the policy file and the protocol
  * accept. */
 #include "check.h"
+#include <fcntl.h>
 #include "../src/ledger/ledger.h"
 #include "../src/ledger/policy.h"
 #include "../src/protocol/protocol.h"
@@ -82,6 +83,30 @@ static void test_policy_file(void)
     CHECK(P.nrules == 3);
     policy_of("connections-per-user 64\nfirst-message-within 2s\n");
     CHECK(P.connections_per_user == 64 && P.silent_ms == 2000);
+    /* Issue 27 item 9: whose jobs a job reservation is for. */
+    policy_of("reserve 4GiB for job critical-* of user 1001\n"
+              "reserve 2GiB for job nightly of group 2000 on 1\n"
+              "reserve 1GiB for job slurm-*\n");
+    CHECK(P.nrules == 3 && P.rules[0].owner.given && P.rules[0].owner.who == WHO_USER &&
+          P.rules[0].owner.numeric && P.rules[0].owner.id == 1001);
+    CHECK(P.rules[1].owner.who == WHO_GROUP && P.rules[1].owner.id == 2000 &&
+          strcmp(P.rules[1].device, "1") == 0);
+    CHECK(!P.rules[2].owner.given);
+    char warning[700];
+    CHECK(!policy_rule_warning(&P, 0, warning, sizeof warning));
+    CHECK(policy_rule_warning(&P, 2, warning, sizeof warning));
+    CHECK(strstr(warning, "test.conf:3: \"reserve ... for job slurm-*\" matches only jobs root "
+                          "registers (Slurm steps)") &&
+          strstr(warning, "\"for job slurm-* of user NAME\""));
+    policy_error("reserve 4GiB for user 1001 of group 2\n",
+                 "test.conf:1: \"of\" after \"for user 1001\": only a job reservation says whose "
+                 "jobs it is for; accepted: reserve AMOUNT for job NAME of user|group OWNER");
+    policy_error("reserve 4GiB for job x of\n", "\"of\" takes \"user NAME\" or \"group NAME\"");
+    policy_error("reserve 4GiB for job x of users a\n", "\"users\": expected user or group");
+    policy_error("reserve 4GiB for job x by user a\n",
+                 "unexpected \"by\"; a rule may end with \"on DEVICE\", a job reservation with "
+                 "\"of user|group OWNER\" before it");
+    policy_error("reserve 4GiB for job x of user a now\n", "unexpected \"now\"; a rule may end with \"on DEVICE\"");
 
     /* Names are resolved when the file is loaded: a typo is an error. */
     char path[] = "/tmp/vram-policy.XXXXXX", err[512];
@@ -92,6 +117,12 @@ static void test_policy_file(void)
     struct policy q;
     CHECK(policy_load(path, &q, err, sizeof err) == -1);
     CHECK_CONTAINS(err, ":1: no user named \"no-such-user-here\"");
+    fd = open(path, O_WRONLY | O_TRUNC);
+    text = "reserve 1G for job x of group no-such-group-here\n";
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    CHECK(policy_load(path, &q, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, ":1: no group named \"no-such-group-here\"");
     unlink(path);
     CHECK(policy_load("/nonexistent/policy.conf", &q, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "/nonexistent/policy.conf: cannot open");
@@ -510,6 +541,79 @@ static void test_job_reservation_is_for_registered_jobs(void)
     CHECK(ask(&l, m, 4 * GiB, false) == VERDICT_GRANT);
     struct ledger_client *j = job_client(&l, 1002, "critical-1");
     CHECK(ask(&l, j, 8 * GiB, false) == VERDICT_GRANT);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+/* Issue 27 items 8 and 9: "for job NAME of user U" is for U's jobs and
+ * processes of that name, whoever registered them (vram run --job,
+ * VRAM_JOB), and no one else's; a refusal a reservation makes for good
+ * says that waiting cannot help and names the reservation's line; one
+ * whose job name matches a reservation only root's jobs may use says so. */
+static void test_job_reservation_of_a_user(void)
+{
+    struct ledger l;
+    policy_of("reserve 8GiB for job critical-* of user 1001\nreserve 2GiB for job slurm-*\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    /* A stranger naming a job critical-x cannot take it. */
+    struct ledger_client *m = proc(&l, 11, 1002, "mallory");
+    snprintf(m->job, sizeof m->job, "critical-x");
+    CHECK(ask(&l, m, 4 * GiB, true) == VERDICT_DENY); /* never: even if it may wait */
+    CHECK_CONTAINS(why, "10.00 GiB reserved for others (policy line 1: job critical-* of user "
+                        "1001, line 2: job slurm-*)");
+    CHECK_CONTAINS(why, "requested 4.00 GiB: waiting cannot help, the reservations for others "
+                        "(policy line 1: job critical-* of user 1001, line 2: job slurm-*) leave "
+                        "at most 2.00 GiB of the GPU to it");
+    /* alice's own vram run --job critical-1 (a job she registered). */
+    struct ledger_client *cmd = ledger_join(&l, ROLE_JOB, 500, 1001, 1001);
+    cmd->start = 1500;
+    snprintf(cmd->job, sizeof cmd->job, "critical-1");
+    CHECK(ask(&l, cmd, 6 * GiB, false) == VERDICT_GRANT);
+    /* and a process of hers with VRAM_JOB=critical-2: the rest of it. */
+    struct ledger_client *p = proc(&l, 12, 1001, "alice");
+    snprintf(p->job, sizeof p->job, "critical-2");
+    CHECK(ask(&l, p, 2 * GiB, false) == VERDICT_GRANT);
+    struct snapshot snap;
+    snapshot_init(&snap);
+    ledger_snapshot(&l, 0, &snap);
+    CHECK(snap.dev[0].reserved == 2 * GiB); /* slurm-*'s, unused */
+    snapshot_free(&snap);
+    consistent(&l);
+    /* Her job named slurm-1 is not a Slurm step: the refusal says why. */
+    struct ledger_client *s = proc(&l, 13, 1001, "alice");
+    snprintf(s->job, sizeof s->job, "slurm-1");
+    CHECK(ask(&l, s, 3 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "policy line 2, \"for job slurm-*\", is for jobs root registers (Slurm "
+                        "steps), not a user's own vram run --job or VRAM_JOB such as slurm-1: for "
+                        "those it would say \"for job slurm-* of user alice\"");
+    ledger_destroy(&l);
+
+    /* What waiting can change says nothing of the kind; more than the GPU does. */
+    policy_of("reserve 2GiB for user 1009\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *b = proc(&l, 31, 1005, "bob"), *c = proc(&l, 32, 1006, "carol");
+    CHECK(ask(&l, b, 8 * GiB, false) == VERDICT_GRANT);
+    CHECK(ask(&l, c, 4 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "2.00 GiB reserved for others (policy line 1: user 1009)");
+    CHECK(strstr(why, "waiting cannot help") == NULL);
+    CHECK(ask(&l, c, 13 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "requested 13.00 GiB, more than the GPU has: waiting cannot help");
+    ledger_destroy(&l);
+
+    /* "of group G": its members' jobs, primary or supplementary group. */
+    policy_of("reserve 8GiB for job nightly of group 3000\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *g = proc(&l, 21, 1003, "carol");
+    gid_t groups[] = {3000};
+    CHECK(ledger_set_groups(&l, g, groups, 1) == 0);
+    snprintf(g->job, sizeof g->job, "nightly");
+    struct ledger_client *o = proc(&l, 22, 1004, "dave");
+    snprintf(o->job, sizeof o->job, "nightly");
+    CHECK(ask(&l, o, 8 * GiB, false) == VERDICT_DENY);
+    CHECK(ask(&l, g, 8 * GiB, false) == VERDICT_GRANT);
     consistent(&l);
     ledger_destroy(&l);
 }
@@ -992,6 +1096,7 @@ int main(void)
     test_job_reservation_is_for_registered_jobs();
     test_cap_holds_across_jobs();
     test_refusal_words();
+    test_job_reservation_of_a_user();
     test_first_come_first_served();
     test_register_counts_usage_once();
     test_command_is_one_job();

@@ -89,6 +89,21 @@ static int check_policy(const struct policy *p, char *err, size_t errlen)
     return policy_check_devices(p, uuids, totals, D.ngpus, err, errlen);
 }
 
+/* What a policy's rules may do that their writer may not mean: on
+ * vramd --check's output, else in the log. */
+static void warn_policy(const struct policy *p, FILE *out)
+{
+    char line[700];
+    for (int i = 0; i < p->nrules; i++) {
+        if (!policy_rule_warning(p, i, line, sizeof line))
+            continue;
+        if (out)
+            fprintf(out, "warning: %s\n", line);
+        else
+            dlog(L_WARN, "%s", line);
+    }
+}
+
 static void reload(void)
 {
     if (!D.policy_path[0]) {
@@ -109,6 +124,7 @@ static void reload(void)
             reconcile_period(p->reconcile_ms);
         dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directive%s, %d rule%s)", D.policy_path,
              p->ndirectives, p->ndirectives == 1 ? "" : "s", p->nrules, p->nrules == 1 ? "" : "s");
+        warn_policy(p, NULL);
         answers_admit_waiting();
     }
     free(p);
@@ -407,6 +423,7 @@ int main(int argc, char **argv)
     int checked = check_policy(policy, err, sizeof err);
     if (check) {
         policy_describe(policy, stdout);
+        warn_policy(policy, stdout);
         if (D.ngpus) {
             printf("checked against the %d GPU%s NVML lists:\n", D.ngpus, D.ngpus == 1 ? "" : "s");
             for (int d = 0; d < D.ngpus; d++)
@@ -418,6 +435,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (checked != 0)
         fprintf(stderr, "vramd: %s\n", err);
+    if (!check && checked == 0)
+        warn_policy(policy, NULL);
     free(policy);
     if (check || checked != 0)
         return checked != 0;

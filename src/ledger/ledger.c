@@ -38,9 +38,17 @@ bool ledger_rule_covers(const struct policy_rule *r, const struct ledger_client 
     switch (r->who) {
     case WHO_USER: return c->uid == r->id;
     case WHO_GROUP: return in_group(c, r->id);
-    /* A job name a process gives itself is a label: only a job root
-     * registered is what a reservation "for job" is for. */
-    case WHO_JOB: return c->role == ROLE_JOB && c->by_root && job_matches(r->name, c->job);
+    /* A job name a process gives itself is a label: without "of", only a
+     * job root registered is what a reservation "for job" is for. With
+     * "of user|group OWNER", any job or process of the owner's with the
+     * name (vram run --job, VRAM_JOB): the kernel says whose it is, so no
+     * one else can take it. */
+    case WHO_JOB:
+        if (c->role == ROLE_MONITOR || c->member_of || !job_matches(r->name, c->job))
+            return false;
+        if (!r->owner.given)
+            return c->role == ROLE_JOB && c->by_root;
+        return r->owner.who == WHO_USER ? c->uid == r->owner.id : in_group(c, r->owner.id);
     }
     return false;
 }

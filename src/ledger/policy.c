@@ -50,7 +50,7 @@ static int parse_amount(const char *s, struct amount *a, parse_why *why)
     return 0;
 }
 
-#define MAX_WORDS 8
+#define MAX_WORDS 10
 
 struct line_ctx {
     const char *file;
@@ -90,7 +90,10 @@ static int parse_on(struct line_ctx *c, char **words, int n, int i, struct polic
     if (i == n)
         return 0;
     if (i + 2 != n || strcmp(words[i], "on") != 0)
-        return bad(c, "unexpected \"%s\"; a rule may end with \"on DEVICE\"", words[i]);
+        return bad(c, "unexpected \"%s\"; a rule may end with \"on DEVICE\"%s", words[i],
+                   r->kind == RULE_RESERVE && r->who == WHO_JOB && !r->owner.given
+                       ? ", a job reservation with \"of user|group OWNER\" before it"
+                       : "");
     if (strlen(words[i + 1]) >= sizeof r->device)
         return bad(c, "device \"%.60s\" is too long for an index or a UUID", words[i + 1]);
     snprintf(r->device, sizeof r->device, "%s", words[i + 1]);
@@ -182,6 +185,28 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
         if (parse_who(c, w[3], &r->who, true) != 0)
             return -1;
         name = w[4], amount = w[1], rest = 5;
+        /* for job NAME of user|group OWNER: whose jobs of that name */
+        if (rest < n && strcmp(w[rest], "of") == 0) {
+            static const char *const form =
+                "reserve AMOUNT for job NAME of user|group OWNER [on DEVICE]";
+            if (r->who != WHO_JOB)
+                return bad(c, "\"of\" after \"for %s %s\": only a job reservation says whose "
+                              "jobs it is for; accepted: %s", w[3], name, form);
+            if (rest + 3 > n)
+                return bad(c, "\"of\" takes \"user NAME\" or \"group NAME\"; accepted: %s", form);
+            if (parse_who(c, w[rest + 1], &r->owner.who, false) != 0)
+                return -1;
+            const char *owner = w[rest + 2];
+            if (strlen(owner) >= sizeof r->owner.name)
+                return bad(c, "the name \"%.60s...\" is too long", owner);
+            snprintf(r->owner.name, sizeof r->owner.name, "%s", owner);
+            uint64_t oid;
+            r->owner.numeric = parse_uint(owner, UINT32_MAX - 1, &oid, &why) == 0;
+            if (r->owner.numeric)
+                r->owner.id = (uint32_t)oid;
+            r->owner.given = true;
+            rest += 3;
+        }
     }
     if (strlen(name) >= sizeof r->name)
         return bad(c, "the name \"%.60s...\" is too long", name);
@@ -278,6 +303,16 @@ static int resolve_names(struct policy *q, const char *path, char *err, size_t e
 {
     for (int i = 0; i < q->nrules; i++) {
         struct policy_rule *r = &q->rules[i];
+        if (r->owner.given && !r->owner.numeric) {
+            struct passwd *pw = r->owner.who == WHO_USER ? getpwnam(r->owner.name) : NULL;
+            struct group *gr = r->owner.who == WHO_GROUP ? getgrnam(r->owner.name) : NULL;
+            if (!pw && !gr) {
+                snprintf(err, errlen, "%s:%d: no %s named \"%s\" on this machine", path, r->line,
+                         r->owner.who == WHO_USER ? "user" : "group", r->owner.name);
+                return -1;
+            }
+            r->owner.id = pw ? pw->pw_uid : gr->gr_gid;
+        }
         if (r->who == WHO_JOB || r->numeric)
             continue;
         if (r->who == WHO_USER) {
@@ -545,11 +580,18 @@ void policy_describe(const struct policy *p, FILE *out)
                     fprintf(out, "reserve ");
                     print_amount(out, &r->amount);
                     fprintf(out, " for %s %s%s", who[r->who], r->name, id);
+                    if (r->owner.given && r->owner.numeric)
+                        fprintf(out, " of %s %s", who[r->owner.who], r->owner.name);
+                    else if (r->owner.given)
+                        fprintf(out, " of %s %s (%s %u)", who[r->owner.who], r->owner.name,
+                                r->owner.who == WHO_USER ? "uid" : "gid", (unsigned)r->owner.id);
                 }
                 if (r->device[0])
-                    fprintf(out, " on %s\n", r->device);
+                    fprintf(out, " on %s", r->device);
                 else
-                    fprintf(out, " on each GPU\n");
+                    fprintf(out, " on each GPU");
+                bool root_only = r->kind == RULE_RESERVE && r->who == WHO_JOB && !r->owner.given;
+                fprintf(out, "%s\n", root_only ? " (jobs root registers only: Slurm steps)" : "");
             }
         }
     }
@@ -570,4 +612,16 @@ void policy_describe(const struct policy *p, FILE *out)
         print_duration(out, p->silent_ms);
         fprintf(out, "\n");
     }
+}
+
+bool policy_rule_warning(const struct policy *p, int i, char *out, size_t n)
+{
+    const struct policy_rule *r = &p->rules[i];
+    if (r->kind != RULE_RESERVE || r->who != WHO_JOB || r->owner.given)
+        return false;
+    snprintf(out, n, "%s:%d: \"reserve ... for job %s\" matches only jobs root registers (Slurm "
+             "steps), never a user's own vram run --job %s or VRAM_JOB=%s; for those, say whose "
+             "they are: \"for job %s of user NAME\" or \"of group NAME\"",
+             p->file, r->line, r->name, r->name, r->name, r->name);
+    return true;
 }
