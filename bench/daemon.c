@@ -190,11 +190,14 @@ static void idle_connections(int n, int out)
         pause();
 }
 
-/* The waiting user: `n` requests, each on its own connection, that wait on
- * the user's cap; prints how many wait. */
-static void waiting_requests(int n, int out)
+/* `n` connections, each saying HELLO (with the job name, if any) and
+ * asking for `bytes` (waiting up to `wait_ms`, if not 0), held open; how
+ * many were answered `verb` is printed to `out`, then they are held until
+ * the process is killed. */
+static void held_requests(int n, int out, const char *job, uint64_t bytes, uint64_t wait_ms,
+                          enum proto_verb verb)
 {
-    int waiting = 0;
+    int answered = 0;
     for (int i = 0; i < n; i++) {
         struct proto_writer w;
         struct proto_msg m;
@@ -204,56 +207,37 @@ static void waiting_requests(int n, int out)
             break;
         proto_begin(&w, VERB_HELLO);
         proto_add(&w, "role", "process");
-        proto_add(&w, "job", "queue");
+        if (job)
+            proto_add(&w, "job", job);
         if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
             break;
         proto_begin(&w, VERB_REQUEST);
         proto_add(&w, "dev", uuid);
-        proto_add_u64(&w, "bytes", 256 << 20);
-        proto_add_u64(&w, "wait", 3600000);
+        proto_add_u64(&w, "bytes", bytes);
+        if (wait_ms)
+            proto_add_u64(&w, "wait", wait_ms);
         if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
             break;
-        waiting += m.verb == VERB_WAIT;
+        answered += m.verb == verb;
     }
     char line[32];
-    int len = snprintf(line, sizeof line, "%d\n", waiting);
+    int len = snprintf(line, sizeof line, "%d\n", answered);
     if (write(out, line, (size_t)len) != len)
         _exit(1);
     for (;;)
         pause();
 }
 
-/* An idle holder: `n` connections, each HELLO + REQUEST of 1 MiB, granted,
- * then silent; prints how many were granted, then holds them. */
-static void idle_holders(int n, int out)
+/* The waiting user: `n` requests that wait on the user's cap; prints how
+ * many wait. */
+static void waiting_requests(int n, int out)
 {
-    int granted = 0;
-    for (int i = 0; i < n; i++) {
-        struct proto_writer w;
-        struct proto_msg m;
-        char err[256];
-        int fd = ledger_connect(sock);
-        if (fd < 0)
-            break;
-        proto_begin(&w, VERB_HELLO);
-        proto_add(&w, "role", "process");
-        proto_add(&w, "cmd", "idle");
-        if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
-            break;
-        proto_begin(&w, VERB_REQUEST);
-        proto_add(&w, "dev", uuid);
-        proto_add_u64(&w, "bytes", 1 << 20);
-        if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
-            break;
-        granted += m.verb == VERB_GRANT;
-    }
-    char line[32];
-    int len = snprintf(line, sizeof line, "%d\n", granted);
-    if (write(out, line, (size_t)len) != len)
-        _exit(1);
-    for (;;)
-        pause();
+    held_requests(n, out, "queue", 256 << 20, 3600000, VERB_WAIT);
 }
+
+/* An idle holder: `n` clients granted 1 MiB each, then silent; prints how
+ * many were granted. */
+static void idle_holders(int n, int out) { held_requests(n, out, NULL, 1 << 20, 0, VERB_GRANT); }
 
 static pid_t as_user(uid_t uid, void (*work)(int, int), int n, int out)
 {

@@ -8,46 +8,24 @@
  *   huge   lists two processes (the caller and its parent) each holding
  *          2^63 bytes: a sum that does not saturate wraps to 0.
  * Without either, the two processes hold 1 GiB each. */
-#include "../src/cuda/nvml_abi.h"
+#include "nvml_one_gpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
-
-static struct nvmlDevice_st {
-    int index;
-} the_gpu;
-
 static int lies(const char *what)
 {
     const char *v = getenv("NVML_LIAR");
     size_t n = strlen(what);
-    for (const char *p = v; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+    for (const char *p = v; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ','))
         if (strncmp(p, what, n) == 0 && (p[n] == ',' || p[n] == 0))
             return 1;
-    }
     return 0;
 }
 
-EXPORT nvmlReturn_t nvmlInit_v2(void) { return NVML_SUCCESS; }
 EXPORT nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
-
-EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
-{
-    *count = 1;
-    return NVML_SUCCESS;
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
-{
-    if (index != 0)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    *device = &the_gpu;
-    return NVML_SUCCESS;
-}
 
 /* Any GPU asked for by UUID is this one: vram devices finds the GPUs
  * through the (simulated) CUDA driver, then asks NVML by UUID. */
