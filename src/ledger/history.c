@@ -390,12 +390,28 @@ void history_tick(struct history *h, const struct ledger *l, uint64_t now_ms)
     h->next_tick_ms = (now_ms / HISTORY_RECENT_MS + 1) * HISTORY_RECENT_MS;
     for (int d = 0; d < l->ndev; d++)
         history_note_device(h, l, d, now_ms);
-    for (int i = 0; i < l->nclients; i++)
-        for (int d = 0; d < l->ndev; d++)
-            history_note_client(h, l->clients[i], d, now_ms);
-    for (int i = 0; i < h->n; i++) {
+    /* The clients by id, the series by key (id, then device): one walk
+     * through both, a lookup only for a client without a series. */
+    for (int i = 0, j = 0; i < l->nclients; i++) {
+        const struct ledger_client *c = l->clients[i];
+        for (int d = 0; c->role != ROLE_MONITOR && d < l->ndev; d++) {
+            uint64_t key = client_key(c->id, d);
+            while (j < h->n && h->series[j]->key < key)
+                j++;
+            if (j < h->n && h->series[j]->key == key) {
+                note(h->series[j], c->use[d].used, c->use[d].grant, now_ms);
+            } else if (has_standing(c, d)) {
+                history_note_client(h, c, d, now_ms); /* may add, or drop an ended one */
+                j = lower_bound(h, key);
+            }
+        }
+    }
+    for (int i = 0, k = 0; i < h->n; i++) { /* again one walk through both */
         struct history_series *s = h->series[i];
-        if (s->kind != 'd' && !s->end_ms && !ledger_find_client(l, s->id))
+        while (k < l->nclients && l->clients[k]->id < s->id)
+            k++;
+        bool there = k < l->nclients && l->clients[k]->id == s->id;
+        if (s->kind != 'd' && !s->end_ms && !there)
             end(h, s, now_ms); /* gone without a goodbye: a held grant that expired */
     }
     /* The refused of clients gone without a goodbye are forgotten too. */
