@@ -93,7 +93,7 @@ static void inherited_of(struct ledger_nvml_process *q)
         key = *hit;
     } else {
         key.start = q->start;
-        if (!q->start || !process_command_state(q->pid, &key.dev, &key.ino))
+        if (!q->start || !process_command_state(q->pid, false, &key.dev, &key.ino))
             key.dev = key.ino = 0;
     }
     q->state_dev = key.dev;
@@ -244,7 +244,7 @@ static void learn_command_states(void)
         uint64_t dev, ino;
         if (j->by_root || j->state_ino || j->held_until_ms || !j->start)
             continue;
-        if (process_command_state(j->pid, &dev, &ino) && same_process(j->pid, j->start))
+        if (process_command_state(j->pid, true, &dev, &ino) && same_process(j->pid, j->start))
             j->state_dev = dev, j->state_ino = ino;
     }
 }
