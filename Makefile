@@ -70,9 +70,9 @@ bench: build
 	  rc=$$?; rm -rf $$tmp; exit $$rc
 	@echo "contexts and modules charged to the budget (simulated driver and NVML):"
 	@bench/contexts.sh "$(BUILD)"
-	@echo "vramd with 1000 clients, then under attack (simulated NVML):"
+	@echo "vramd with 1000 clients, with 10000 idle ones, then under attack (simulated NVML):"
 	@LD_LIBRARY_PATH="$(BUILD)/sim" "$(BUILD)/vram-bench-daemon" "$(BUILD)/vramd"
-	@echo "vramd's history with 1000 clients (CPU time):"
+	@echo "vramd's history with 1000 clients, then 10000 (CPU time):"
 	@"$(BUILD)/vram-bench-history"
 	@echo "recording GPU memory events, and reading a million of them:"
 	@bench/record.sh "$(BUILD)"

@@ -101,14 +101,26 @@ check "--wait: granted when memory comes back, and after how long" contains "$tm
 check "--wait: then the program runs" contains "$tmp/w1" "^HELD"
 
 # --- vramd restarted under a running command: its grant is held, then taken back ------
+# The user's peak is counted once across the restart (issue 27 item 7): the
+# new vramd sees the command's process outside any grant until vram run
+# reports it again, and must not count it twice meanwhile.
+user_peak() { "$vram" status --prometheus | sed -n 's/^vram_user_peak_bytes{.*} //p' | head -1; }
 "$vram" run --limit 3GiB -- "$member" hold $G 8 >"$tmp/re" 2>&1 &
 r=$!
 check "a command's grant is in vramd's state file" wait_for 10 grep -q "^c .* run-$r $uuid $((3 * G)) -" "$tmp/state"
+check "its process holds 1 GiB" wait_for 5 grep -q HELD "$tmp/re"
 kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
+: >"$tmp/peaks"
 check "vramd restarts" start_daemon
+# The peak, read while vram run comes back, until after it has (a few of NVML's looks).
+(for _ in $(seq 30); do user_peak >>"$tmp/peaks"; sleep 0.1; done) &
+peaks=$!
 check "vram run registers the command's grant again" wait_for 10 grep -q "pid $r (root): re-registered 3.00 GiB" "$tmp/daemon.out"
 check "counted once" is granted $((3 * G))
 check "and reports its process again" wait_for 5 members_reported "run-$r"
+wait $peaks
+check "the user's peak is the 1 GiB its process holds, never twice that" \
+  sh -c "[ \"\$(sort -u '$tmp/peaks' | grep -v '^\$')\" = $G ] || { sort -u '$tmp/peaks'; false; }"
 kill -9 $r; wait $r 2>/dev/null
 check "all back" wait_for 5 is granted 0
 

@@ -4,6 +4,8 @@
 #include "../src/cuda/nvml_query.h"
 #include "../src/command/command_state.h"
 #include "processes.h"
+#include "../src/util/saturate.h"
+#include "../src/util/text.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -211,7 +213,7 @@ static void users(struct snapshot *s)
             continue;
         }
         u->procs++;
-        u->used += e.used;
+        u->used = add_saturating(u->used, e.used); /* NVML's figures, whatever they say */
         u->grant += e.grant;
         if (e.role == 'n') /* no budget of a command's */
             u->unseen += e.used;
@@ -222,13 +224,15 @@ int nvml_view_take(struct snapshot *s, char *err, size_t n)
 {
     snapshot_init(s);
     s->nvml_view = true;
-    if (gethostname(s->node.host, sizeof s->node.host - 1) != 0)
-        s->node.host[0] = 0;
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) == 0)
+        text_printable(s->node.host, sizeof s->node.host, host);
     struct nvml_versions ver;
     nvml_versions(&ver);
-    snprintf(s->node.driver, sizeof s->node.driver, "%s", ver.driver);
-    snprintf(s->node.nvml, sizeof s->node.nvml, "%s", ver.nvml);
-    snprintf(s->node.cuda, sizeof s->node.cuda, "%s", ver.cuda);
+    /* NVML's words go to a terminal: printable only, as vramd shows them. */
+    text_printable(s->node.driver, sizeof s->node.driver, ver.driver);
+    text_printable(s->node.nvml, sizeof s->node.nvml, ver.nvml);
+    text_printable(s->node.cuda, sizeof s->node.cuda, ver.cuda);
     int count = nvml_count(err, n);
     if (count < 0)
         return -1;
@@ -252,9 +256,9 @@ int nvml_view_take(struct snapshot *s, char *err, size_t n)
                                     .gpu_percent = sen.gpu_percent, .celsius = sen.celsius,
                                     .milliwatts = sen.milliwatts,
                                     .limit_milliwatts = sen.limit_milliwatts};
-        snprintf(dev->uuid, sizeof dev->uuid, "%.47s", about.uuid);
-        snprintf(dev->name, sizeof dev->name, "%.63s", about.name);
-        snprintf(dev->pci_bus_id, sizeof dev->pci_bus_id, "%s", about.pci_bus_id);
+        text_printable(dev->uuid, sizeof dev->uuid, about.uuid);
+        text_printable(dev->name, sizeof dev->name, about.name);
+        text_printable(dev->pci_bus_id, sizeof dev->pci_bus_id, about.pci_bus_id);
         struct nvml_process *p;
         int np = nvml_processes_on(d, &p, err, n);
         if (np < 0) {

@@ -4,6 +4,7 @@
 #include "../src/util/json.h"
 #include "../src/cuda/nvml_query.h"
 #include "../src/util/parse.h"
+#include "../src/util/saturate.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -196,7 +197,7 @@ static void nvml_look(void)
         uint64_t sum = 0;
         for (int k = 0; k < count; k++)
             if (p[k].used_known && command_descends((int)p[k].pid, self))
-                sum += p[k].used;
+                sum = add_saturating(sum, p[k].used);
         if (count >= 0)
             free(p);
         if (sum > atomic_load(&nv.most[i]))
@@ -352,6 +353,7 @@ int supervise(char **argv, const struct supervise_options *o)
             _exit(128 + SIGKILL);
         sigaction(SIGCHLD, &chld_old, NULL);
         sigprocmask(SIG_SETMASK, &old, NULL);
+        command_inheritable(&owner); /* how vramd knows an escaped process of it */
         execvp(argv[0], argv);
         int e = errno;
         fprintf(stderr, "vram run: cannot run %s: %s\n", argv[0], strerror(e));

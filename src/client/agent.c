@@ -438,7 +438,7 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
     /* A daemon that goes away in the middle of a request may be restarting:
      * it is reached (waited for, bounded) and asked once more. One that
      * does not answer in time is down. */
-    char down[256] = "";
+    char down[PROTO_MAX + 1] = ""; /* a refusal says why, in full */
     for (int attempt = 0;; attempt++) {
         enum hello_result h = reach(down, sizeof down);
         if (h == HELLO_REFUSED) {

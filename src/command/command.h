@@ -67,6 +67,14 @@ struct command_context_size {
 int command_create(struct command_owner *o, enum command_mode mode, const char *limit_var,
                    const char *limit_value, const struct command_context_size *sizes, int n,
                    char *why, size_t whylen);
+/* In vram run's child, before it execs the command: a descriptor of the
+ * state that the command's processes inherit (read-only, a description
+ * of its own that no lock is ever taken through, numbered out of the way
+ * of the low numbers programs pick). What a process of the command keeps
+ * when it clears VRAM_COMMAND and leaves the process tree (setsid, a
+ * double fork): vramd finds the command's processes by it. Only calls
+ * that are safe after fork(); -1 if it could not be made. */
+int command_inheritable(const struct command_owner *o);
 
 /* With vramd, before the command starts: the command's budgets are the
  * grants vramd made for the whole command, and its processes never ask

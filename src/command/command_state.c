@@ -219,6 +219,26 @@ int command_create(struct command_owner *o, enum command_mode mode, const char *
     return 0;
 }
 
+int command_inheritable(const struct command_owner *o)
+{
+    /* "/proc/self/fd/N" by hand: after fork() in a threaded vram run, no
+     * stdio. */
+    char path[32] = "/proc/self/fd/", digits[12];
+    int k = 0;
+    for (unsigned v = (unsigned)o->fd; k == 0 || v; v /= 10)
+        digits[k++] = (char)('0' + v % 10);
+    size_t at = strlen(path);
+    while (k)
+        path[at++] = digits[--k];
+    path[at] = 0;
+    int f = open(path, O_RDONLY); /* inherited: no O_CLOEXEC */
+    if (f < 0)
+        return -1;
+    int high = fcntl(f, F_DUPFD, 100);
+    close(f);
+    return high;
+}
+
 void command_summarize(struct command_owner *o, struct command_summary *out)
 {
     struct command_shared *s = o->shared;

@@ -113,6 +113,12 @@ struct process_info {
 };
 int process_info(pid_t pid, struct process_info *out);
 bool same_process(pid_t pid, uint64_t start);
+/* The vram run command whose shared state `pid` holds open (a memfd named
+ * vram-command): with `own`, vram run's own (read and written); else one
+ * the process inherited (command_inheritable), the innermost command's.
+ * The file's device and inode, as the kernel names it; false if none.
+ * Plain reads: any thread. */
+bool process_command_state(pid_t pid, bool own, uint64_t *dev, uint64_t *ino);
 void user_name(uid_t uid, char *out, size_t n);
 
 /* answers.c */

@@ -15,6 +15,7 @@
 #include "../client/client.h"
 #include "../ledger/policy.h"
 #include "../util/parse.h"
+#include "../util/text.h"
 #include "conns.h"
 #include "driver_limits.h"
 #include "reconcile.h"
@@ -88,6 +89,21 @@ static int check_policy(const struct policy *p, char *err, size_t errlen)
     return policy_check_devices(p, uuids, totals, D.ngpus, err, errlen);
 }
 
+/* What a policy's rules may do that their writer may not mean: on
+ * vramd --check's output, else in the log. */
+static void warn_policy(const struct policy *p, FILE *out)
+{
+    char line[700];
+    for (int i = 0; i < p->nrules; i++) {
+        if (!policy_rule_warning(p, i, line, sizeof line))
+            continue;
+        if (out)
+            fprintf(out, "warning: %s\n", line);
+        else
+            dlog(L_WARN, "%s", line);
+    }
+}
+
 static void reload(void)
 {
     if (!D.policy_path[0]) {
@@ -108,18 +124,10 @@ static void reload(void)
             reconcile_period(p->reconcile_ms);
         dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directive%s, %d rule%s)", D.policy_path,
              p->ndirectives, p->ndirectives == 1 ? "" : "s", p->nrules, p->nrules == 1 ? "" : "s");
+        warn_policy(p, NULL);
         answers_admit_waiting();
     }
     free(p);
-}
-
-/* Printable ASCII only: a GPU's name is shown on terminals. */
-static void printable(char *out, size_t n, const char *in)
-{
-    size_t k = 0;
-    for (; in[k] && k + 1 < n; k++)
-        out[k] = in[k] >= 32 && in[k] < 127 ? in[k] : '?';
-    out[k] = 0;
 }
 
 /* The node's GPUs, from NVML, into the ledger, with what describes them
@@ -151,15 +159,15 @@ static int open_gpus(const char *library, char *err, size_t errlen)
             return -1;
         }
         struct ledger_device *dv = &D.L.dev[i];
-        printable(dv->name, sizeof dv->name, a.name);
-        printable(dv->pci_bus_id, sizeof dv->pci_bus_id, a.pci_bus_id);
+        text_printable(dv->name, sizeof dv->name, a.name);
+        text_printable(dv->pci_bus_id, sizeof dv->pci_bus_id, a.pci_bus_id);
         dv->minor = a.minor;
     }
     struct nvml_versions v;
     nvml_versions(&v);
-    printable(D.node.driver, sizeof D.node.driver, v.driver);
-    printable(D.node.nvml, sizeof D.node.nvml, v.nvml);
-    printable(D.node.cuda, sizeof D.node.cuda, v.cuda);
+    text_printable(D.node.driver, sizeof D.node.driver, v.driver);
+    text_printable(D.node.nvml, sizeof D.node.nvml, v.nvml);
+    text_printable(D.node.cuda, sizeof D.node.cuda, v.cuda);
     D.ngpus = n;
     return 0;
 }
@@ -406,7 +414,7 @@ int main(int argc, char **argv)
     ledger_init(&D.L, policy);
     char host[256] = "";
     if (gethostname(host, sizeof host) == 0)
-        printable(D.node.host, sizeof D.node.host, host);
+        text_printable(D.node.host, sizeof D.node.host, host);
     history_init(&D.history);
     char nvml_err[600] = "";
     if (nvml && open_gpus_within(nvml, nvml_err, sizeof nvml_err) != 0 && !check)
@@ -415,6 +423,7 @@ int main(int argc, char **argv)
     int checked = check_policy(policy, err, sizeof err);
     if (check) {
         policy_describe(policy, stdout);
+        warn_policy(policy, stdout);
         if (D.ngpus) {
             printf("checked against the %d GPU%s NVML lists:\n", D.ngpus, D.ngpus == 1 ? "" : "s");
             for (int d = 0; d < D.ngpus; d++)
@@ -426,6 +435,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (checked != 0)
         fprintf(stderr, "vramd: %s\n", err);
+    if (!check && checked == 0)
+        warn_policy(policy, NULL);
     free(policy);
     if (check || checked != 0)
         return checked != 0;

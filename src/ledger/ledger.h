@@ -81,6 +81,9 @@ struct ledger_nvml_process {
     uint64_t start, used;
     pid_t ppid;
     char cmd[16];
+    /* The vram run command whose state it holds open (inherited), as the
+     * kernel names the file; 0 0: none. */
+    uint64_t state_dev, state_ino;
 };
 
 /* What happened on a device since the daemon started. */
@@ -142,6 +145,10 @@ struct ledger_client {
     /* A grant of the daemon before a restart, held for its owner until
      * then (ms) or until it re-registers; 0 for a connected client. */
     uint64_t held_until_ms;
+    /* A job a user registered for a vram run command: the command's
+     * shared state, which its processes inherit (the daemon's word, once
+     * it has read it from vram run; 0 0 until then). */
+    uint64_t state_dev, state_ino;
     struct ledger_use use[LEDGER_MAX_DEVICES];
 };
 
@@ -250,10 +257,11 @@ void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
 /* What the policy guarantees the client on a device: the largest
  * reservation that covers it there, at most its grant; 0 if none does. */
 uint64_t ledger_guarantee(const struct ledger *l, const struct ledger_client *c, int dev);
-/* Usage of a client, or of a member, on a device. A member's figures are
- * bounded by what its job's grant (and the device) leaves beside the other
- * members': a job's processes together never show more than the job was
- * granted, whatever its holder says. */
+/* Usage of a client, or of a member, on a device. A client's figures are
+ * bounded by its grant, a member's by what its job's grant (and the
+ * device) leaves beside the other members': a client, or a job's
+ * processes together, never show more than was granted, whatever they
+ * say (what NVML sees beyond is counted apart, as excess). */
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak);
 
@@ -284,7 +292,10 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
  * its start time (0 if it could not be read), uid, parent, name and
  * usage. A client's real usage is matched by pid and start time; a process
  * not matched whose parent is a job's member or holder is the job's (a
- * process its holder has not reported yet); the rest is unseen usage, kept
+ * process its holder has not reported yet), and so is one of the job's
+ * user that holds the job's command state open (state_dev, state_ino: a
+ * process of a vram run command that cleared its environment and left the
+ * process tree, re-parented to init); the rest is unseen usage, kept
  * by process (unseen_by) and counted for its user.
  * Returns the clients that have just gone over budget by more than the
  * policy's margin, in *over (up to max). */

@@ -8,6 +8,7 @@
 #include "../record/recorder.h"
 #include "../util/parse.h"
 #include "../util/report.h"
+#include "../util/saturate.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -99,12 +100,12 @@ static uint64_t escaped_on(int dev, const struct nvml_process *p, int n, uint64_
         if (!p[i].used_known || (int)p[i].pid == self)
             continue;
         if (command_member((int)p[i].pid))
-            *members += p[i].used;
+            *members = add_saturating(*members, p[i].used);
         else if (supervisor > 0 && command_descends((int)p[i].pid, supervisor))
-            escaped += p[i].used;
+            escaped = add_saturating(escaped, p[i].used);
     }
     (void)dev;
-    *members += escaped;
+    *members = add_saturating(*members, escaped);
     return charger ? escaped : 0;
 }
 
@@ -137,7 +138,7 @@ int driver_memory_settle(int dev, uint64_t pending)
     uint64_t after = command_own_used(c);
     uint64_t charged = (before > after ? before : after) - drv.part[dev];
     charged = charged > pending ? charged - pending : 0;
-    uint64_t part = (listed && own > charged ? own - charged : 0) + escaped;
+    uint64_t part = add_saturating(listed && own > charged ? own - charged : 0, escaped);
     uint64_t was = drv.part[dev];
     /* Another thread's call may hold what it has not charged yet. */
     if (part > was && atomic_load(&in_flight) != in_flight_here)
@@ -157,10 +158,10 @@ int driver_memory_settle(int dev, uint64_t pending)
     }
     drv.part[dev] = part;
     drv.escaped[dev] = escaped;
-    command_note_nvml(c, own + others);
+    command_note_nvml(c, add_saturating(own, others));
     /* Unlisted (another PID namespace, a figure NVML cannot give): NVML
      * says nothing of this process, which is not "0 bytes". */
-    uint64_t figures[2] = {own + escaped, own + others};
+    uint64_t figures[2] = {add_saturating(own, escaped), add_saturating(own, others)};
     if (listed && RECORDER_ON() &&
         (!drv.recorded_any[dev] || memcmp(figures, drv.recorded[dev], sizeof figures) != 0)) {
         record_nvml(dev, figures[0], figures[1]);

@@ -1,6 +1,7 @@
 #include "snapshot.h"
 
 #include "history_view.h"
+#include "../util/text.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -229,10 +230,7 @@ int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, si
         }
         snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%s", pci ? pci : "");
         /* The model's name, printable only: it is shown on terminals. */
-        size_t k = 0;
-        for (; name && name[k] && k + 1 < sizeof d->name; k++)
-            d->name[k] = name[k] >= 32 && name[k] < 127 ? name[k] : '?';
-        d->name[k] = 0;
+        text_printable(d->name, sizeof d->name, name ? name : "");
         s->ndev++;
         return 0;
     }

@@ -26,7 +26,7 @@ if ! command -v "$cc" >/dev/null ||
   echo "SKIP: no clang with libFuzzer here (Debian: apt-get install clang libclang-rt-14-dev)"
   exit 77
 fi
-common="src/util/parse.c src/util/report.c" # relative to $src, where they are compiled
+common="src/util/parse.c src/util/report.c src/util/text.c" # relative to $src, where they are compiled
 status=0
 scratch_root=$(mktemp -d "${TMPDIR:-/tmp}/vram-fuzz.XXXXXX") || exit 1
 trap 'rm -rf "$scratch_root"' EXIT
