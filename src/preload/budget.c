@@ -334,6 +334,13 @@ void budget_note_nvml(int dev, uint64_t bytes)
         command_note_nvml(c, bytes);
 }
 
+void budget_note_driver_unseen(int dev)
+{
+    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
+    if (c >= 0)
+        command_note_driver_unseen(c);
+}
+
 void budget_release(int dev, uint64_t bytes)
 {
     int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);

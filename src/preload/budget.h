@@ -83,6 +83,8 @@ uint64_t budget_context_size(int dev);
 void budget_force_part(int dev, uint64_t bytes, enum command_part part);
 uint64_t budget_own_used(int dev);
 void budget_note_nvml(int dev, uint64_t bytes);
+/* NVML could not name this process on dev: its driver part is not charged. */
+void budget_note_driver_unseen(int dev);
 void budget_note_context_size(int dev, uint64_t bytes);
 /* A context of `bytes` refused on dev by `call`. When the budget cannot hold
  * one context and 1 MiB beside it, that is said whatever VRAM_LOG says

@@ -7,7 +7,10 @@
 #include "../util/report.h"
 
 #include "../cuda/context_cost.h"
+#include "../cuda/nvml_pid.h"
 #include "../cuda/nvml_processes.h"
+#include "../client/agent.h"
+#include "../util/proc.h"
 #include "../cuda/uuid.h"
 
 #include <dlfcn.h>
@@ -22,6 +25,8 @@ static struct {
     bool nvml; /* loaded and started */
     PFN_nvmlDeviceGetHandleByUUID by_uuid;
     struct nvml_process_calls list;
+    char driver[96];     /* NVML's driver version, "" when it does not say */
+    bool initial_pid_ns; /* this process is in the host's pid namespace */
     nvmlDevice_t handle[BUDGET_MAX_DEVICES];
     signed char known[BUDGET_MAX_DEVICES]; /* 0 not asked, 1 handle, -1 NVML does not know it */
 } fp = {.event = PTHREAD_MUTEX_INITIALIZER, .handles = PTHREAD_MUTEX_INITIALIZER,
@@ -51,8 +56,14 @@ static void load_nvml(void)
         lib, "nvmlDeviceGetComputeRunningProcesses_v3");
     fp.list.v1 = (PFN_nvmlDeviceGetComputeRunningProcesses)real_symbol(
         lib, "nvmlDeviceGetComputeRunningProcesses");
+    PFN_nvmlSystemGetDriverVersion version =
+        (PFN_nvmlSystemGetDriverVersion)real_symbol(lib, "nvmlSystemGetDriverVersion");
     /* Kept loaded: the program may use NVML too, and counts its own start. */
     fp.nvml = init && fp.by_uuid && (fp.list.v3 || fp.list.v1) && init() == NVML_SUCCESS;
+    if (!fp.nvml || !version || version(fp.driver, sizeof fp.driver) != NVML_SUCCESS)
+        fp.driver[0] = 0;
+    fp.driver[sizeof fp.driver - 1] = 0;
+    fp.initial_pid_ns = proc_in_initial_pid_namespace();
     if (!fp.nvml)
         vlog(LOG_INFO, "NVML cannot say what this process holds; contexts and modules are "
                        "measured from the device's free memory");
@@ -81,15 +92,25 @@ static bool nvml_handle(int dev, nvmlDevice_t *out)
     return known;
 }
 
+struct nvml_pid_view footprint_nvml_self(void)
+{
+    pthread_once(&fp.once, load_nvml);
+    return nvml_pid_view(fp.driver[0] ? fp.driver : NULL, fp.initial_pid_ns, (unsigned)getpid(),
+                         agent_host_pid());
+}
+
 /* What NVML says this process holds on dev: 1 (listed), 0 (not listed),
- * -1 (NVML cannot say). */
+ * -1 (NVML cannot say, or cannot name this process). */
 static int nvml_usage(int dev, uint64_t *bytes)
 {
     nvmlDevice_t h;
     if (!nvml_handle(dev, &h))
         return -1;
+    struct nvml_pid_view self = footprint_nvml_self();
+    if (!self.self)
+        return -1;
     *bytes = 0;
-    return nvml_process_usage(&fp.list, h, (unsigned)getpid(), bytes);
+    return nvml_process_usage(&fp.list, h, self.self, bytes);
 }
 
 int footprint_nvml_read(int dev, struct nvml_process **out)

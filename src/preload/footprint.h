@@ -30,6 +30,7 @@
 #include "../cuda/cuda_abi.h"
 #include "../record/recording.h"
 #include "../command/command.h"
+#include "../cuda/nvml_pid.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -60,6 +61,11 @@ int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *byte
  * when NVML cannot say. Any thread, any time (driver_memory.c). */
 struct nvml_process;
 int footprint_nvml_read(int dev, struct nvml_process **out);
+
+/* The pid NVML lists this process under, and whether its list's pids are
+ * this process's namespace's (src/cuda/nvml_pid.h): asked at each reading,
+ * as vramd may say it later than NVML was loaded. */
+struct nvml_pid_view footprint_nvml_self(void);
 
 /* In a child after fork(). */
 void footprint_after_fork(void);
