@@ -99,16 +99,21 @@ static int child_nvml_empty(void)
     return 0;
 }
 
-/* Holds 1 MiB until its stdin closes. */
-static int child_hold(void)
+static void allocate_mib(void)
 {
-    alarm(60);
     CUcontext c;
     CUdeviceptr p;
     CHECK(cuInit(0) == CUDA_SUCCESS);
     CHECK(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS);
     CHECK(cuCtxSetCurrent(c) == CUDA_SUCCESS);
     CHECK(cuMemAlloc_v2(&p, MiB) == CUDA_SUCCESS);
+}
+
+/* Holds 1 MiB until its stdin closes. */
+static int child_hold(void)
+{
+    alarm(60);
+    allocate_mib();
     printf("held\n");
     fflush(stdout);
     char ch;
@@ -146,12 +151,7 @@ static int child_hold_listing(void)
     alarm(60);
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
     CHECK(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0);
-    CUcontext c;
-    CUdeviceptr p;
-    CHECK(cuInit(0) == CUDA_SUCCESS);
-    CHECK(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS);
-    CHECK(cuCtxSetCurrent(c) == CUDA_SUCCESS);
-    CHECK(cuMemAlloc_v2(&p, MiB) == CUDA_SUCCESS);
+    allocate_mib();
     nvmlDevice_t d = nvml_test_device(0);
     nvmlProcessInfo_t list[16];
     unsigned n = 16;

@@ -146,19 +146,6 @@ __attribute__((format(printf, 1, 2))) static int cdi_fail(const char *fmt, ...)
  * options take as it is (no comma, which mount options split on). */
 static bool path_ok(const char *p) { return p[0] == '/' && !strchr(p, ','); }
 
-/* A GPU's UUID as a CDI device name may be: "GPU-" and hexadecimal digits
- * and dashes (CDI names are letters, digits, '_', '-', '.' and ':'). */
-static bool uuid_ok(const char *u)
-{
-    if (strncmp(u, "GPU-", 4) != 0 && strncmp(u, "MIG-", 4) != 0)
-        return false;
-    for (const char *p = u + 4; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F') ||
-              *p == '-'))
-            return false;
-    return u[4] != 0;
-}
-
 static int generate(const char *output)
 {
     struct spec *s = calloc(1, sizeof *s);
@@ -225,7 +212,7 @@ static int generate(const char *output)
         if (nvml_by_index((unsigned)i, &d, err, sizeof err) != 0 ||
             nvml_about(d, &s->gpu[s->ngpus], err, sizeof err) != 0)
             break;
-        if (!uuid_ok(s->gpu[s->ngpus].uuid)) {
+        if (!cli_gpu_uuid_ok(s->gpu[s->ngpus].uuid)) {
             snprintf(err, sizeof err, "GPU %d's UUID is not one", i);
             break;
         }

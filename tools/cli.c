@@ -6,6 +6,7 @@
 #include "../src/protocol/history_view.h"
 #include "../src/util/parse.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <unistd.h>
@@ -211,4 +212,15 @@ int cli_find_preload(char *out, size_t n)
     }
     snprintf(out, n, "%s/libvram-preload.so", VRAM_INSTALL_LIBDIR);
     return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+bool cli_gpu_uuid_ok(const char *s)
+{
+    if (strncmp(s, "GPU-", 4) != 0 && strncmp(s, "MIG-", 4) != 0)
+        return false;
+    size_t n = strlen(s);
+    for (size_t i = 4; i < n; i++)
+        if (!isxdigit((unsigned char)s[i]) && s[i] != '-')
+            return false;
+    return n > 4 && n < 96;
 }

@@ -73,6 +73,11 @@ int cli_take_ledger(const char *socket_path, struct snapshot *s, enum cli_histor
  * there to read (out names where it was looked for last). */
 int cli_find_preload(char *out, size_t n);
 
+/* Whether s is a GPU's UUID as NVML writes it ("GPU-" or "MIG-", then
+ * hexadecimal digits and dashes, under 96 bytes): what a CDI device name
+ * and a hook's --gpu may carry. */
+bool cli_gpu_uuid_ok(const char *s);
+
 /* The subcommands. argv[0] is "vram", argv[1] the subcommand's name. */
 int cmd_run(int argc, char **argv);
 int cmd_devices(int argc, char **argv);

@@ -155,19 +155,6 @@ static int state_text(struct hook *h, const char *key, bool required, char *out,
     return 0;
 }
 
-static bool gpu_ok(const char *g)
-{
-    if (strcmp(g, "all") == 0)
-        return true;
-    if (strncmp(g, "GPU-", 4) != 0 && strncmp(g, "MIG-", 4) != 0)
-        return false;
-    size_t n = strlen(g);
-    for (size_t i = 4; i < n; i++)
-        if (!isxdigit((unsigned char)g[i]) && g[i] != '-')
-            return false;
-    return n > 4 && n < 96;
-}
-
 static bool id_ok(const char *id)
 {
     size_t n = strlen(id);
@@ -307,14 +294,20 @@ static int config_at(struct hook *h, enum json_type type, const char *a, const c
 
 /* /proc/PID/cgroup's path for cgroup2 ("0::"), else (cgroup v1 alone) the
  * first hierarchy's, into out: 0, or 1 after a refusal. */
-static int cgroup_of(struct hook *h, int proc, char *out, size_t n)
+/* A file of process dir `proc` (status, cgroup), whole: its length, or -1. */
+static ssize_t read_proc_file(int proc, const char *name, char **text)
 {
-    int fd = openat(proc, "cgroup", O_RDONLY | O_CLOEXEC);
-    char *text = NULL;
-    ssize_t len = fd >= 0 ? read_bounded(fd, 64 << 10, &text) : -1;
+    int fd = openat(proc, name, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read_bounded(fd, 64 << 10, text) : -1;
     if (fd >= 0)
         close(fd);
-    if (len < 0)
+    return n;
+}
+
+static int cgroup_of(struct hook *h, int proc, char *out, size_t n)
+{
+    char *text = NULL;
+    if (read_proc_file(proc, "cgroup", &text) < 0)
         return refuse(h, "cannot read the first process's /proc/PID/cgroup: %s", strerror(errno));
     const char *line = strncmp(text, "0::", 3) == 0 ? text : strstr(text, "\n0::");
     if (line)
@@ -368,12 +361,8 @@ static bool is_config_cgroup(const char *cgroup, const char *path)
 /* The real uid of process dir `proc`, or -1. */
 static long uid_of(int proc)
 {
-    int fd = openat(proc, "status", O_RDONLY | O_CLOEXEC);
     char *text = NULL;
-    ssize_t n = fd >= 0 ? read_bounded(fd, 64 << 10, &text) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n < 0)
+    if (read_proc_file(proc, "status", &text) < 0)
         return -1;
     const char *u = strstr(text, "\nUid:");
     long uid = u ? strtol(u + 5, NULL, 10) : -1;
@@ -686,7 +675,7 @@ int cmd_oci_hook(int argc, char **argv)
         return cli_usage_error("oci-hook", "the hook's stage is createRuntime or poststop, not "
                                            "%s%s%s (vram oci-hook --help)",
                                n ? "\"" : "", n ? operand[0] : "none", n ? "\"" : "");
-    if (gpu && !gpu_ok(gpu))
+    if (gpu && strcmp(gpu, "all") != 0 && !cli_gpu_uuid_ok(gpu))
         return cli_usage_error("oci-hook", "--gpu \"%.64s\": not a GPU's UUID (GPU-...) nor "
                                            "\"all\"", gpu);
     struct hook h = {.stage = operand[0], .bundle_fd = -1};
