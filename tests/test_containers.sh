@@ -45,6 +45,9 @@ mkdir -m 1777 "$tmp/sim"
 mkdir -m 755 "$tmp/out" "$tmp/vramd"
 unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_WAIT VRAM_JOB VRAM_SIM_CONTEXT_SIZE
 sim_env=(-e LD_LIBRARY_PATH -e VRAM_SIM_DEVICES -e VRAM_SIM_DIR -v "$tmp:$tmp")
+# Under ASan the interposer comes before the programs' own runtime, which
+# the tests' environment allows (tests/CMakeLists.txt): the containers' too.
+[ -n "${ASAN_OPTIONS:-}" ] && sim_env+=(-e ASAN_OPTIONS)
 uuid=GPU-5a1d0e5a-a000-4000-8000-000000000000
 G=$((1 << 30))
 # check_show NAME FILE CONDITION...: check, and on failure FILE's text.
