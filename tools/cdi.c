@@ -269,6 +269,10 @@ int cmd_cdi(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (n == 2 && strcmp(operand[0], "generate") == 0)
+        return cli_usage_error("cdi", "vram cdi generate takes no operand, not \"%s\" (vram cdi "
+                                      "--help)",
+                               operand[1]);
     if (n != 1 || strcmp(operand[0], "generate") != 0)
         return cli_usage_error("cdi", "the command is vram cdi generate, not vram cdi%s%s (vram "
                                       "cdi --help)",
