@@ -224,6 +224,9 @@ static int step_gpus(spank_t sp, const char *value)
     }
     if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", list, sizeof list) != ESPANK_SUCCESS || !list[0])
         snprintf(list, sizeof list, "0");
+    int gpus = 1;
+    for (const char *c = strchr(list, ','); c; c = strchr(c + 1, ','))
+        gpus++;
     char *save = NULL;
     int ordinal = 0;
     for (char *d = strtok_r(list, ",", &save); d && J.ndev < JOB_MAX_DEVICES;
@@ -231,8 +234,17 @@ static int step_gpus(spank_t sp, const char *value)
         uint64_t index;
         parse_why why;
         const struct limit_setting *l = options_limit(&none, &o, ordinal);
-        if (l->kind != LIMIT_BYTES) /* no budget there: no grant either */
-            continue;
+        /* A GPU of the step that --gpu-mem gives no budget (1=2G on two
+         * GPUs) would be unusable to its tasks (a step's grants are asked
+         * for sizes: vramd has no default for them): refused, saying so,
+         * as vram run refuses it without vramd. */
+        if (l->kind != LIMIT_BYTES) {
+            snprintf(refusal, sizeof refusal, "--gpu-mem=%.100s gives GPU %.20s (the step's device "
+                     "%d) no budget, and the step has %d GPU%s: give each a budget (one for all: "
+                     "SIZE; or one per GPU: 0=SIZE,1=SIZE)", value, d, ordinal, gpus,
+                     gpus == 1 ? "" : "s");
+            return -1;
+        }
         if (parse_uint(d, 1u << 20, &index, &why) != 0) {
             snprintf(refusal, sizeof refusal, "CUDA_VISIBLE_DEVICES=%s: GPU \"%s\" is not an "
                      "index (%s); vramd is asked for GPUs by index", list, d, why.text);
@@ -476,7 +488,7 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
     for (uint32_t t = 0; t < ntasks; t++) {
         command_summarize(&tasks[t], s);
         for (int i = 0; i < s->ndevices; i++) {
-            char line[256], task[32] = "";
+            char line[512], task[32] = "";
             command_peak_line(s, i, line, sizeof line);
             if (ntasks > 1)
                 snprintf(task, sizeof task, "task %u: ", t);

@@ -75,7 +75,7 @@ wait_for 5 contains "$tmp/hold" GRANT
 "$vram" run --limit 6GiB -- sh -c "touch '$tmp/started'" 2>"$tmp/r.err"; rc=$?
 check "refused: exit status 75" test $rc = 75
 check "refused: the program was not started" test ! -e "$tmp/started"
-check "refused: the reason, how much was asked and what is free" contains "$tmp/r.err" "^vram run: vramd refused 6.00 GiB on GPU 0 ($uuid): $uuid has 12.00 GiB: 8.00 GiB granted (root 8.00 GiB), 0 B reserved for others, 0 B used outside any grant, 4.00 GiB free; requested 6.00 GiB; the program was not started"
+check "refused: the reason, how much was asked and what is grantable" contains "$tmp/r.err" "^vram run: vramd refused 6.00 GiB on GPU 0 ($uuid): $uuid has 12.00 GiB: 8.00 GiB granted (root 8.00 GiB), 0 B reserved for others, 0 B used outside any grant, 4.00 GiB grantable; requested 6.00 GiB; the program was not started"
 # Waiting is suggested only where it can help: the GPU is full for now.
 check "a full GPU: --wait is suggested" contains "$tmp/r.err" "not started (--wait waits for the memory"
 "$vram" run --limit 6GiB --start-anyway -- sh -c "touch '$tmp/started'; '$member' hold $G 0; exit 7" \
@@ -90,7 +90,7 @@ rm -f "$tmp/started"
 "$vram" run --limit 6GiB --wait=20s -- "$member" hold $G 0 >"$tmp/w1" 2>"$tmp/w1.err" &
 w1=$!
 check "--wait: says it waits, for how much, where, how long at most, behind whom" wait_for 5 \
-  contains "$tmp/w1.err" "^vram run: waiting for 6.00 GiB on GPU 0 ($uuid), for up to 20.0 s: $uuid has 12.00 GiB: 8.00 GiB granted (root 8.00 GiB), .* 4.00 GiB free; requested 6.00 GiB$"
+  contains "$tmp/w1.err" "^vram run: waiting for 6.00 GiB on GPU 0 ($uuid), for up to 20.0 s: $uuid has 12.00 GiB: 8.00 GiB granted (root 8.00 GiB), .* 4.00 GiB grantable; requested 6.00 GiB$"
 "$vram" run --limit 2GiB --wait=1s -- sh -c "touch '$tmp/started'" 2>"$tmp/w2.err"; rc=$?
 check "--wait behind another: says whose request is ahead" contains "$tmp/w2.err" "^vram run: waiting for 2.00 GiB on GPU 0 ($uuid), for up to 1.0 s: 1 earlier request for $uuid waits for this memory (root 6.00 GiB)"
 check "--wait that ends: how long it waited, and why" contains "$tmp/w2.err" "^vram run: gave up waiting for 2.00 GiB on GPU 0 ($uuid) after 1\.[0-9] s: waited as long as allowed: .*; the program was not started$"

@@ -80,6 +80,20 @@ int cli_parse(const char *cmd, const struct cli_option *table, int argc, char **
     return i;
 }
 
+void cli_no_daemon(char *out, size_t n)
+{
+    const char *env = getenv("VRAM_DAEMON");
+    if (env && strcmp(env, "off") == 0) {
+        snprintf(out, n, "vramd is not asked (VRAM_DAEMON=off)");
+        return;
+    }
+    char user[256];
+    ledger_default_socket(user, sizeof user);
+    bool one = strcmp(user, LEDGER_SYSTEM_SOCKET) == 0;
+    snprintf(out, n, "vramd is not running (no socket at %s%s%s)", LEDGER_SYSTEM_SOCKET,
+             one ? "" : " or ", one ? "" : user);
+}
+
 /* The daemon's socket, without a word on stderr: 0, or -1 with the reason. */
 static int find_daemon(const char *socket_path, char *path, size_t n, char *err, size_t errlen)
 {
@@ -89,12 +103,10 @@ static int find_daemon(const char *socket_path, char *path, size_t n, char *err,
     }
     int r = ledger_find_socket(path, n, err, errlen);
     if (r > 0) {
-        char user[256];
-        ledger_default_socket(user, sizeof user);
-        bool one = strcmp(user, LEDGER_SYSTEM_SOCKET) == 0;
-        snprintf(err, errlen, "no vramd is running (no socket at %s%s%s); start one "
-                 "with vramd, or name its socket with --socket or VRAM_DAEMON",
-                 LEDGER_SYSTEM_SOCKET, one ? "" : " or ", one ? "" : user);
+        char none[400];
+        cli_no_daemon(none, sizeof none);
+        snprintf(err, errlen, "%.400s; start one with vramd, or name its socket with --socket "
+                 "or VRAM_DAEMON", none);
     }
     return r != 0 ? -1 : 0;
 }

@@ -51,6 +51,11 @@ int cli_parse_device(const char *cmd, const char *value, int *device);
 /* "vram CMD: MESSAGE" on stderr; returns 2, the exit status of bad usage. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Why no vramd is asked, in words for a person, naming no socket that
+ * VRAM_DAEMON=off said not to use: "vramd is not running (no socket at
+ * /run/vram/vramd.sock)" or "vramd is not asked (VRAM_DAEMON=off)". */
+void cli_no_daemon(char *out, size_t n);
+
 /* vramd's socket: `socket_path`, or the one found as every client finds
  * it. 0, or 1 after a message on stderr. */
 int cli_daemon_socket(const char *cmd, const char *socket_path, char *path, size_t n);

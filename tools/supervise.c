@@ -120,14 +120,14 @@ static void write_summary(FILE *f, char **argv, int status, const struct command
             s->processes_not_listed);
 }
 
-/* "vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget (context 392.00 MiB)"
+/* "vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget (context 518.00 MiB)"
  * for each device (the part of it the command's contexts, and modules, held
  * at most), and what else a person needs to read it right. */
 static void report(const struct command_summary *s, const struct order *order, int status,
                    const struct job *grants)
 {
     for (int i = 0; i < order->n; i++) {
-        char line[256];
+        char line[512];
         command_peak_line(s, order->index[i], line, sizeof line);
         fprintf(stderr, "vram: %s\n", line);
     }

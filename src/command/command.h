@@ -146,6 +146,10 @@ int command_device(const char *uuid, int ordinal, bool register_budget, uint64_t
  * processes' shares are reclaimed before that answer; the refusal is
  * counted for the summary). No system call unless the answer would be -1. */
 int command_reserve(int d, uint64_t limit, uint64_t bytes);
+/* The same, when the caller has another way to the memory if this one is
+ * refused (a pool's chunk, where the allocation alone may fit): a refusal
+ * is not counted. */
+int command_try_reserve(int d, uint64_t limit, uint64_t bytes);
 /* How near the limit a reservation answers 1 (0: never). Set once, early. */
 void command_set_margin(uint64_t bytes);
 /* After a reservation answered 1 and the driver's part was settled: if

@@ -111,6 +111,11 @@ int command_id_parse(const char *s, unsigned char id[16]);
  * open file description), or -1 with the reason in why. */
 int command_state_open(int pid, int fd, const unsigned char id[16], char *why, size_t n);
 
+/* Whether slot i's process is alive (its lock is held: by it, or by whoever
+ * is claiming or reclaiming the slot right now), tested through `fd`
+ * without taking the lock: a reader's view never changes the state. True
+ * where it cannot tell. */
+bool command_slot_alive(int fd, int i);
 /* Nothing charged on any device in slot i. */
 bool command_slot_clean(struct command_shared *s, int i);
 /* Clears dead slot i (its lock held by the caller), recording what its

@@ -419,8 +419,8 @@ static int on_job(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "JOB: %s", err);
     if (r == 0) {
         if (index >= (uint64_t)D.ngpus) {
-            if (reply_text(c, VERB_DENY, NULL, "GPU index %llu: NVML lists %d GPUs here",
-                           (unsigned long long)index, D.ngpus) != 0)
+            if (reply_text(c, VERB_DENY, NULL, "GPU index %llu: NVML lists %d GPU%s here",
+                           (unsigned long long)index, D.ngpus, D.ngpus == 1 ? "" : "s") != 0)
                 return -1;
             return 0;
         }

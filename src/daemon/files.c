@@ -175,10 +175,11 @@ void load_state_from(FILE *f)
         }
     }
     if (bad)
-        dlog(L_WARN, "%s: %d lines that cannot be read; ignored", D.state_path, bad);
+        dlog(L_WARN, "%s: %d line%s that cannot be read; ignored", D.state_path, bad,
+             bad == 1 ? "" : "s");
     if (held) {
-        dlog(L_INFO, "%d grants of the previous daemon are held for their owners for %d s", held,
-             RESTORE_GRACE_MS / 1000);
+        dlog(L_INFO, "%d grant%s of the previous daemon %s held for their owners for %d s",
+             held, held == 1 ? "" : "s", held == 1 ? "is" : "are", RESTORE_GRACE_MS / 1000);
         D.state_dirty = true;
     }
 }

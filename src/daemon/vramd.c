@@ -500,7 +500,8 @@ int main(int argc, char **argv)
         ev.data.fd = rfd;
         epoll_ctl(ep, EPOLL_CTL_ADD, rfd, &ev);
     }
-    dlog(L_INFO, "serving %s (%d GPUs from NVML, policy %s)", D.socket_path, D.ngpus,
+    dlog(L_INFO, "serving %s (%d GPU%s from NVML, policy %s)", D.socket_path, D.ngpus,
+         D.ngpus == 1 ? "" : "s",
          D.policy_path[0] ? D.policy_path : "none");
     if (!D.policy_path[0])
         dlog(L_WARN, "no policy file (no --policy, and /etc/vram/policy.conf does not exist): "

@@ -233,7 +233,7 @@ static void explain(const struct ledger *l, const struct ledger_client *c, int d
         uint64_t reserved = ledger_reserved_against(l, c, dev, w), outside = d->excess + d->unseen;
         uint64_t busy = d->granted + reserved + outside;
         snprintf(why, n, "%s has %s: %s granted%s%s%s, %s reserved for others, %s used outside "
-                 "any grant, %s free; requested %s",
+                 "any grant, %s grantable; requested %s",
                  d->uuid, format_size(d->total).text, format_size(d->granted).text,
                  who[0] ? " (" : "", who, who[0] ? ")" : "",
                  format_size(reserved).text, format_size(outside).text,
