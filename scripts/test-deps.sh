@@ -22,6 +22,10 @@
 #                              subprocess as a real launcher of a command's
 #                              processes (test_command), and its JSON parser
 #                              for vram run --summary
+#   podman, runc               real containers (podman 4.3, rootful, runc as
+#                              its runtime, the host's root as the image):
+#                              vram cdi generate's spec and vram oci-hook
+#                              driven as podman drives them (tests/containers.sh)
 #   tmux                       a real terminal to drive vram top in
 #                              (test_top: send-keys, capture-pane)
 #   python3-prometheus-client  Prometheus's text-format parser, to read what
@@ -72,6 +76,7 @@ command -v systemd-analyze >/dev/null || want+=(systemd)
 [ -x /usr/bin/python3 ] || want+=(python3)
 /usr/bin/python3 -c 'import numba' 2>/dev/null || want+=(python3-numba)
 command -v tmux >/dev/null || want+=(tmux)
+{ command -v podman >/dev/null && command -v runc >/dev/null; } || want+=(podman runc)
 /usr/bin/python3 -c 'import prometheus_client.parser' 2>/dev/null || want+=(python3-prometheus-client)
 command -v ffmpeg >/dev/null || want+=(ffmpeg)
 command -v hashcat >/dev/null || want+=(hashcat)

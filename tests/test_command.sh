@@ -224,7 +224,7 @@ check "peak: the simulator held $peak at that moment" contains "$tmp/p2" "^HELD 
 check "peak: one line on stderr, the contexts' part in it" contains "$tmp/err" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 2.27 GiB of 4.00 GiB budget (context 784.00 MiB)\$"
 uuid=$(sed -n 's/.*"uuid": "\(GPU-[^"]*\)", "budget".*/\1/p' "$tmp/s.json")
 check "peak: JSON device figures" contains "$tmp/s.json" \
-  "{\"index\": 0, \"uuid\": \"GPU-[0-9a-f-]*\", \"budget\": $((4 * GiB)), \"peak\": $peak, \"context\": $((2 * C)), \"modules\": 0, \"driver\": 0, \"nvml_peak\": [0-9]*, \"refused\": 0}"
+  "{\"index\": 0, \"uuid\": \"GPU-[0-9a-f-]*\", \"budget\": $((4 * GiB)), \"peak\": $peak, \"context\": $((2 * C)), \"modules\": 0, \"driver\": 0, \"driver_charged\": true, \"nvml_peak\": [0-9]*, \"refused\": 0}"
 check "peak: JSON per process" sh -c "grep -q '\"peak\": $((GiB + 2 * MiB + C))}' '$tmp/s.json' &&
   grep -q '\"peak\": $((512 * MiB + C))}' '$tmp/s.json'"
 check "peak: JSON exit and command" sh -c "grep -q '\"exit\": {\"code\": 3}' '$tmp/s.json' &&

@@ -15,7 +15,7 @@ fits() { # FILE: no line over 80 columns, no tab
        END { exit bad }' "$1"
 }
 
-for cmd in "" run devices top status plot record; do
+for cmd in "" run devices top status plot record cdi oci-hook; do
   name="vram${cmd:+ $cmd} --help"
   "$vram" $cmd --help >"$tmp/out" 2>"$tmp/err"; rc=$?
   check "$name: status 0" test $rc = 0
@@ -47,7 +47,7 @@ check "status --help: names every section of --json" \
   sh -c "for k in host driver_version devices users processes waiting unseen history; do grep -q \"\\\"\$k\\\"\" '$tmp/out' || exit 1; done"
 "$vram" --help >"$tmp/out"
 check "vram --help lists every command" \
-  sh -c "for c in run devices top status plot record; do grep -q \"^  \$c \" '$tmp/out' || exit 1; done"
+  sh -c "for c in run devices top status plot record cdi; do grep -q \"^  \$c \" '$tmp/out' || exit 1; done"
 
 # The figures --help gives are the simulated driver's own (issue 27, item
 # 14): the context a program makes there, as vram run measures it.

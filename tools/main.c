@@ -27,6 +27,8 @@ static void usage(FILE *out)
             "  plot FILE -o OUT draw a recording's memory over time: OUT.html (a page) or\n"
             "                   OUT.svg; with --job NAME instead of FILE, a job's, from\n"
             "                   vramd's history; vram plot --help says more\n"
+            "  cdi generate     a CDI spec that puts containers under vram (podman run\n"
+            "                   --device vram.dev/gpu=0); vram cdi --help says more\n"
             "  record convert IN OUT | record info FILE\n"
             "                   a recording as RMM's CSV, Perfetto's JSON or vram's own;\n"
             "                   its peak, budget and refusals; vram record --help says more\n"
@@ -87,7 +89,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } commands[] = {
         {"run", cmd_run}, {"devices", cmd_devices}, {"top", cmd_top}, {"status", cmd_status},
-        {"record", cmd_record}, {"plot", cmd_plot},
+        {"record", cmd_record}, {"plot", cmd_plot}, {"cdi", cmd_cdi}, {"oci-hook", cmd_oci_hook},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(cmd, commands[i].name) == 0)

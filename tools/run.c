@@ -133,34 +133,6 @@ static void run_usage(FILE *out)
             "driver took since the last reading. Sizes and durations: vram --help.\n");
 }
 
-/* The interposer beside this program (build tree), or where it is installed
- * relative to it (any prefix), or where the build was configured to go. */
-static int find_preload(char *out, size_t n)
-{
-    const char *env = getenv("VRAM_PRELOAD_LIBRARY");
-    if (env && *env) {
-        snprintf(out, n, "%s", env);
-        return access(out, R_OK) == 0 ? 0 : -1;
-    }
-    char self[PATH_MAX - 64];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len > 0) {
-        self[len] = 0;
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(out, n, "%s/libvram-preload.so", self);
-            if (access(out, R_OK) == 0)
-                return 0;
-            snprintf(out, n, "%s/" VRAM_LIBDIR_FROM_BINDIR "/libvram-preload.so", self);
-            if (access(out, R_OK) == 0)
-                return 0;
-        }
-    }
-    snprintf(out, n, "%s/libvram-preload.so", VRAM_INSTALL_LIBDIR);
-    return access(out, R_OK) == 0 ? 0 : -1;
-}
-
 #define run_fail(...) cli_usage_error("run", __VA_ARGS__)
 
 /* A budget named for a device the program will not have, a fraction that
@@ -759,7 +731,7 @@ static int preload_entry(const char *path, char *out, size_t n)
 static int run_prepare(const struct run_request *rq, struct run_plan *pl)
 {
     char preload[PATH_MAX];
-    if (find_preload(preload, sizeof preload) != 0)
+    if (cli_find_preload(preload, sizeof preload) != 0)
         return run_fail("cannot find the interposer %s (set VRAM_PRELOAD_LIBRARY to its path); "
                         "the program was not started",
                         preload);

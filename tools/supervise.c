@@ -93,12 +93,13 @@ static void write_summary(FILE *f, char **argv, int status, const struct command
         json_string(f, e->uuid);
         fprintf(f,
                 ", \"budget\": %llu, \"peak\": %llu, \"context\": %llu, \"modules\": %llu, "
-                "\"driver\": %llu, \"nvml_peak\": %llu, "
+                "\"driver\": %llu, \"driver_charged\": %s, \"nvml_peak\": %llu, "
                 "\"refused\": %llu}",
                 (unsigned long long)e->budget, (unsigned long long)e->peak,
                 (unsigned long long)e->part[COMMAND_CONTEXTS],
                 (unsigned long long)e->part[COMMAND_MODULES],
-                (unsigned long long)e->part[COMMAND_DRIVER], (unsigned long long)e->nvml_peak,
+                (unsigned long long)e->part[COMMAND_DRIVER],
+                e->driver_unseen ? "false" : "true", (unsigned long long)e->nvml_peak,
                 (unsigned long long)e->refused);
     }
     fprintf(f, "%s],\n  \"processes\": [", order->n ? "\n  " : "");

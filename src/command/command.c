@@ -620,6 +620,11 @@ void command_force(int d, uint64_t bytes)
 
 void command_note_nvml(int d, uint64_t bytes) { raise_to(&me.s->device[d].nvml_peak, bytes); }
 
+void command_note_driver_unseen(int d)
+{
+    atomic_fetch_or(&me.s->device[d].flags, COMMAND_DEVICE_DRIVER_UNSEEN);
+}
+
 int command_supervisor(void) { return me.shared ? me.s->supervisor : 0; }
 
 

@@ -102,6 +102,8 @@ struct command_summary {
         uint64_t nvml_peak;           /* the most NVML showed the command holding */
         bool ungoverned;              /* no process of the command used vram there: the
                                          peak is NVML's (vram run's own reading) */
+        bool driver_unseen;           /* NVML could not name a process of the command
+                                         there: its driver's own part was not charged */
     } device[COMMAND_MAX_DEVICES];
     int nprocesses, processes_not_listed;
     struct command_summary_process {
@@ -167,6 +169,9 @@ int command_recheck(int d, uint64_t limit, uint64_t bytes);
 void command_force(int d, uint64_t bytes);
 /* The most NVML showed the command holding on d, raised to `bytes`. */
 void command_note_nvml(int d, uint64_t bytes);
+/* NVML could not name this process on d (src/cuda/nvml_pid.h): the
+ * driver's own part of it is not charged, as the end-of-run line says. */
+void command_note_driver_unseen(int d);
 /* vram run's pid (the command's processes descend from it), or 0. */
 int command_supervisor(void);
 /* `pid`'s parent (from /proc), or 0; `pid` is `ancestor` or descends from it. */

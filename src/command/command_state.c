@@ -256,6 +256,7 @@ void command_summarize(struct command_owner *o, struct command_summary *out)
         for (int p = 0; p < COMMAND_PARTS; p++)
             e->part[p] = atomic_load(&s->device[d].part_peak[p]);
         e->nvml_peak = atomic_load(&s->device[d].nvml_peak);
+        e->driver_unseen = atomic_load(&s->device[d].flags) & COMMAND_DEVICE_DRIVER_UNSEEN;
     }
     uint32_t nr = atomic_load(&s->records);
     for (uint32_t r = 0; r < nr && r < COMMAND_MAX_RECORDS; r++) {
@@ -323,8 +324,13 @@ void command_peak_line(const struct command_summary *s, int i, char *out, size_t
                             format_size(e->nvml_peak).text);
     }
     if (e->refused && len >= 0 && (size_t)len < n)
-        snprintf(out + len, n - (size_t)len, "; %llu allocation%s refused",
-                 (unsigned long long)e->refused, e->refused == 1 ? "" : "s");
+        len += snprintf(out + len, n - (size_t)len, "; %llu allocation%s refused",
+                        (unsigned long long)e->refused, e->refused == 1 ? "" : "s");
+    if (e->driver_unseen && len >= 0 && (size_t)len < n)
+        snprintf(out + len, n - (size_t)len,
+                 "; the driver's own part was not charged: a process of the command could not be "
+                 "found in NVML's list (in a pid namespace of its own, on a driver that lists "
+                 "processes by their pid on the host, without vramd to say it)");
 }
 
 /* ------------------------------------------------------ vramd's grants */

@@ -40,11 +40,15 @@
 /* The device entries are vramd's grants for the whole command, registered
  * by its holder (vram run, the Slurm plugin) before it started. */
 #define COMMAND_GRANTED 1u
+/* A device entry's flags: a process of the command could not be named in
+ * NVML's list there (src/cuda/nvml_pid.h), so its driver's own part was
+ * not charged. */
+#define COMMAND_DEVICE_DRIVER_UNSEEN 1u
 
 struct command_device_entry {
     char uuid[COMMAND_UUID_SIZE];
     int32_t ordinal;
-    uint32_t reserved_;
+    _Atomic uint32_t flags; /* COMMAND_DEVICE_*, set by any process (or) */
     uint64_t budget;
     _Atomic uint64_t peak;    /* see command_reserve() */
     _Atomic uint64_t refused; /* reservations refused */

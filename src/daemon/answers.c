@@ -11,6 +11,7 @@
 
 #include "../protocol/snapshot.h"
 #include "../util/parse.h"
+#include "../util/proc.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -271,6 +272,8 @@ static int on_hello(struct conn *c, const struct proto_msg *m)
     struct proto_writer w;
     proto_begin(&w, VERB_OK);
     proto_add_u64(&w, "client", (uint64_t)lc->id);
+    if (proc_in_initial_pid_namespace()) /* the host's view of the client */
+        proto_add_u64(&w, "pid", (uint64_t)c->pid);
     dlog(L_DEBUG, "pid %d uid %u (%s) joined as client %d", (int)c->pid, (unsigned)c->uid, lc->cmd,
          lc->id);
     return reply(c, &w);

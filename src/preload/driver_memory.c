@@ -31,6 +31,7 @@ static struct {
      * a second per device would outgrow a long run's allocations. */
     uint64_t recorded[MAX_DEVICES][2];
     bool recorded_any[MAX_DEVICES];
+    bool unseen_said[MAX_DEVICES]; /* NVML could not name this process there: said */
     _Atomic bool watched[MAX_DEVICES];
     /* The device's entry in the command's state, plus one (0: none yet). */
     _Atomic int entry[MAX_DEVICES];
@@ -87,12 +88,15 @@ static int vram_run_pid(void)
  * per process (--per-process) there is no command-wide budget to charge
  * it to, and the command's other processes, each under a budget of its
  * own, are not members of this one's: none of them is escaped. */
-static uint64_t escaped_on(int dev, const struct nvml_process *p, int n, uint64_t *members)
+static uint64_t escaped_on(int dev, const struct nvml_process *p, int n, uint64_t *members,
+                           const struct nvml_pid_view *view)
 {
     *members = 0;
-    if (command_mode() == COMMAND_PER_PROCESS)
+    /* NVML's pids are the host's, not this namespace's (a container on a
+     * driver before R535): none can be matched to the command's. */
+    if (command_mode() == COMMAND_PER_PROCESS || !view->this_namespace)
         return 0;
-    int supervisor = vram_run_pid(), self = getpid();
+    int supervisor = vram_run_pid(), self = (int)view->self;
     bool charger = supervisor > 0 && command_first_member() == self;
     uint64_t escaped = 0;
     *members = 0;
@@ -128,10 +132,17 @@ int driver_memory_settle(int dev, uint64_t pending)
     }
     uint64_t own = 0, others = 0;
     bool listed = false;
+    struct nvml_pid_view self = nvml_reader_self();
     for (int i = 0; i < n; i++)
-        if ((int)p[i].pid == getpid() && p[i].used_known)
+        if (self.self && p[i].pid == self.self && p[i].used_known)
             own = p[i].used, listed = true;
-    uint64_t escaped = escaped_on(dev, p, n, &others);
+    if (!self.self && !drv.unseen_said[dev]) {
+        /* Said once, at the end of the run, with why (command_peak_line). */
+        drv.unseen_said[dev] = true;
+        command_note_driver_unseen(c);
+        vlog(LOG_INFO, "device %d: the driver's own part is not charged: %s", dev, self.why);
+    }
+    uint64_t escaped = escaped_on(dev, p, n, &others, &self);
     free(p);
     /* What vram charged this process apart from the driver's part, less a
      * reservation the driver has not been asked for yet. */
@@ -235,7 +246,7 @@ void driver_memory_after_fork(void)
     nvml_reader_after_fork();
     for (int d = 0; d < MAX_DEVICES; d++) {
         drv.part[d] = drv.escaped[d] = 0;
-        drv.recorded_any[d] = false;
+        drv.recorded_any[d] = drv.unseen_said[d] = false;
         atomic_store(&drv.watched[d], false);
     }
 }

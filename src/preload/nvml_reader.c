@@ -2,8 +2,10 @@
 #include "nvml_reader.h"
 #include "real.h"
 
+#include "../client/agent.h"
 #include "../cuda/nvml_processes.h"
 #include "../cuda/uuid.h"
+#include "../util/proc.h"
 #include "../util/report.h"
 
 #include <dlfcn.h>
@@ -19,6 +21,8 @@ static struct {
     bool nvml; /* loaded and started */
     PFN_nvmlDeviceGetHandleByUUID by_uuid;
     struct nvml_process_calls list;
+    char driver[96];     /* NVML's driver version, "" when it does not say */
+    bool initial_pid_ns; /* this process is in the host's pid namespace */
     nvmlDevice_t handle[MAX_DEVICES];
     signed char known[MAX_DEVICES]; /* 0 not asked, 1 handle, -1 NVML does not know it */
 } nr = {.handles = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
@@ -34,8 +38,14 @@ static void load_nvml(void)
         lib, "nvmlDeviceGetComputeRunningProcesses_v3");
     nr.list.v1 = (PFN_nvmlDeviceGetComputeRunningProcesses)real_symbol(
         lib, "nvmlDeviceGetComputeRunningProcesses");
+    PFN_nvmlSystemGetDriverVersion version =
+        (PFN_nvmlSystemGetDriverVersion)real_symbol(lib, "nvmlSystemGetDriverVersion");
     /* Kept loaded: the program may use NVML too, and counts its own start. */
     nr.nvml = init && nr.by_uuid && (nr.list.v3 || nr.list.v1) && init() == NVML_SUCCESS;
+    if (!nr.nvml || !version || version(nr.driver, sizeof nr.driver) != NVML_SUCCESS)
+        nr.driver[0] = 0;
+    nr.driver[sizeof nr.driver - 1] = 0;
+    nr.initial_pid_ns = proc_in_initial_pid_namespace();
     if (!nr.nvml)
         vlog(LOG_INFO, "NVML cannot say what this process holds; contexts and modules are "
                        "measured from the device's free memory");
@@ -60,13 +70,23 @@ static bool nvml_handle(int dev, nvmlDevice_t *out)
     return known;
 }
 
+struct nvml_pid_view nvml_reader_self(void)
+{
+    pthread_once(&nr.once, load_nvml);
+    return nvml_pid_view(nr.driver[0] ? nr.driver : NULL, nr.initial_pid_ns, (unsigned)getpid(),
+                         agent_host_pid());
+}
+
 int nvml_reader_own(int dev, uint64_t *bytes)
 {
     nvmlDevice_t h;
     if (!nvml_handle(dev, &h))
         return -1;
+    struct nvml_pid_view self = nvml_reader_self();
+    if (!self.self)
+        return -1;
     *bytes = 0;
-    return nvml_process_usage(&nr.list, h, (unsigned)getpid(), bytes);
+    return nvml_process_usage(&nr.list, h, self.self, bytes);
 }
 
 int nvml_reader_list(int dev, struct nvml_process **out)

@@ -11,14 +11,21 @@
 #ifndef VRAM_NVML_READER_H
 #define VRAM_NVML_READER_H
 
+#include "../cuda/nvml_pid.h"
+
 #include <stdint.h>
 
 struct nvml_process;
 
 /* What NVML says this process holds on dev: 1 (listed, *bytes), 0 (not
  * listed: nothing held, or NVML cannot see this process), -1 (NVML cannot
- * say). */
+ * say, or cannot name this process: nvml_reader_self). */
 int nvml_reader_own(int dev, uint64_t *bytes);
+
+/* The pid NVML lists this process under, and whether its list's pids are
+ * this process's namespace's (src/cuda/nvml_pid.h): asked at each reading,
+ * as vramd may say it later than NVML was loaded. */
+struct nvml_pid_view nvml_reader_self(void);
 
 /* NVML's list of the processes holding memory on dev, read whole: its
  * count and a malloc()ed array in *out, or -1 when NVML cannot say. */

@@ -5,7 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#define PROC_PID_INIT_INO 0xEFFFFFFCu /* the kernel's include/linux/proc_ns.h */
+
+bool proc_in_initial_pid_namespace(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) != 0 || st.st_ino == PROC_PID_INIT_INO;
+}
 
 uint64_t proc_start_time(pid_t pid)
 {

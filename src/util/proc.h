@@ -2,6 +2,7 @@
 #ifndef VRAM_PROC_H
 #define VRAM_PROC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -9,5 +10,10 @@
  * field 22): with the pid, what tells a process from a later one that
  * reuses its pid. 0 if it is gone or cannot be read. */
 uint64_t proc_start_time(pid_t pid);
+
+/* This process runs in the host's pid namespace (the initial one, whose
+ * inode the kernel fixes: PROC_PID_INIT_INO), so that its pid is the one
+ * the host sees. True too when /proc cannot say (no /proc mounted). */
+bool proc_in_initial_pid_namespace(void);
 
 #endif
