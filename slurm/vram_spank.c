@@ -222,8 +222,23 @@ static int step_gpus(spank_t sp, const char *value)
         snprintf(refusal, sizeof refusal, "%s", err);
         return -1;
     }
-    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", list, sizeof list) != ESPANK_SUCCESS || !list[0])
-        snprintf(list, sizeof list, "0");
+    /* Slurm sets CUDA_VISIBLE_DEVICES from the device files of the GPUs it
+     * gave the step; where it could not (a gres without File=, or files
+     * the node lacks), the tasks see every GPU of the node, and
+     * SLURM_GPUS_ON_NODE still says how many the step has: GPUs 0..N-1. */
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", list, sizeof list) != ESPANK_SUCCESS || !list[0]) {
+        char on_node[32];
+        uint64_t n = 0;
+        parse_why why;
+        if (spank_getenv(sp, "SLURM_GPUS_ON_NODE", on_node, sizeof on_node) != ESPANK_SUCCESS ||
+            parse_uint(on_node, JOB_MAX_DEVICES, &n, &why) != 0 || n == 0)
+            n = 1;
+        size_t used = 0;
+        list[0] = 0;
+        for (uint64_t i = 0; i < n && used < sizeof list; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%llu", i ? "," : "",
+                                     (unsigned long long)i);
+    }
     int gpus = 1;
     for (const char *c = strchr(list, ','); c; c = strchr(c + 1, ','))
         gpus++;
