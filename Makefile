@@ -72,6 +72,8 @@ bench: build
 	@bench/contexts.sh "$(BUILD)"
 	@echo "vramd with 1000 clients, then under attack (simulated NVML):"
 	@LD_LIBRARY_PATH="$(BUILD)/sim" "$(BUILD)/vram-bench-daemon" "$(BUILD)/vramd"
+	@echo "vramd's admission with the driver's per-cgroup limits (simulated R615; root, cgroup2):"
+	@LD_LIBRARY_PATH="$(BUILD)/sim" "$(BUILD)/vram-bench-limits" "$(BUILD)/vramd"
 	@echo "vramd's history with 1000 clients (CPU time):"
 	@"$(BUILD)/vram-bench-history"
 	@echo "recording GPU memory events, and reading a million of them:"
