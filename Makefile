@@ -44,7 +44,7 @@ test-tsan:
 
 # make bench: the allocator on the W1 and W2 traces (those in TRACES when
 # they are there, else written by vram-tracegen), the interposer's overhead,
-# and vramd with 1,000 clients.
+# vramd with 1,000 clients, and its admission with the driver's limits.
 TRACES ?= ../shared/traces
 bench: build
 	@echo "machine: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$(nproc) cores"
