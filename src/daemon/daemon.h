@@ -86,6 +86,9 @@ struct log_limit {
 void dlog_limited(struct log_limit *limit, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t now_ms(void);
+/* Starts fn(arg) on a detached thread that takes no signal (they are the
+ * loop's, through its signalfd): 0, or an errno. */
+int daemon_thread(void *(*fn)(void *), void *arg);
 /* For the tests of a restart: vramd stops at once (_exit, as kill -9
  * would) when it reaches the point VRAMD_TEST_EXIT names: "admitted" (the
  * ledger granted, the state file not yet written), "written" (written, the

@@ -195,7 +195,8 @@ static struct dl_job *find_left(const struct ledger_client *c)
     return NULL;
 }
 
-static struct dl_job *add_job(const struct ledger_client *c)
+/* A new entry, zeroed; NULL if out of memory. */
+static struct dl_job *new_job(void)
 {
     struct dl_job *grown = realloc(G.jobs, (size_t)(G.njobs + 1) * sizeof *grown);
     if (!grown)
@@ -203,6 +204,14 @@ static struct dl_job *add_job(const struct ledger_client *c)
     G.jobs = grown;
     struct dl_job *j = &G.jobs[G.njobs++];
     memset(j, 0, sizeof *j);
+    return j;
+}
+
+static struct dl_job *add_job(const struct ledger_client *c)
+{
+    struct dl_job *j = new_job();
+    if (!j)
+        return NULL;
     j->id = c->id;
     j->pid = c->pid;
     j->start = c->start;
@@ -705,12 +714,9 @@ static void read_record(void)
             remove_later(path, kind == 'm');
             continue;
         }
-        struct dl_job *grown = realloc(G.jobs, (size_t)(G.njobs + 1) * sizeof *grown);
-        if (!grown)
+        struct dl_job *j = new_job();
+        if (!j)
             break;
-        G.jobs = grown;
-        struct dl_job *j = &G.jobs[G.njobs++];
-        memset(j, 0, sizeof *j);
         *j = (struct dl_job){.id = -1, .pid = pid, .start = start, .made = kind == 'm'};
         snprintf(j->path, sizeof j->path, "%s", path);
         /* Its user, for driver-jobs-per-user: the cgroup's holder's. */

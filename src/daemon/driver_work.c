@@ -2,9 +2,10 @@
  * own (driver_work.h). */
 #include "driver_work.h"
 
+#include "daemon.h"
+
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,17 @@ static void run(struct driver_task *t)
     }
 }
 
+/* t at the end of the list head..tail. */
+static void append(struct driver_task **head, struct driver_task **tail, struct driver_task *t)
+{
+    t->next = NULL;
+    if (*tail)
+        (*tail)->next = t;
+    else
+        *head = t;
+    *tail = t;
+}
+
 static void *worker(void *arg)
 {
     (void)arg;
@@ -153,14 +165,9 @@ static void *worker(void *arg)
             W.todo_tail = NULL;
         W.running = true;
         pthread_mutex_unlock(&W.mu);
-        t->next = NULL;
         run(t);
         pthread_mutex_lock(&W.mu);
-        if (W.done_tail)
-            W.done_tail->next = t;
-        else
-            W.done = t;
-        W.done_tail = t;
+        append(&W.done, &W.done_tail, t);
         W.running = false;
         if (!W.todo)
             pthread_cond_broadcast(&W.idle);
@@ -182,31 +189,18 @@ int driver_work_start(PFN_nvmlDeviceSetMemoryLimits_v1 set, const nvmlDevice_t *
     W.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (W.event_fd < 0)
         return -1;
-    /* Signals are the loop's (its signalfd): the thread takes none. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, worker, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
+    if (daemon_thread(worker, NULL) != 0) {
         close(W.event_fd);
         W.event_fd = -1;
         return -1;
     }
-    pthread_detach(t);
     return W.event_fd;
 }
 
 void driver_work_submit(struct driver_task *t)
 {
-    t->next = NULL;
     pthread_mutex_lock(&W.mu);
-    if (W.todo_tail)
-        W.todo_tail->next = t;
-    else
-        W.todo = t;
-    W.todo_tail = t;
+    append(&W.todo, &W.todo_tail, t);
     pthread_cond_signal(&W.work);
     pthread_mutex_unlock(&W.mu);
 }
