@@ -412,7 +412,9 @@ static bool step_cgroup(const char *name, char *out, size_t n)
  * memory and CPU limits still hold). vramd acts on the process that asks
  * (the kernel says which), so the task asks for itself. A task that
  * cannot be placed runs held by the interposer alone, as on a driver
- * without limits. */
+ * without limits; one whose limit the driver refuses (its table full) is
+ * not started: vramd refused the step's grant as the driver would not hold
+ * it. */
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
     (void)sp, (void)ac, (void)av;
@@ -420,9 +422,14 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     bool by_driver = false;
     for (int i = 0; held && i < J.ndev; i++)
         by_driver |= J.dev[i].by_driver;
-    if (by_driver &&
-        job_place(&J, step_cgroup(J.name, cgroup, sizeof cgroup) ? cgroup : NULL, why,
-                  sizeof why) < 0)
+    int r = by_driver ? job_place(&J, step_cgroup(J.name, cgroup, sizeof cgroup) ? cgroup : NULL,
+                                  why, sizeof why)
+                      : 0;
+    if (r == -2) {
+        fprintf(stderr, "vram: job %s: %s; the task was not started\n", J.name, why);
+        return -1;
+    }
+    if (r < 0)
         fprintf(stderr, "vram: job %s: the task is not in the step's cgroup (%s); the interposer "
                 "alone holds it to its budget\n", J.name, why);
     return 0;

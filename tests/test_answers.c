@@ -3,6 +3,7 @@
  * of issue 11 it holds to. */
 #include "check.h"
 #include "fake_conns.h"
+#include "../src/daemon/job_keep.h"
 #include "../src/protocol/snapshot.h"
 #include "../src/view/metrics.h"
 
@@ -353,13 +354,20 @@ static void test_command_job(void)
     /* Its members are said again (vram run's holder resends everything). */
     snprintf(msg, sizeof msg, "VRAM/1 MEMBER pid=%d dev=" U0 " used=5 peak=5", (int)kid);
     CHECK(fake_say(v, msg) == 0 && v->c.client->nmembers == 1);
-    /* The holder goes (vram run killed): grants and members with it. */
+    /* The holder goes (vram run killed) while a process of the job lives:
+     * the job is kept for it (issue 26 item 1), until it is gone too. */
+    struct ledger_client *kept = v->c.client;
     fake_close(v);
-    CHECK(granted_on(0) == 2 * GiB && used_on(0) == 0);
+    CHECK(granted_on(0) == 6 * GiB && kept->kept && !kept->owner && kept->nmembers == 1);
     char err[256];
     CHECK(ledger_check(&D.L, err, sizeof err) == 0);
+    job_keep_tick(&D.L, now_ms() + KEEP_CHECK_MS, answers_job_over);
+    CHECK(granted_on(0) == 6 * GiB);
     kill(kid, SIGKILL);
     waitpid(kid, NULL, 0);
+    job_keep_tick(&D.L, now_ms() + 2 * KEEP_CHECK_MS, answers_job_over);
+    CHECK(granted_on(0) == 2 * GiB && used_on(0) == 0 && D.L.nkept == 0);
+    CHECK(ledger_check(&D.L, err, sizeof err) == 0);
     fake_daemon_end();
 }
 

@@ -107,6 +107,12 @@ static void test_policy_file(void)
                  "unexpected \"by\"; a rule may end with \"on DEVICE\", a job reservation with "
                  "\"of user|group OWNER\" before it");
     policy_error("reserve 4GiB for job x of user a now\n", "unexpected \"now\"; a rule may end with \"on DEVICE\"");
+    policy_error("driver-jobs-per-user 0\n", "driver-jobs-per-user \"0\": must be more than 0");
+    policy_error("driver-jobs-per-user lots\n", "accepted: a number from 1 to 1000000");
+    policy_of("first-message-within 2s\n");
+    CHECK(P.driver_jobs_per_user == 32);
+    policy_of("driver-jobs-per-user 4\n");
+    CHECK(P.driver_jobs_per_user == 4);
 
     /* Names are resolved when the file is loaded: a typo is an error. */
     char path[] = "/tmp/vram-policy.XXXXXX", err[512];

@@ -42,6 +42,7 @@ int process_info(pid_t pid, struct process_info *out)
     if (sscanf(p + 1, " %c %d", &state, &ppid) != 2)
         return -1;
     out->ppid = (pid_t)ppid;
+    out->state = state;
     int field = 2;
     for (; *p && field < 22; p++)
         if (*p == ' ')

@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -208,17 +207,7 @@ int reconcile_start(int ngpus, uint64_t period_ms)
         pthread_cond_init(&R.changed, &ca) != 0)
         return -1;
     pthread_condattr_destroy(&ca);
-    /* Signals are the loop's (its signalfd): the thread takes none. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, reader, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
-        return -1;
-    pthread_detach(t);
-    return R.event_fd;
+    return daemon_thread(reader, NULL) == 0 ? R.event_fd : -1;
 }
 
 void reconcile_period(uint64_t period_ms)

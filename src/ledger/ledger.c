@@ -427,6 +427,8 @@ void ledger_leave(struct ledger *l, struct ledger_client *c)
     l->nclients--;
     if (c->held_until_ms)
         l->nheld--;
+    if (c->kept)
+        l->nkept--;
     for (int k = 0; k < l->njobs; k++)
         if (l->jobs[k] == c)
             l->jobs[k] = l->jobs[--l->njobs];
@@ -581,8 +583,9 @@ static struct ledger_client *job_of_parent(const struct ledger *l, struct ledger
     for (; hit && hit < sorted + n && (*hit)->pid == ppid; hit++)
         if ((*hit)->member_of)
             return (*hit)->member_of;
+    /* A holder gone (held, kept) may have left its pid to another. */
     for (int i = 0; i < l->njobs; i++)
-        if (l->jobs[i]->pid == ppid && !l->jobs[i]->held_until_ms)
+        if (l->jobs[i]->pid == ppid && !l->jobs[i]->held_until_ms && !l->jobs[i]->kept)
             return l->jobs[i];
     return NULL;
 }
@@ -717,6 +720,21 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
             snprintf(err, errlen, "clients out of order at %d", i);
             return -1;
         }
+    int nheld = 0, nkept = 0;
+    for (int i = 0; i < l->nclients; i++) {
+        nheld += l->clients[i]->held_until_ms != 0;
+        nkept += l->clients[i]->kept;
+        if (l->clients[i]->kept && (l->clients[i]->role != ROLE_JOB || l->clients[i]->owner)) {
+            snprintf(err, errlen, "client %d is kept, but not a job whose holder is gone",
+                     l->clients[i]->id);
+            return -1;
+        }
+    }
+    if (nheld != l->nheld || nkept != l->nkept) {
+        snprintf(err, errlen, "%d held (counted %d), %d kept (counted %d)", nheld, l->nheld, nkept,
+                 l->nkept);
+        return -1;
+    }
     for (int i = 0; i < l->nclients; i++) {
         const struct ledger_client *c = l->clients[i];
         int members = 0;

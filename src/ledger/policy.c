@@ -28,6 +28,7 @@ void policy_default(struct policy *p)
     p->over_margin = 256ull << 20;
     p->reconcile_ms = 1000;
     p->connections_per_user = 4096;
+    p->driver_jobs_per_user = 32;
     p->silent_ms = 10000;
 }
 
@@ -150,6 +151,14 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
                        n > 1 ? w[1] : "", n > 1 && why.text[0] ? why.text : "must be more than 0");
         return 0;
     }
+    if (strcmp(d, "driver-jobs-per-user") == 0) {
+        p->driver_jobs_line = c->line;
+        if (n != 2 || parse_uint(w[1], 1000000, &p->driver_jobs_per_user, &why) != 0 ||
+            p->driver_jobs_per_user == 0)
+            return bad(c, "driver-jobs-per-user \"%s\": %s; accepted: a number from 1 to 1000000",
+                       n > 1 ? w[1] : "", n > 1 && why.text[0] ? why.text : "must be more than 0");
+        return 0;
+    }
     if (strcmp(d, "first-message-within") == 0) {
         p->silent_line = c->line;
         if (n != 2 || parse_duration(w[1], &p->silent_ms, &why) != 0 || p->silent_ms == 0)
@@ -162,7 +171,7 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
     if (!cap && !reserve)
         return bad(c, "unknown directive \"%s\"; accepted: default-budget, cap, reserve, "
                       "when-full, over-margin, reconcile-every, connections-per-user, "
-                      "first-message-within",
+                      "first-message-within, driver-jobs-per-user",
                    d);
     if (p->nrules == POLICY_MAX_RULES)
         return bad(c, "more than %d rules", POLICY_MAX_RULES);
@@ -527,8 +536,9 @@ void policy_describe(const struct policy *p, FILE *out)
     for (;;) {
         int next = 0;
         const int lines[] = {p->default_line, p->wait_line,  p->margin_line,
-                             p->reconcile_line, p->conns_line, p->silent_line};
-        for (size_t k = 0; k < 6; k++)
+                             p->reconcile_line, p->conns_line, p->silent_line,
+                             p->driver_jobs_line};
+        for (size_t k = 0; k < sizeof lines / sizeof *lines; k++)
             if (lines[k] > last && (!next || lines[k] < next))
                 next = lines[k];
         for (int i = 0; i < p->nrules; i++)
@@ -556,6 +566,9 @@ void policy_describe(const struct policy *p, FILE *out)
         } else if (next == p->conns_line) {
             fprintf(out, "connections-per-user %llu: more from one user (not root) are refused\n",
                     (unsigned long long)p->connections_per_user);
+        } else if (next == p->driver_jobs_line) {
+            fprintf(out, "driver-jobs-per-user %llu: where the driver holds job grants, more jobs "
+                    "of one user's own are refused\n", (unsigned long long)p->driver_jobs_per_user);
         } else if (next == p->silent_line) {
             fprintf(out, "first-message-within ");
             print_duration(out, p->silent_ms);
@@ -607,6 +620,9 @@ void policy_describe(const struct policy *p, FILE *out)
     if (!p->conns_line)
         fprintf(out, "  (default) connections-per-user %llu\n",
                 (unsigned long long)p->connections_per_user);
+    if (!p->driver_jobs_line)
+        fprintf(out, "  (default) driver-jobs-per-user %llu\n",
+                (unsigned long long)p->driver_jobs_per_user);
     if (!p->silent_line) {
         fprintf(out, "  (default) first-message-within ");
         print_duration(out, p->silent_ms);

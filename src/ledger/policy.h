@@ -26,6 +26,10 @@
  *                                     have open to the daemon (default 4096)
  *   first-message-within DURATION     a connection that says nothing for this long
  *                                     is closed (default 10s)
+ *   driver-jobs-per-user N            where the driver holds job grants (per-cgroup
+ *                                     limits), the most jobs of one user's own
+ *                                     (not root's) it holds at once, each in a
+ *                                     cgroup of its own; more are refused (default 32)
  *
  * policy_parse() checks the text alone (what the fuzzer drives);
  * policy_load() reads the file and also resolves user and group names, so
@@ -79,6 +83,7 @@ struct policy {
     int ndirectives;
     /* The lines of the settings (0: not in the file). */
     int default_line, wait_line, margin_line, reconcile_line, conns_line, silent_line;
+    int driver_jobs_line;
     bool has_default;
     struct amount default_budget;
     bool wait;         /* when-full wait */
@@ -86,6 +91,7 @@ struct policy {
     uint64_t over_margin;
     uint64_t reconcile_ms;
     uint64_t connections_per_user;
+    uint64_t driver_jobs_per_user;
     uint64_t silent_ms; /* first-message-within */
     int nrules;
     struct policy_rule rules[POLICY_MAX_RULES];

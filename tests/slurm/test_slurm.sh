@@ -324,7 +324,7 @@ if [ -n "$cgroot" ]; then
     '$build/vram' status --json >'$W/out/d-ledger'
     '$build/tests/nvml_limits' '$cgmnt'\$(cat '$W/out/d-cg') >'$W/out/d-get'" >"$W/out/d" 2>&1
   check "the step's task runs in the step's cgroup, made below slurmstepd's (task/none), never out of it" \
-    grep -q "^/vram-slurm-$$/vram-job-[0-9]*-[0-9]*$" "$W/out/d-cg"
+    grep -q "^/vram-slurm-$$/vram-job-[0-9]*\\.0$" "$W/out/d-cg"
   check "it joined it itself, as root" grep -q "job [0-9]*\.0 (root): pid [0-9]* joined its cgroup" "$W/log/vramd.log"
   check "NVML: the cgroup's hard limit is the step's grant" grep -q "^soft=0 hard=$((4 * G)) " "$W/out/d-get"
   check "without the interposer, below the grant: allocated" contains "$W/out/d-below" "^HELD"
