@@ -444,6 +444,29 @@ void driver_limits_settle(const struct ledger *l)
         write_record();
 }
 
+void driver_limits_in_place(struct ledger *l, struct ledger_client *c, const char *dir)
+{
+    (void)l;
+    if (!G.on || c->role != ROLE_JOB || find_job(c->id))
+        return;
+    /* A user who may move processes out of it (a rootless container's
+     * cgroup, in the user's delegated tree) is not held by its limit. */
+    char which[CG_PATH_LEN];
+    if (cg_user_may_move(dir, c->uid, c->gid, c->groups, c->groups ? c->ngroups : 0, which,
+                         sizeof which)) {
+        dlog(L_WARN, "job %s (%s): user %u may move processes out of %s (%s's cgroup.procs is "
+             "theirs to write); the interposer alone holds its grants", c->job, c->user,
+             (unsigned)c->uid, dir, which);
+        return;
+    }
+    struct dl_job *j = add_job(c);
+    if (!j)
+        return;
+    snprintf(j->path, sizeof j->path, "%s", dir);
+    j->made = false;
+    write_record();
+}
+
 /* PLACE naming Slurm's step cgroup: used in place, the sender at or below
  * it. */
 static int place_in(struct ledger *l, struct ledger_client *c, struct dl_job *j, pid_t pid,
