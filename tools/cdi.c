@@ -13,6 +13,7 @@
  * every runtime with CDI reads it.
  */
 #include "../src/client/client.h"
+#include "../src/command/command.h"
 #include "../src/cuda/nvml_query.h"
 #include "../src/util/json.h"
 #include "cli.h"
@@ -122,6 +123,12 @@ static void write_spec(FILE *f, const struct spec *s)
         snprintf(env, sizeof env, "VRAM_DAEMON=%s", s->socket);
         fputs(", ", f);
         json_string(f, env);
+        /* One budget for all the container's processes: the job's command
+         * state, which vramd hands each of them (src/client/agent.h). */
+        if (strcmp(s->socket, "off") != 0) {
+            fputs(", ", f);
+            json_string(f, COMMAND_ENV "=" COMMAND_FROM_DAEMON);
+        }
     }
     fprintf(f, "],\n    \"mounts\": [\n");
     mount_entry(f, s->preload, false, false);
