@@ -71,6 +71,10 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* Run as vram-oci-runtime (a link to vram): a container engine's runtime. */
+    const char *self = strrchr(argv[0], '/');
+    if (strcmp(self ? self + 1 : argv[0], "vram-oci-runtime") == 0)
+        return cmd_oci_runtime(argc, argv, 1);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -91,6 +95,8 @@ int main(int argc, char **argv)
         {"run", cmd_run}, {"devices", cmd_devices}, {"top", cmd_top}, {"status", cmd_status},
         {"record", cmd_record}, {"plot", cmd_plot}, {"cdi", cmd_cdi}, {"oci-hook", cmd_oci_hook},
     };
+    if (strcmp(cmd, "oci-runtime") == 0)
+        return cmd_oci_runtime(argc, argv, 2);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].fn(argc, argv);

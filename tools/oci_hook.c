@@ -47,7 +47,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vram oci-hook createRuntime|poststop [--gpu UUID|all]\n"
+            "usage: vram oci-hook createRuntime|poststop [--gpu UUID|N|all]\n"
             "\n"
             "Makes a container one vram job: run by the container runtime (runc, crun),\n"
             "never by hand, with the container's OCI state on stdin, as the CDI spec\n"
@@ -64,7 +64,7 @@ static void usage(FILE *out)
             "start with the reason. VRAM_LOG=info says what was found.\n"
             "\n"
             "options:\n"
-            "  --gpu UUID|all   the GPU the container was given (the CDI device's)\n"
+            "  --gpu UUID|N|all the GPU the container was given (the CDI device's)\n"
             "  --help           this text\n");
 }
 
@@ -777,11 +777,12 @@ static int connect_vramd(const struct container *c, char *why, size_t n)
     return fd;
 }
 
-/* The GPUs to register: the one the CDI device is, or for "all" every GPU
- * vramd knows. */
+/* The GPUs to register: the one the CDI device is (its UUID, or its index
+ * as NVML and vramd number it), or for "all" every GPU vramd knows. */
 static int gpus_of(const struct container *c, char (*uuid)[96], int max, char *why, size_t n)
 {
-    if (strcmp(c->gpu, "all") != 0) {
+    bool index = strspn(c->gpu, "0123456789") == strlen(c->gpu);
+    if (strcmp(c->gpu, "all") != 0 && !index) {
         snprintf(uuid[0], sizeof uuid[0], "%s", c->gpu);
         return 1;
     }
@@ -794,9 +795,12 @@ static int gpus_of(const struct container *c, char (*uuid)[96], int max, char *w
     }
     int k = 0;
     for (int d = 0; d < s.ndev && k < max; d++)
-        snprintf(uuid[k++], sizeof uuid[0], "%s", s.dev[d].uuid);
+        if (!index || s.dev[d].index == atoi(c->gpu))
+            snprintf(uuid[k++], sizeof uuid[0], "%s", s.dev[d].uuid);
+    if (!k)
+        snprintf(why, n, "GPU %s: vramd has no GPU of that index (it has %d)", c->gpu, s.ndev);
     snapshot_free(&s);
-    return k;
+    return k ? k : -1;
 }
 
 /* The container becomes one vramd job (CONTAINER, once per GPU, on one
@@ -926,9 +930,10 @@ int cmd_oci_hook(int argc, char **argv)
         return cli_usage_error("oci-hook", "the hook's stage is createRuntime or poststop, not "
                                            "%s%s%s (vram oci-hook --help)",
                                n ? "\"" : "", n ? operand[0] : "none", n ? "\"" : "");
-    if (gpu && strcmp(gpu, "all") != 0 && !cli_gpu_uuid_ok(gpu))
-        return cli_usage_error("oci-hook", "--gpu \"%.64s\": not a GPU's UUID (GPU-...) nor "
-                                           "\"all\"", gpu);
+    bool index = gpu && gpu[0] && strlen(gpu) < 6 && strspn(gpu, "0123456789") == strlen(gpu);
+    if (gpu && !index && strcmp(gpu, "all") != 0 && !cli_gpu_uuid_ok(gpu))
+        return cli_usage_error("oci-hook", "--gpu \"%.64s\": not a GPU's index, UUID (GPU-...) "
+                                           "nor \"all\"", gpu);
     struct hook h = {.stage = operand[0], .bundle_fd = -1};
     struct container c = {0};
     snprintf(c.gpu, sizeof c.gpu, "%s", gpu ? gpu : "all");
