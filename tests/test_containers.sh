@@ -429,6 +429,31 @@ check "615: no job cgroup left in vramd's record" \
   wait_for 5 sh -c "! grep -v '^#' '$tmp/state.cgroups' | grep -q ."
 check "615: no limit left in the simulated driver" wait_for 5 sh -c "! test -e '$tmp/sim/limits'"
 
+# Docker 20.10's way (no CDI): the spec's mounts and variables on the
+# command line, and vram-oci-runtime in front of runc adding the hooks
+# (tests/test_docker.sh runs it under dockerd where one can start; podman
+# runs it here as any OCI runtime).
+stop_vramd
+start_vramd
+so=$build/libvram-preload.so
+podman --runtime "$build/vram-oci-runtime" run --rm --ulimit nofile=4096:4096 \
+  --ulimit nproc=1024:1024 --network none -e VRAM_CONTAINER_GPUS=0 \
+  -e VRAM_MEMORY_LIMIT=2GiB -e LD_PRELOAD="$so" -e VRAM_DAEMON="$S" -e VRAM_COMMAND=vramd \
+  -v "$so:$so:ro" -v "$vram:$vram:ro" -v "$tmp/vramd:$tmp/vramd" "${sim_env[@]}" --rootfs /:O \
+  sh -c "'$grab' A 1 1000; '$grab' B 1 3000; '$vram' status --json >'$tmp/out/wrapped'" \
+  >"$tmp/out/runtime" 2>&1
+check_show "vram-oci-runtime: the container's job registered by the hooks it added" "$tmp/out/wrapped" \
+  grep -q '"role":"job","command":"container","job":"[^"]*","budget":'$((2 * G))',' "$tmp/out/wrapped"
+check_show "vram-oci-runtime: the container sees its budget as the device" "$tmp/out/runtime" \
+  grep -q "^RESULT A $((2 * G)) [0-9]* ok" "$tmp/out/runtime"
+check_show "vram-oci-runtime: and cannot pass it" "$tmp/out/runtime" \
+  grep -q "^RESULT B $((2 * G)) 0 OOM" "$tmp/out/runtime"
+podman --runtime "$build/vram-oci-runtime" run --rm --ulimit nofile=4096:4096 \
+  --ulimit nproc=1024:1024 --network none -e VRAM_CONTAINER_GPUS=7x --rootfs /:O true \
+  >"$tmp/out/runtime" 2>&1; rc=$?
+check_show "vram-oci-runtime: a GPU that is none is refused, named" "$tmp/out/runtime" \
+  sh -c "[ $rc != 0 ] && grep -q 'VRAM_CONTAINER_GPUS: \"7x\" is not a GPU' '$tmp/out/runtime'"
+
 remove_containers
 check "nothing of the test's left in podman" \
   sh -c "! podman ps -a --format '{{.Names}}' | grep -q '^$containers_prefix-'"
