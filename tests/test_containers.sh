@@ -404,6 +404,30 @@ check "b removed: its job ends" wait_for 5 no_job "$jb"
 # driver asks the kernel.)
 stop_vramd
 start_vramd VRAM_SIM_DRIVER=615
+# A user's own container, as rootless podman makes one (by hand here: a
+# process of the user in a pid namespace of its own, in a cgroup delegated
+# to them whose name names the container): vramd takes it as theirs, but
+# they could move its processes out of that cgroup, so the driver's limit
+# is not used (said): the interposer holds it, and no cgroup is made.
+ucg=$mnt/vt$$-user/libpod-beef
+mkdir -p "$ucg" && chown "$uid_a" "$mnt/vt$$-user" "$mnt/vt$$-user/cgroup.procs" "$ucg" "$ucg/cgroup.procs"
+setpriv --reuid "$uid_a" --regid "$gid_a" --clear-groups unshare --user --map-root-user --pid --fork \
+  sleep 300 &
+unshared=$!
+wait_for 5 child_of "$unshared" >/dev/null
+inner=$(child_of "$unshared")
+echo "$inner" >"$ucg/cgroup.procs"
+as_a "$peer" "$S" send "VRAM/1 CONTAINER id=beef name=mine pid=$inner cgroup=/vt$$-user/libpod-beef dev=$uuid bytes=$G" \
+  >"$tmp/out/rootless" 2>&1
+check_show "a user's own container (rootless): registered, as theirs" "$tmp/out/rootless" \
+  sh -c "grep -q '^GRANT dev=$uuid bytes=$G' '$tmp/out/rootless' &&
+         '$vram' status --json | grep -q '\"user\":\"$user_a\",\"role\":\"job\",\"command\":\"container\",\"job\":\"mine@beef\",\"budget\":$G,'"
+check_show "615: its cgroup is the user's to change: the interposer holds it, said" "$tmp/vramd.out" \
+  grep -q "job mine@beef ($user_a): user $uid_a may move processes out of $ucg" "$tmp/vramd.out"
+check "615: and no cgroup is made for it" sh -c "! find '$mnt' -maxdepth 4 -name 'vram-job-mine*' | grep -q ."
+kill -9 "$inner"; wait "$unshared" 2>/dev/null
+check "the user's container's process gone: its job ends" wait_for 5 no_job mine@beef
+rmdir "$ucg" "$mnt/vt$$-user"
 container_run c --device vram.dev/gpu=0 -e VRAM_MEMORY_LIMIT=2GiB -e VRAM_SIM_DRIVER=615 \
   --cgroupns host -v "$mnt:/run/vram-test-cgroup2:ro" "${sim_env[@]}" -- sleep 300 2>"$tmp/err-c"
 job_of c; jc=$job

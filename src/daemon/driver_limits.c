@@ -8,6 +8,7 @@
 #include "../cuda/nvml_limits.h"
 #include "../util/parse.h"
 #include "cgroups.h"
+#include "containers.h"
 #include "daemon.h"
 #include "driver_work.h"
 
@@ -315,6 +316,13 @@ int driver_limits_grant(struct ledger *l, struct ledger_client *c, int dev, bool
     struct dl_job *j = find_job(c->id);
     if (!j && (j = find_left(c)))
         j->id = c->id; /* its holder re-registers with this vramd: the cgroup it has */
+    if (!j && containers_cgroup(c)) {
+        /* A container's job is held in its own cgroup or not at all (its
+         * user may move processes out of it: driver_limits_in_place said
+         * so); never in one made below its hook's. */
+        c->use[dev].by_driver = false;
+        return DL_NOW;
+    }
     if (!j && restored) {
         /* Its processes run outside any cgroup of this vramd's: a new one
          * would hold the holder alone. */
