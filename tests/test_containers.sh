@@ -305,7 +305,8 @@ check_show "its start fails with vramd's reason" "$tmp/out/third" \
 # ... or, with VRAM_WAIT, waits (the policy lets it), and starts when a
 # container is killed: a's grant comes back at once.
 podman run -d --name "$containers_prefix-w" "${podman_flags[@]}" --device vram.dev/gpu=0 \
-  -e VRAM_MEMORY_LIMIT=6GiB -e VRAM_WAIT=60s --rootfs /:O sleep 300 >"$tmp/out/waiter" 2>&1 &
+  -e VRAM_MEMORY_LIMIT=6GiB -e VRAM_WAIT=60s "${sim_env[@]}" --rootfs /:O sleep 300 \
+  >"$tmp/out/waiter" 2>&1 &
 waiter=$!
 _containers+=("$containers_prefix-w")
 check_show "with VRAM_WAIT, the third waits in vramd's queue" "$tmp/vramd.out" \
@@ -412,7 +413,7 @@ start_vramd VRAM_SIM_DRIVER=615
 ucg=$mnt/vt$$-user/libpod-beef
 mkdir -p "$ucg" && chown "$uid_a" "$mnt/vt$$-user" "$mnt/vt$$-user/cgroup.procs" "$ucg" "$ucg/cgroup.procs"
 setpriv --reuid "$uid_a" --regid "$gid_a" --clear-groups unshare --user --map-root-user --pid --fork \
-  sleep 300 &
+  sleep 300 2>/dev/null &
 unshared=$!
 wait_for 5 child_of "$unshared" >/dev/null
 inner=$(child_of "$unshared")
