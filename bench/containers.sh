@@ -20,15 +20,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 . "$src/tests/containers.sh"
 container_skip() { echo "containers: skipped: $*"; exit 0; }
 need_podman
-if [ -z "${VRAMTEST_PRIVATE_CDI:-}" ]; then
-  tmp=$(mktemp -d /tmp/vram-bench-containers.XXXXXX)
-  chmod 755 "$tmp"
-  mkdir "$tmp/cdi"
-  export VRAMTEST_TMP=$tmp
-  in_private_cdi "$tmp/cdi" "$0" "$@"
-fi
-tmp=$VRAMTEST_TMP
-in_private_cdi "$tmp/cdi"
+in_private_cdi_tmp bench-containers "$0" "$@"
 daemon_pid=
 trap 'remove_containers; kill -9 $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 export LD_LIBRARY_PATH=$build/sim VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$tmp/sim

@@ -19,15 +19,7 @@ vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
 . "$(dirname "$0")/containers.sh"
 need_podman
 
-if [ -z "${VRAMTEST_PRIVATE_CDI:-}" ]; then
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/vram-containers.XXXXXX")
-  chmod 755 "$tmp"
-  mkdir "$tmp/cdi"
-  export VRAMTEST_TMP=$tmp
-  in_private_cdi "$tmp/cdi" "$0" "$@"
-fi
-tmp=$VRAMTEST_TMP
-in_private_cdi "$tmp/cdi"
+in_private_cdi_tmp containers "$0" "$@"
 daemon_pid=
 cleanup() {
   remove_containers

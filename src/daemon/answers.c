@@ -393,6 +393,37 @@ static int on_hello(struct conn *c, const struct proto_msg *m)
     return reply(c, &w);
 }
 
+/* A request's answer once admission has spoken (`who` asked, as the log
+ * names it): GRANT (reply_grant), WAIT with until= (how long the daemon
+ * holds the request at most, so that the client's own wait for an answer
+ * is bounded too), or DENY with why; `no_wait` adds that the request
+ * asked to wait and the policy lets none. */
+static int reply_verdict(struct conn *c, const char *who, enum verdict v, int dev,
+                         uint64_t granted, uint64_t longest, bool restored, bool no_wait,
+                         const char *why)
+{
+    const char *uuid = D.L.dev[dev].uuid;
+    if (v == VERDICT_GRANT) {
+        D.state_dirty = true;
+        dlog(L_INFO, "%s: granted %s on %s", who, format_size(granted).text, uuid);
+        return reply_grant(c, uuid, granted, restored);
+    }
+    if (v == VERDICT_WAIT) {
+        dlog(L_INFO, "%s: waits for %s on %s", who,
+             format_size(c->client->use[dev].want).text, uuid);
+        struct proto_writer w;
+        proto_begin(&w, VERB_WAIT);
+        proto_add(&w, "dev", uuid);
+        proto_add_u64(&w, "until", longest);
+        proto_add_text(&w, "%s", why);
+        return reply(c, &w);
+    }
+    dlog(L_INFO, "%s: refused on %s: %s", who, uuid, why);
+    if (no_wait)
+        return reply_text(c, VERB_DENY, uuid, "%s (the policy does not let requests wait)", why);
+    return reply_text(c, VERB_DENY, uuid, "%s", why);
+}
+
 static int on_request(struct conn *c, const struct proto_msg *m)
 {
     struct ledger_client *lc = c->client;
@@ -436,28 +467,10 @@ static int on_request(struct conn *c, const struct proto_msg *m)
     enum verdict v = restore ? ledger_register(&D.L, lc, dev, bytes, &granted, why, sizeof why)
                              : ledger_request(&D.L, lc, dev, bytes, may_wait, deadline, &granted,
                                               why, sizeof why);
-    if (v == VERDICT_GRANT) {
-        D.state_dirty = true;
-        dlog(L_INFO, "pid %d (%s, %s): granted %s on %s", (int)lc->pid, lc->user, lc->cmd,
-             format_size(granted).text, uuid);
-        return reply_grant(c, uuid, granted, restore != 0);
-    }
-    if (v == VERDICT_WAIT) {
-        dlog(L_INFO, "pid %d (%s): waits for %s on %s", (int)lc->pid, lc->user,
-             format_size(lc->use[dev].want).text, uuid);
-        /* until=: how long the daemon holds the request at most, so that
-         * the client's own wait for an answer is bounded too. */
-        struct proto_writer w;
-        proto_begin(&w, VERB_WAIT);
-        proto_add(&w, "dev", uuid);
-        proto_add_u64(&w, "until", longest);
-        proto_add_text(&w, "%s", why);
-        return reply(c, &w);
-    }
-    dlog(L_INFO, "pid %d (%s): refused on %s: %s", (int)lc->pid, lc->user, uuid, why);
-    if (wait && !p->wait && !restore)
-        return reply_text(c, VERB_DENY, uuid, "%s (the policy does not let requests wait)", why);
-    return reply_text(c, VERB_DENY, uuid, "%s", why);
+    char who[200];
+    snprintf(who, sizeof who, "pid %d (%s, %s)", (int)lc->pid, lc->user, lc->cmd);
+    return reply_verdict(c, who, v, dev, granted, longest, restore != 0,
+                         wait && !p->wait && !restore, why);
 }
 
 static int on_report(struct conn *c, const struct proto_msg *m)
@@ -848,26 +861,9 @@ static int on_container(struct conn *c, const struct proto_msg *m)
     uint64_t longest = wait < p->wait_ms ? wait : p->wait_ms, granted = 0;
     enum verdict v = ledger_request(&D.L, lc, dev, bytes, may_wait, now_ms() + longest,
                                     &granted, why, sizeof why);
-    if (v == VERDICT_GRANT) {
-        D.state_dirty = true;
-        dlog(L_INFO, "job %s (%s): granted %s on %s", lc->job, lc->user,
-             format_size(granted).text, uuid);
-        return reply_grant(c, uuid, granted, false);
-    }
-    if (v == VERDICT_WAIT) {
-        dlog(L_INFO, "job %s (%s): waits for %s on %s", lc->job, lc->user,
-             format_size(lc->use[dev].want).text, uuid);
-        struct proto_writer w;
-        proto_begin(&w, VERB_WAIT);
-        proto_add(&w, "dev", uuid);
-        proto_add_u64(&w, "until", longest);
-        proto_add_text(&w, "%s", why);
-        return reply(c, &w);
-    }
-    dlog(L_INFO, "job %s (%s): refused on %s: %s", lc->job, lc->user, uuid, why);
-    if (wait && !p->wait)
-        return reply_text(c, VERB_DENY, uuid, "%s (the policy does not let requests wait)", why);
-    return reply_text(c, VERB_DENY, uuid, "%s", why);
+    char who[200];
+    snprintf(who, sizeof who, "job %s (%s)", lc->job, lc->user);
+    return reply_verdict(c, who, v, dev, granted, longest, false, wait && !p->wait, why);
 }
 
 static void client_over(struct ledger_client *lc, const char *why);
