@@ -200,13 +200,17 @@ static struct {
 } kept[KEPT_MAX];
 
 /* A fork() while another thread holds kept_lock must not leave the
- * child's copy of it held: it is taken around fork() (in the simulated
- * NVML too, which has no fork handler of its own). */
-static void kept_before_fork(void) { pthread_mutex_lock(&kept_lock); }
-static void kept_after_fork(void) { pthread_mutex_unlock(&kept_lock); }
+ * child's copy of it held. It is not taken around fork(): a prepare handler
+ * runs before those registered earlier (the interposer's, which take its
+ * own locks), so holding kept_lock there while a thread that holds one of
+ * those waits for kept_lock would deadlock the fork. The child, alone with
+ * its one thread, starts it afresh instead (in the simulated NVML too, which
+ * has no fork handler of its own); the entries it inherits name the parent
+ * (pid) and are never its own, even one a thread was writing. */
+static void kept_after_fork_child(void) { pthread_mutex_init(&kept_lock, NULL); }
 static void kept_at_first_use(void)
 {
-    pthread_atfork(kept_before_fork, kept_after_fork, kept_after_fork);
+    pthread_atfork(NULL, NULL, kept_after_fork_child);
 }
 
 /* Whether `name` is a record of this process: proc-<pid>-<pidns>-... */
