@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# isolate.sh BUILD_DIR COMMAND [ARGS...]: one test, as ctest runs each of
+# them (tests/CMakeLists.txt), where it can leave nothing behind.
+#
+# Where we may (root, with unshare), the test runs in namespaces of its
+# own: a mount namespace with an empty tmpfs on /tmp (the checkout and the
+# build, where they are under /tmp, bound back at their paths, as
+# scripts/ctest.sh does for the whole run) and a PID namespace, whose first
+# process is this script. When the test ends, whatever it left running or
+# left in /tmp is named and fails it (this test, not "the tests"), and the
+# processes are killed.
+#
+# ctest ends a test that outlives its TIMEOUT with SIGKILL, sent to the
+# test's first process alone: no trap of the test runs, and what it started
+# runs on. Here that first process is unshare, which takes this script
+# with it (--kill-child); the kernel then kills every process of the PID
+# namespace, and the tmpfs goes with the last of them. So a test killed at
+# its timeout leaves no process and no file, and fails once: as timed out.
+#
+# Elsewhere (not root, no unshare) the test runs as it is, and only
+# scripts/ctest.sh's checks of the whole run catch what it leaves.
+set -u
+if [ "${1:-}" != --inside ]; then
+  if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
+     unshare --pid --fork --kill-child --mount-proc --propagation private true 2>/dev/null; then
+    exec unshare --pid --fork --kill-child --mount-proc --propagation private "$0" --inside "$@"
+  fi
+  shift
+  exec "$@"
+fi
+shift
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$1; shift
+
+# The /tmp that was stays reachable through descriptor 9 once the tmpfs
+# hides it.
+exec 9</tmp
+kept=()
+if mount -t tmpfs -o mode=1777 vram-test /tmp; then
+  for d in "$src" "$build"; do
+    case $d in /tmp/?*) ;; *) continue ;; esac
+    rel=${d#/tmp/}
+    # --no-canonicalize: mount would otherwise resolve the path to its text
+    # (/tmp/...), which names the new, empty /tmp.
+    if ! mkdir -p "/tmp/$rel" || ! mount --no-canonicalize --bind "/proc/self/fd/9/$rel" "/tmp/$rel"; then
+      echo "isolate.sh: cannot show $d inside the test's private /tmp"; exit 1
+    fi
+    kept+=("/tmp/${rel%%/*}")
+  done
+  private_tmp=1
+else
+  echo "isolate.sh: no tmpfs of the test's own on /tmp; what it leaves there is not checked here"
+  private_tmp=0
+fi
+exec 9<&-
+
+"$@"
+rc=$?
+
+# What still runs in the namespace but this shell (which is 1 here), and
+# is not a zombie, into `running`; builtins only, so that the listing is
+# not itself listed.
+list_running() {
+  local p line
+  running=()
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [ "$p" = 1 ] && continue
+    read -r line 2>/dev/null <"/proc/$p/stat" || continue
+    line=${line##*) }
+    [ "${line:0:1}" = Z ] || running+=("$p")
+  done
+}
+for _ in $(seq 50); do   # a process killed at the test's end takes a moment to go
+  list_running
+  [ ${#running[@]} = 0 ] && break
+  sleep 0.1
+done
+if [ ${#running[@]} != 0 ]; then
+  echo "FAIL: the test left these processes running (a test stops what it starts):"
+  for p in "${running[@]}"; do
+    echo "  pid $p: $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")"
+  done
+  kill -9 "${running[@]}" 2>/dev/null
+  rc=1
+fi
+
+if [ "$private_tmp" = 1 ]; then
+  shopt -s nullglob dotglob
+  left=()
+  for f in /tmp/*; do
+    for k in "${kept[@]}"; do [ "$f" = "$k" ] && continue 2; done
+    left+=("$f")
+  done
+  if [ ${#left[@]} != 0 ]; then
+    echo "FAIL: the test left these in /tmp (a test removes what it makes):"
+    printf '  %s\n' "${left[@]}"
+    rc=1
+  fi
+fi
+exit $rc
