@@ -10,9 +10,9 @@ build=${1:?usage: test_attack.sh BUILD_DIR PEER HOLDER STALLING_NVML} peer=${2:?
 stalling_nvml=${4:?}
 vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root to make test users"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root to make test users"
 for c in useradd userdel groupadd setpriv pkill; do
-  command -v $c >/dev/null || { echo "SKIP: $c not installed"; exit 77; }
+  command -v $c >/dev/null || missing "$c is not installed"
 done
 daemon_test attack "$build"
 G=$((1 << 30))

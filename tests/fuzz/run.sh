@@ -15,6 +15,7 @@
 #                                 N inputs each instead of SECONDS)
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$src/tests/lib.sh"
 build=${1:?usage: run.sh BUILD_DIR [SECONDS]}
 seconds=${2:-20}
 mkdir -p "$build/fuzz"
@@ -23,8 +24,7 @@ cc=${FUZZ_CC:-clang}
 if ! command -v "$cc" >/dev/null ||
    ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' |
      "$cc" -x c -fsanitize=fuzzer - -o "$out/probe" 2>/dev/null; then
-  echo "SKIP: no clang with libFuzzer here (Debian: apt-get install clang libclang-rt-14-dev)"
-  exit 77
+  missing "no clang with libFuzzer here (scripts/test-deps.sh installs clang and libclang-rt-14-dev)"
 fi
 common="src/util/parse.c src/util/report.c" # relative to $src, where they are compiled
 status=0
