@@ -23,12 +23,13 @@ set -u
 if [ "${1:-}" != --inside ]; then
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
      unshare --pid --fork --kill-child --mount-proc --propagation private true 2>/dev/null; then
-    exec unshare --pid --fork --kill-child --mount-proc --propagation private "$0" --inside "$@"
+    exec unshare --pid --fork --kill-child --mount-proc --propagation private "$0" --inside $$ "$@"
   fi
   shift
   exec "$@"
 fi
 shift
+outer=$1; shift # unshare's pid outside: no other process on the machine has it now
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$1; shift
 
@@ -54,6 +55,10 @@ else
 fi
 exec 9<&-
 
+# Tests name what they make on the machine (users, cgroups) after their
+# pid, as unique as a pid outside: the test's pid here is unshare's there,
+# not 2 in every test at once.
+echo $((outer - 1)) >/proc/sys/kernel/ns_last_pid 2>/dev/null
 "$@"
 rc=$?
 
