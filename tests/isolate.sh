@@ -33,27 +33,13 @@ outer=$1; shift # unshare's pid outside: no other process on the machine has it 
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$1; shift
 
-# The /tmp that was stays reachable through descriptor 9 once the tmpfs
-# hides it.
-exec 9</tmp
-kept=()
-if mount -t tmpfs -o mode=1777 vram-test /tmp; then
-  for d in "$src" "$build"; do
-    case $d in /tmp/?*) ;; *) continue ;; esac
-    rel=${d#/tmp/}
-    # --no-canonicalize: mount would otherwise resolve the path to its text
-    # (/tmp/...), which names the new, empty /tmp.
-    if ! mkdir -p "/tmp/$rel" || ! mount --no-canonicalize --bind "/proc/self/fd/9/$rel" "/tmp/$rel"; then
-      echo "isolate.sh: cannot show $d inside the test's private /tmp"; exit 1
-    fi
-    kept+=("/tmp/${rel%%/*}")
-  done
-  private_tmp=1
-else
-  echo "isolate.sh: no tmpfs of the test's own on /tmp; what it leaves there is not checked here"
-  private_tmp=0
-fi
-exec 9<&-
+. "$src/scripts/leftovers.sh"
+private_tmp "$src" "$build"
+case $? in
+  0) private=1 ;;
+  1) private=0; echo "isolate.sh: no tmpfs of the test's own on /tmp; what it leaves there is not checked here" ;;
+  *) echo "isolate.sh: the test's /tmp would hide them"; exit 1 ;;
+esac
 
 # Tests name what they make on the machine (users, cgroups) after their
 # pid, as unique as a pid outside: the test's pid here is unshare's there,
@@ -76,25 +62,13 @@ list_running() {
     [ "${line:0:1}" = Z ] || running+=("$p")
   done
 }
-for _ in $(seq 50); do   # a process killed at the test's end takes a moment to go
-  list_running
-  [ ${#running[@]} = 0 ] && break
-  sleep 0.1
-done
-if [ ${#running[@]} != 0 ]; then
-  echo "FAIL: the test left these processes running (a test stops what it starts):"
-  for p in "${running[@]}"; do
-    echo "  pid $p: $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")"
-  done
-  kill -9 "${running[@]}" 2>/dev/null
-  rc=1
-fi
+stop_left list_running "the test" || rc=1
 
-if [ "$private_tmp" = 1 ]; then
+if [ "$private" = 1 ]; then
   shopt -s nullglob dotglob
   left=()
   for f in /tmp/*; do
-    for k in "${kept[@]}"; do [ "$f" = "$k" ] && continue 2; done
+    for k in "${kept[@]}"; do [ "$f" = "/tmp/$k" ] && continue 2; done
     left+=("$f")
   done
   if [ ${#left[@]} != 0 ]; then

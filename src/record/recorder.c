@@ -257,21 +257,27 @@ static void drop_buffer(struct buffer *b)
     R.buffers--;
 }
 
+/* A buffer no thread holds any more: a spare (SPARES at most), or back to
+ * the kernel. */
+static void retire(struct buffer *b)
+{
+    if (R.nspares < SPARES) {
+        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+        b->flushed = 0;
+        b->next = R.spares;
+        R.spares = b;
+        R.nspares++;
+    } else {
+        drop_buffer(b);
+    }
+}
+
 static void recycle(struct pending *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!p[i].recycle)
-            continue;
-        R.writing--;
-        struct buffer *b = p[i].b;
-        if (R.nspares < SPARES) {
-            atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-            b->flushed = 0;
-            b->next = R.spares;
-            R.spares = b;
-            R.nspares++;
-        } else {
-            drop_buffer(b);
+        if (p[i].recycle) {
+            R.writing--;
+            retire(p[i].b);
         }
     }
 }
@@ -539,15 +545,7 @@ static void after_fork_child(void)
     R.queued = R.writing = R.nspares = 0;
     for (struct buffer *b = all, *next; b; b = next) {
         next = b->next;
-        if (R.nspares < SPARES) {
-            atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-            b->flushed = 0;
-            b->next = R.spares;
-            R.spares = b;
-            R.nspares++;
-        } else {
-            drop_buffer(b);
-        }
+        retire(b);
     }
     R.buffers = R.buffers_peak = R.nspares;
     R.written = R.blocks = R.waits = 0;

@@ -435,17 +435,21 @@ static void graph_memory(CUstream st)
 #define THREADS 4
 #define PAIRS 25
 
+/* A thread's i-th allocate-free pair, and what the recording must hold. */
+static void thread_pair(struct expect_buffer *b, int i)
+{
+    CUdeviceptr p;
+    uint64_t bytes = 2 * MiB * (uint64_t)(1 + i % 3);
+    MUST(cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS);
+    expect_to(b, RECORD_ALLOC, RECORD_PLAIN, p, bytes, 0, 0, 0);
+    MUST(cuMemFree_v2(p) == CUDA_SUCCESS);
+    expect_to(b, RECORD_FREE, RECORD_PLAIN, p, bytes, 0, 0, 0);
+}
+
 static void *thread_pairs(void *arg)
 {
-    struct expect_buffer *b = arg;
-    for (int i = 0; i < PAIRS; i++) {
-        CUdeviceptr p;
-        uint64_t bytes = 2 * MiB * (uint64_t)(1 + i % 3);
-        MUST(cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS);
-        expect_to(b, RECORD_ALLOC, RECORD_PLAIN, p, bytes, 0, 0, 0);
-        MUST(cuMemFree_v2(p) == CUDA_SUCCESS);
-        expect_to(b, RECORD_FREE, RECORD_PLAIN, p, bytes, 0, 0, 0);
-    }
+    for (int i = 0; i < PAIRS; i++)
+        thread_pair(arg, i);
     return NULL;
 }
 
@@ -523,13 +527,7 @@ static void *thread_forked_around(void *arg)
             usleep(100);
             continue;
         }
-        CUdeviceptr p;
-        uint64_t bytes = 2 * MiB * (uint64_t)(1 + i % 3);
-        MUST(cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS);
-        expect_to(b, RECORD_ALLOC, RECORD_PLAIN, p, bytes, 0, 0, 0);
-        MUST(cuMemFree_v2(p) == CUDA_SUCCESS);
-        expect_to(b, RECORD_FREE, RECORD_PLAIN, p, bytes, 0, 0, 0);
-        i++;
+        thread_pair(b, i++);
     }
     return NULL;
 }
