@@ -5,10 +5,10 @@
 #  1. deps: the Debian packages the tests need (scripts/test-deps.sh);
 #  2. build: the plain build;
 #  3. plain: its tests, while the ASan+UBSan and TSan builds are made
-#     alongside, at a lower priority (the tests spend most of their time
-#     waiting on daemons, timeouts and each other, so the CPU they leave
-#     builds the sanitizers' trees; each build's output is in its folder's
-#     build.log, shown if it fails);
+#     alongside, at a lower priority until the tests end (the tests spend
+#     most of their time waiting on daemons, timeouts and each other, so
+#     the CPU they leave builds the sanitizers' trees; each build's output
+#     is in its folder's build.log, shown if it fails);
 #  4. asan: every test under AddressSanitizer + UndefinedBehaviorSanitizer;
 #  5. tsan: the threaded tests (label threads) under ThreadSanitizer.
 # Tests run TEST_JOBS at once (twice the cores unless set: most of them
@@ -75,9 +75,14 @@ stage build $(($(now) - t))
 echo "== plain tests, $test_jobs at once; $build-asan, then $build-tsan, built alongside"
 t=$(now)
 rm -f "$build-asan/build.status" "$build-tsan/build.status"
+set -m # the builds: a process group of their own, to renice and to stop
 { build_tree "$build-asan" -DVRAM_SANITIZE=address,undefined
   build_tree "$build-tsan" -DVRAM_SANITIZE=thread; } &
 builds=$!
+set +m
+trap 'kill -- -$builds 2>/dev/null' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 builds_t0=$t
 if [[ " ${failed[*]} " == *" build "* ]]; then
   failed+=(plain)
@@ -86,6 +91,9 @@ else
 fi
 plain_end=$(now)
 stage plain $((plain_end - t))
+# Nothing of this run competes with the builds now: at everyone's priority
+# again (which only root may give back; elsewhere they stay niced).
+renice -n 0 -g $builds >/dev/null 2>&1
 # A sanitizer's stage: waiting for its build (if it is not done yet), then
 # its tests.
 t=$(now)
