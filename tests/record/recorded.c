@@ -517,6 +517,11 @@ static bool lsan_off;
  * tests/test_record.c): off in the children. */
 int __lsan_is_turned_off(void);
 int __lsan_is_turned_off(void) { return lsan_off; }
+/* ThreadSanitizer waits a second at exit while other threads are listed,
+ * as a child of a threaded process lists its parent's: 200 seconds for
+ * nothing. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
 
 static void *thread_forked_around(void *arg)
 {
