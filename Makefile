@@ -51,7 +51,7 @@ test-tsan:
 
 # make bench: the allocator on the W1 and W2 traces (those in TRACES when
 # they are there, else written by vram-tracegen), the interposer's overhead,
-# and vramd with 1,000 clients.
+# vramd with 1,000 clients, and its admission with the driver's limits.
 TRACES ?= ../shared/traces
 bench: build
 	@echo "machine: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$(nproc) cores"
@@ -77,9 +77,11 @@ bench: build
 	  rc=$$?; rm -rf $$tmp; exit $$rc
 	@echo "contexts and modules charged to the budget (simulated driver and NVML):"
 	@bench/contexts.sh "$(BUILD)"
-	@echo "vramd with 1000 clients, then under attack (simulated NVML):"
+	@echo "vramd with 1000 clients, with 10000 idle ones, then under attack (simulated NVML):"
 	@LD_LIBRARY_PATH="$(BUILD)/sim" "$(BUILD)/vram-bench-daemon" "$(BUILD)/vramd"
-	@echo "vramd's history with 1000 clients (CPU time):"
+	@echo "vramd's admission with the driver's per-cgroup limits (simulated R615; root, cgroup2):"
+	@LD_LIBRARY_PATH="$(BUILD)/sim" "$(BUILD)/vram-bench-limits" "$(BUILD)/vramd"
+	@echo "vramd's history with 1000 clients, then 10000 (CPU time):"
 	@"$(BUILD)/vram-bench-history"
 	@echo "recording GPU memory events, and reading a million of them:"
 	@bench/record.sh "$(BUILD)"

@@ -42,6 +42,9 @@
 #define MEMBERS_USER 60004
 #define MEMBER_JOBS 100
 #define MEMBER_PIDS 1000
+#define IDLE_HOLDERS 10000   /* issue 26: clients holding a grant and saying nothing more */
+#define HOLDER_USERS 4       /* 2,500 each: more than the 2,048 series the history keeps a user */
+#define HOLDER_UID 60010
 
 static char sock[256], uuid[64];
 static int fds[CLIENTS];
@@ -61,29 +64,45 @@ static void die(const char *what)
     exit(1);
 }
 
-/* HELLO + REQUEST on a new connection; the REQUEST's round trip in µs. */
-static double join(int *fd_out, unsigned long long bytes)
+/* HELLO + REQUEST on a new connection; the REQUEST's round trip in µs,
+ * each answer awaited at most `timeout_ms`; -1 if one did not come, or
+ * was not what was asked for. */
+static double try_join(int *fd_out, unsigned long long bytes, int timeout_ms)
 {
     struct proto_writer w;
     struct proto_msg m;
     char err[256];
     int fd = ledger_connect(sock);
     if (fd < 0)
-        die("connect");
+        return -1;
     proto_begin(&w, VERB_HELLO);
     proto_add(&w, "role", "process");
     proto_add(&w, "cmd", "bench");
-    if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err) || m.verb != VERB_OK)
-        die("hello");
+    if (ledger_send(fd, &w) || ledger_recv(fd, &m, timeout_ms, err, sizeof err) ||
+        m.verb != VERB_OK) {
+        close(fd);
+        return -1;
+    }
     proto_begin(&w, VERB_REQUEST);
     proto_add(&w, "dev", uuid);
     proto_add_u64(&w, "total", 0);
     proto_add_u64(&w, "bytes", bytes);
     double t0 = now_us();
-    if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err) || m.verb != VERB_GRANT)
-        die("request not granted");
+    if (ledger_send(fd, &w) || ledger_recv(fd, &m, timeout_ms, err, sizeof err) ||
+        m.verb != VERB_GRANT) {
+        close(fd);
+        return -1;
+    }
     *fd_out = fd;
     return now_us() - t0;
+}
+
+static double join(int *fd_out, unsigned long long bytes)
+{
+    double us = try_join(fd_out, bytes, 5000);
+    if (us < 0)
+        die("a request not granted within 5 s");
+    return us;
 }
 
 static void *registrar(void *arg)
@@ -187,11 +206,14 @@ static void idle_connections(int n, int out)
         pause();
 }
 
-/* The waiting user: `n` requests, each on its own connection, that wait on
- * the user's cap; prints how many wait. */
-static void waiting_requests(int n, int out)
+/* `n` connections, each saying HELLO (with the job name, if any) and
+ * asking for `bytes` (waiting up to `wait_ms`, if not 0), held open; how
+ * many were answered `verb` is printed to `out`, then they are held until
+ * the process is killed. */
+static void held_requests(int n, int out, const char *job, uint64_t bytes, uint64_t wait_ms,
+                          enum proto_verb verb)
 {
-    int waiting = 0;
+    int answered = 0;
     for (int i = 0; i < n; i++) {
         struct proto_writer w;
         struct proto_msg m;
@@ -201,24 +223,37 @@ static void waiting_requests(int n, int out)
             break;
         proto_begin(&w, VERB_HELLO);
         proto_add(&w, "role", "process");
-        proto_add(&w, "job", "queue");
+        if (job)
+            proto_add(&w, "job", job);
         if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
             break;
         proto_begin(&w, VERB_REQUEST);
         proto_add(&w, "dev", uuid);
-        proto_add_u64(&w, "bytes", 256 << 20);
-        proto_add_u64(&w, "wait", 3600000);
+        proto_add_u64(&w, "bytes", bytes);
+        if (wait_ms)
+            proto_add_u64(&w, "wait", wait_ms);
         if (ledger_send(fd, &w) || ledger_recv(fd, &m, 5000, err, sizeof err))
             break;
-        waiting += m.verb == VERB_WAIT;
+        answered += m.verb == verb;
     }
     char line[32];
-    int len = snprintf(line, sizeof line, "%d\n", waiting);
+    int len = snprintf(line, sizeof line, "%d\n", answered);
     if (write(out, line, (size_t)len) != len)
         _exit(1);
     for (;;)
         pause();
 }
+
+/* The waiting user: `n` requests that wait on the user's cap; prints how
+ * many wait. */
+static void waiting_requests(int n, int out)
+{
+    held_requests(n, out, "queue", 256 << 20, 3600000, VERB_WAIT);
+}
+
+/* An idle holder: `n` clients granted 1 MiB each, then silent; prints how
+ * many were granted. */
+static void idle_holders(int n, int out) { held_requests(n, out, NULL, 1 << 20, 0, VERB_GRANT); }
 
 static pid_t as_user(uid_t uid, void (*work)(int, int), int n, int out)
 {
@@ -250,9 +285,12 @@ static void measured_admission(double *lat, int n, useconds_t every_us)
     pid_t c = fork();
     if (c == 0) {
         become(MEASURED);
+        close(m[0]);
         for (int i = 0; i < n; i++) {
             int fd;
-            lat[i] = join(&fd, 1 << 20);
+            /* A slow answer is what is measured: waited for, up to a minute. */
+            if ((lat[i] = try_join(&fd, 1 << 20, 60000)) < 0)
+                _exit(1);
             close(fd);
             usleep(every_us);
         }
@@ -260,16 +298,76 @@ static void measured_admission(double *lat, int n, useconds_t every_us)
             _exit(1);
         _exit(0);
     }
+    close(m[1]); /* so that a child that ends without writing is an end of file */
     size_t got = 0, want = (size_t)n * sizeof *lat;
     while (got < want) {
         ssize_t r = read(m[0], (char *)lat + got, want - got);
         if (r <= 0)
-            die("the measured user's process");
+            die("the measured user's request was not granted within a minute");
         got += (size_t)r;
     }
     waitpid(c, NULL, 0);
     close(m[0]);
-    close(m[1]);
+}
+
+/* A process's CPU time so far (user and system), in seconds. */
+static double cpu_seconds(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Issue 26: 10,000 clients of four users, each holding 1 MiB and saying
+ * nothing more, more than the history keeps series for: what the daemon
+ * costs meanwhile, and another user's admission, over a few of the
+ * history's once-a-second samplings. */
+static void idle_clients(pid_t daemon)
+{
+    if (geteuid() != 0) {
+        printf("10000 idle clients: skipped (other users' connections need root to make)\n");
+        return;
+    }
+    int p[2];
+    if (pipe(p))
+        die("pipe");
+    pid_t holders[HOLDER_USERS];
+    double t0 = now_us();
+    for (int k = 0; k < HOLDER_USERS; k++)
+        holders[k] = as_user(HOLDER_UID + k, idle_holders, IDLE_HOLDERS / HOLDER_USERS, p[1]);
+    int granted = 0;
+    for (int k = 0; k < HOLDER_USERS; k++) {
+        char line[32];
+        read_line(p[0], line, sizeof line);
+        granted += atoi(line);
+    }
+    double setup_ms = (now_us() - t0) / 1e3;
+    sleep(2); /* the history's samplings take them in */
+    /* What the daemon costs while nothing happens but its once-a-second
+     * work (CPU time: other programs on the machine do not count). */
+    double c0 = cpu_seconds(daemon), w0 = now_us();
+    sleep(5);
+    double idle_cpu = (cpu_seconds(daemon) - c0) / ((now_us() - w0) / 1e6);
+    static double lat[1000];
+    measured_admission(lat, 1000, 3000);
+    printf("%d idle clients of %d users holding 1 MiB each (granted in %.0f ms); vramd meanwhile: "
+           "%.1f%% of a core\n", granted, HOLDER_USERS, setup_ms, idle_cpu * 100);
+    summary("admission of uid 60003 with 10000 idle:", lat, 1000);
+    for (int k = 0; k < HOLDER_USERS; k++)
+        kill(holders[k], SIGKILL);
+    for (int k = 0; k < HOLDER_USERS; k++)
+        waitpid(holders[k], NULL, 0);
+    close(p[0]);
+    close(p[1]);
 }
 
 static void under_attack(void)
@@ -566,6 +664,7 @@ int main(int argc, char **argv)
         waitpid(c, NULL, 0);
     }
     summary("reclaim: SIGKILL to grant back (1000 connected):", reclaim, 50);
+    idle_clients(d);
     under_attack();
     member_attack(d);
     for (int i = 0; i < CLIENTS; i++)

@@ -2,7 +2,9 @@
  * with it and without, the once-a-second sampling, and a page of the
  * answer, with 1,000 clients on one GPU. The daemon's clock is simulated,
  * the time is the CPU's (CLOCK_PROCESS_CPUTIME_ID), so other programs on
- * the machine do not count.
+ * the machine do not count. Then (issue 26) 10,000 clients of four users,
+ * more than the history keeps series for: its once-a-second sampling once
+ * it is full, and the clients leaving.
  *
  *   vram-bench-history
  */
@@ -51,6 +53,51 @@ static double reports(bool history, uint64_t *t)
             history_tick(&H, &L, *t);
     }
     return (cpu_ns() - t0) / ((double)ROUNDS * CLIENTS);
+}
+
+/* 10,000 clients of four users (2,500 each, over the 2,048 series a user
+ * may have), each holding 1 MiB: the CPU time of a sampling once the
+ * history is full, and of all of them leaving (their series end, and the
+ * oldest ended give way). */
+static void many_clients(void)
+{
+    enum { MANY = 10000, USERS = 4 };
+    static struct ledger_client *m[MANY];
+    struct policy p;
+    policy_default(&p);
+    struct ledger l;
+    struct history h;
+    ledger_init(&l, &p);
+    ledger_device(&l, "GPU-00000000-0000-4000-8000-000000000001", 80ull << 30);
+    history_init(&h);
+    uint64_t t = 1000000000;
+    for (int i = 0; i < MANY; i++) {
+        uid_t uid = 2000 + (uid_t)(i % USERS);
+        m[i] = ledger_join(&l, ROLE_PROCESS, 100000 + i, uid, uid);
+        uint64_t granted;
+        char why[700];
+        if (!m[i] || ledger_request(&l, m[i], 0, 1 << 20, false, 0, &granted, why,
+                                    sizeof why) != VERDICT_GRANT)
+            exit(1);
+        history_note_client(&h, m[i], 0, t);
+    }
+    history_tick(&h, &l, t);
+    enum { TICKS = 20 };
+    double t0 = cpu_ns();
+    for (int k = 0; k < TICKS; k++)
+        history_tick(&h, &l, t += 1000);
+    double tick_us = (cpu_ns() - t0) / TICKS / 1e3;
+    int kept = h.n;
+    t0 = cpu_ns();
+    for (int i = 0; i < MANY; i++) {
+        history_client_left(&h, m[i]->id, t);
+        ledger_leave(&l, m[i]);
+    }
+    double leave_ms = (cpu_ns() - t0) / 1e6;
+    printf("with %d clients of %d users (%d series kept, %lu not): a sampling %.0f us; all of "
+           "them leaving %.1f ms (CPU time)\n", MANY, USERS, kept, h.not_kept, tick_us, leave_ms);
+    history_destroy(&h);
+    ledger_destroy(&l);
 }
 
 int main(void)
@@ -107,5 +154,6 @@ int main(void)
            (double)H.bytes / (1 << 20));
     history_destroy(&H);
     ledger_destroy(&L);
+    many_clients();
     return 0;
 }

@@ -55,7 +55,7 @@ _vram()
             COMPREPLY=($(compgen -W "memory user pid time gpu" -- "$cur"))
             return
             ;;
-        --socket | --summary | --record)
+        --socket | --summary | --record | --output)
             _filedir
             return
             ;;
@@ -80,6 +80,8 @@ _vram()
         [[ ${COMPREPLY-} == *= ]] && compopt -o nospace
     elif [[ $cmd == run ]]; then
         _command_offset $cword
+    elif [[ $cmd == cdi && $cword == $((cmdi + 1)) ]]; then
+        COMPREPLY=($(compgen -W "generate" -- "$cur"))
     fi
 } &&
     complete -F _vram vram

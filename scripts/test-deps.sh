@@ -22,6 +22,10 @@
 #                              subprocess as a real launcher of a command's
 #                              processes (test_command), and its JSON parser
 #                              for vram run --summary
+#   podman, runc               real containers (podman 4.3, rootful, runc as
+#                              its runtime, the host's root as the image):
+#                              vram cdi generate's spec and vram oci-hook
+#                              driven as podman drives them (tests/containers.sh)
 #   tmux                       a real terminal to drive vram top in
 #                              (test_top: send-keys, capture-pane)
 #   python3-prometheus-client  Prometheus's text-format parser, to read what
@@ -34,10 +38,15 @@
 #   hwloc, python3-pytools, python3-appdirs, python3-decorator, python3-mako,
 #   libboost-python1.74.0, libboost-thread1.74.0
 #                              lstopo, and what PyCUDA needs from main
-#   nvtop, python3-pycuda, libhwloc-contrib-plugins (contrib), libcurand10
-#   (non-free: PyCUDA's _driver links it)
+#   python3-blessed, python3-psutil
+#                              what Debian's gpustat needs from main
+#   nvtop, python3-pycuda, libhwloc-contrib-plugins, slurm-wlm-nvml-plugin,
+#   gpustat, python3-pynvml (contrib), libcurand10 (non-free: PyCUDA's
+#   _driver links it)
 #                              real programs that use NVML (nvtop, hwloc's
-#                              NVML plugin) and the CUDA driver (PyCUDA), in
+#                              NVML plugin, Slurm's gpu/nvml plugin for
+#                              AutoDetect=nvml, gpustat) and the CUDA
+#                              driver (PyCUDA), in
 #                              sections this machine's apt sources may not
 #                              list: fetched from the same Debian archive
 #                              and suite with a private sources list and
@@ -67,6 +76,7 @@ command -v systemd-analyze >/dev/null || want+=(systemd)
 [ -x /usr/bin/python3 ] || want+=(python3)
 /usr/bin/python3 -c 'import numba' 2>/dev/null || want+=(python3-numba)
 command -v tmux >/dev/null || want+=(tmux)
+{ command -v podman >/dev/null && command -v runc >/dev/null; } || want+=(podman runc)
 /usr/bin/python3 -c 'import prometheus_client.parser' 2>/dev/null || want+=(python3-prometheus-client)
 command -v ffmpeg >/dev/null || want+=(ffmpeg)
 command -v hashcat >/dev/null || want+=(hashcat)
@@ -75,6 +85,7 @@ command -v lstopo-no-graphics >/dev/null || want+=(hwloc)
   want+=(python3-pytools python3-appdirs python3-decorator python3-mako)
 [ -e /usr/lib/x86_64-linux-gnu/libboost_python311.so.1.74.0 ] || want+=(libboost-python1.74.0)
 [ -e /usr/lib/x86_64-linux-gnu/libboost_thread.so.1.74.0 ] || want+=(libboost-thread1.74.0)
+/usr/bin/python3 -c 'import blessed, psutil' 2>/dev/null || want+=(python3-blessed python3-psutil)
 
 # Packages from Debian's contrib and non-free sections, unpacked (never
 # installed) into the project's cache; "" when everything is there.
@@ -83,10 +94,14 @@ cache=${VRAM_DEB_CACHE:-$root/.cache/debian}
 unpacked() {
   [ -x "$cache/root/usr/bin/nvtop" ] && [ -f "$cache/root/usr/lib/python3/dist-packages/pycuda/driver.py" ] &&
     [ -f "$cache/root/usr/lib/x86_64-linux-gnu/hwloc/hwloc_nvml.so" ] &&
+    [ -f "$cache/root/usr/lib/x86_64-linux-gnu/slurm-wlm/gpu_nvml.so" ] &&
+    [ -f "$cache/root/usr/lib/python3/dist-packages/gpustat/core.py" ] &&
+    [ -f "$cache/root/usr/lib/python3/dist-packages/pynvml.py" ] &&
     ls "$cache"/root/usr/lib/x86_64-linux-gnu/libcurand.so.10* >/dev/null 2>&1
 }
 fetch_unpacked() {
-  local pkgs=(nvtop python3-pycuda libhwloc-contrib-plugins libcurand10)
+  local pkgs=(nvtop python3-pycuda libhwloc-contrib-plugins slurm-wlm-nvml-plugin gpustat python3-pynvml
+              libcurand10)
   local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
   # The archive and suite this machine installs Debian from: the main
   # section's source without a -updates/-security suffix.
@@ -105,7 +120,8 @@ fetch_unpacked() {
   echo "fetching for the tests, from $archive $suite contrib/non-free into $cache: ${pkgs[*]}"
   local log
   log=$(mktemp "${TMPDIR:-/tmp}/vram-test-deps.XXXXXX.log")
-  if { apt-get "${opts[@]}" update -qq && (cd "$apt/debs" && apt-get "${opts[@]}" download "${pkgs[@]}") &&
+  if { "$root/scripts/apt-wait.sh" "${opts[@]}" update -qq &&
+       (cd "$apt/debs" && "$root/scripts/apt-wait.sh" "${opts[@]}" download "${pkgs[@]}") &&
        for deb in "$apt"/debs/*.deb; do dpkg -x "$deb" "$cache/root" || exit 1; done; } >"$log" 2>&1; then
     rm -rf "$log" "$apt/debs" "$apt/archives"
   else
@@ -116,7 +132,7 @@ if ! unpacked; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && command -v dpkg >/dev/null; then
     fetch_unpacked
   else
-    echo "not fetched: nvtop, python3-pycuda, libhwloc-contrib-plugins, libcurand10 (needs root and apt-get); the tests needing them will be skipped"
+    echo "not fetched: nvtop, python3-pycuda, libhwloc-contrib-plugins, slurm-wlm-nvml-plugin, gpustat, python3-pynvml, libcurand10 (needs root and apt-get); the tests needing them will be skipped"
   fi
 fi
 [ ${#want[@]} = 0 ] && exit 0

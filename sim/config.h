@@ -58,13 +58,21 @@
  * 89 MiB more in nvidia-smi than vram counted (4,320 MiB against 4,231),
  * and 88 MiB more than its 3 GiB budget. */
 #define SIM_CODE_STEP (2ull << 20)
-/* A stream-ordered pool grows its reservation by at least this much: on
- * the same H100 the default pool's CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
- * was 32 MiB after live allocations of 1 B, 1 MiB or 3 MiB, 64 MiB after
- * 33 MiB, 160 MiB after 100 MiB (so 32 MiB chunks), 1,184 MiB after 1 GiB;
- * a 12-byte cudaMallocAsync left 33,554,432 bytes reserved in CuPy PR
- * #5177 too: a pool holds its live allocations in whole chunks. */
-#define SIM_POOL_CHUNK (32ull << 20)
+/* A stream-ordered pool grows as src/cuda/granularity.h's pool_growth
+ * says (32 MiB chunks, measured on the H100 and H200); a 12-byte
+ * cudaMallocAsync left 33,554,432 bytes reserved in CuPy PR #5177 too: a
+ * pool holds its live allocations in whole chunks. */
+
+/* Its clocks, in MHz, as nvidia-smi -q -d CLOCK,SUPPORTED_CLOCKS shows them
+ * on an H100 80GB HBM3: HBM3 at 2619; graphics (and SM) from 1980 down to
+ * 345 in steps of 15, the list NVML gives for that memory clock (110 of
+ * them); video at most 1755; the application clocks, and their defaults,
+ * the highest pair. */
+#define SIM_CLOCK_MEM 2619
+#define SIM_CLOCK_GRAPHICS_MAX 1980
+#define SIM_CLOCK_GRAPHICS_MIN 345
+#define SIM_CLOCK_GRAPHICS_STEP 15
+#define SIM_CLOCK_VIDEO_MAX 1755
 
 /* Fills total[] (SIM_MAX_DEVICES entries) with each device's memory as CUDA
  * sees it and returns the device count, or -1 after printing what is wrong
@@ -74,6 +82,9 @@ int sim_config_devices(uint64_t *total);
  * the profile's on its own device; none on devices VRAM_SIM_DEVICES sizes
  * (a size given is the whole of what NVML and CUDA both count). */
 uint64_t sim_config_reserved(void);
+/* VRAM_SIM_POOL_CHUNK (a whole number of 2 MiB pages), or the H100's and
+ * H200's 32 MiB (POOL_CHUNK); -1 after printing what is wrong. */
+int sim_config_pool_chunk(uint64_t *bytes);
 /* VRAM_SIM_CONTEXT_SIZE, or the profile's; -1 after printing what is wrong. */
 int sim_config_context_size(uint64_t *bytes);
 /* CUDA_MODULE_LOADING: *lazy true for LAZY (and when unset, the driver's
@@ -82,9 +93,34 @@ int sim_config_module_loading(bool *lazy);
 /* VRAM_SIM_DRIVER: the driver series, SIM_DRIVER_DEFAULT or
  * SIM_DRIVER_R615; -1 after printing what is wrong. */
 int sim_config_driver(void);
+/* VRAM_SIM_ACCOUNTING: whether NVML's per-process accounting is on (as
+ * root's `nvidia-smi -am 1` sets it on a GPU; off by default, as on a new
+ * H100): 1 on, 0 off, -1 after printing what is wrong. */
+int sim_config_accounting(void);
 void sim_config_uuid(int phys, unsigned char out[16]);
 /* "GPU-5a1d0e5a-a000-4000-8000-000000000000" */
 void sim_config_uuid_text(int phys, char out[48]);
+/* Where the devices sit on the host, from the host's own topology (sysfs),
+ * so that NVML's CPU and memory affinity name CPUs and NUMA nodes that
+ * exist here, as a real driver's name the ones its GPU's PCI slot is near:
+ * the devices are spread over the NUMA nodes that have CPUs, in order, as
+ * on an eight-GPU board (with two nodes, the first half of the devices on
+ * the first). On a machine with one node every device is near all its
+ * CPUs. */
+#define SIM_CPU_WORDS 64 /* bitmasks of 64 unsigned longs: 4,096 CPUs or nodes */
+/* The NUMA node of physical device `phys` of `count`; -1 on a kernel
+ * without NUMA (no /sys/devices/system/node), where every online CPU is
+ * near it. */
+int sim_config_device_node(int phys, int count);
+/* The online CPUs of `node` (-1: all of them), or with `socket` of the
+ * sockets its CPUs are on, as a bitmask (CPU i: bit i % 64 of word i / 64);
+ * -1 when sysfs cannot say. */
+int sim_config_cpus(int node, bool socket, unsigned long set[SIM_CPU_WORDS]);
+/* The NUMA nodes that are `node` (-1: node 0, the only one there is), or
+ * with `socket` the nodes with CPUs on its sockets, as a bitmask; -1 when
+ * sysfs cannot say. */
+int sim_config_nodes(int node, bool socket, unsigned long set[SIM_CPU_WORDS]);
+
 /* The PCI bus number of physical device `phys` (domain 0, device 0,
  * function 0), spread as on an eight-GPU board. */
 int sim_config_pci_bus(int phys);

@@ -33,7 +33,7 @@
 static struct {
     pthread_mutex_t mu;
     bool initialized, forked_after_init;
-    uint64_t context_size;
+    uint64_t context_size, pool_chunk;
     bool lazy_loading;
     int ndev;
     int phys[SIM_MAX_DEVICES];
@@ -166,6 +166,7 @@ EXPORT CUresult cuInit(unsigned int flags)
         uint64_t phys_total[SIM_MAX_DEVICES];
         int nphys = sim_config_devices(phys_total);
         if (nphys < 0 || sim_config_context_size(&sim.context_size) != 0 ||
+            sim_config_pool_chunk(&sim.pool_chunk) != 0 ||
             sim_config_module_loading(&sim.lazy_loading) != 0 || sim_config_driver() < 0)
             rc = CUDA_ERROR_INVALID_VALUE;
         else if (occ_open() != 0)
@@ -236,6 +237,7 @@ void sim_uncharge(int dev, uint64_t bytes)
 }
 
 uint64_t sim_context_size(void) { return sim.context_size; }
+uint64_t sim_pool_chunk(void) { return sim.pool_chunk; }
 bool sim_lazy_loading(void) { return sim.lazy_loading; }
 
 /* ------------------------------------------------------------- devices */

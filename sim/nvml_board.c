@@ -1,56 +1,27 @@
-/* nvml_board: the simulated H100 SXM5's figures beyond memory and
- * processes, for monitors (nvtop, nvitop, gpustat), hwloc and NVML
+/* nvml_board: the simulated H100 SXM5's figures beyond memory, processes,
+ * clocks and power, for monitors (nvtop, nvitop, gpustat), hwloc and NVML
  * bindings: identity (serial, VBIOS, board, InfoROM), PCIe (Gen5 x16),
- * clocks, power and its 700 W limit, energy, temperature, utilisation, ECC
- * (enabled, no errors), the video engines (idle), display (none), MIG
- * (off). NVLink is NOT_SUPPORTED (nvml_stubs.c), as the measured H100, a
- * single GPU, answered on driver 580: hwloc's plugin then lists no link.
+ * temperature, utilisation (the device's and each process's), per-process
+ * accounting (off unless VRAM_SIM_ACCOUNTING turns it on), ECC
+ * (enabled, no errors, no rows remapped), the video engines (idle),
+ * display (none), MIG (off). NVLink is NOT_SUPPORTED (nvml_stubs.c), as
+ * the measured H100, a single GPU, answered on driver 580: hwloc's plugin
+ * then lists no link, and Slurm's gpu/nvml plugin none.
  *
  * No kernel runs on the simulated GPU, so load is read from what it can
- * see cheaply: the share of the device's memory that processes hold.
- * Utilisation, per-process utilisation, temperature and power follow it
- * (idle: 0 %, 30 C, 70 W); clocks stay at their maxima, as on a device in
- * persistence mode at P0. What an SXM board lacks (fans) answers
- * NVML_ERROR_NOT_SUPPORTED, as on the real one. */
+ * see cheaply: the share of the device's memory that processes hold
+ * (nvml_sim_load). Utilisation, per-process utilisation and temperature
+ * follow it (idle: 0 %, 30 C), as power does (nvml_clocks.c). What an SXM
+ * board lacks (fans) answers NVML_ERROR_NOT_SUPPORTED, as on the real
+ * one. */
 #define _GNU_SOURCE /* clock_gettime */
 #include "nvml_sim.h"
+#include "../src/cuda/nvml_later.h"
 #include "config.h"
 #include "occupancy.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <time.h>
-
-enum { DISABLED = 0, ENABLED = 1 }; /* nvmlEnableState_t */
-#define IDLE_MW 70000u
-#define LIMIT_MW 700000u
-#define MIN_LIMIT_MW 200000u
-
-/* Percent of the device's memory its processes hold. */
-static unsigned load(nvmlDevice_t d)
-{
-    uint64_t room = d->total - d->reserved, used = nvml_sim_used(d->index);
-    if (used >= room || room == 0)
-        return 100;
-    return (unsigned)((used * 100 + room / 2) / room);
-}
-
-static unsigned power_mw(nvmlDevice_t d) { return IDLE_MW + (LIMIT_MW - IDLE_MW) / 100 * load(d); }
-
-/* Fills *out with f(d) after the usual checks. */
-static nvmlReturn_t measured(nvmlDevice_t d, unsigned int *out, unsigned (*f)(nvmlDevice_t))
-{
-    nvmlReturn_t rc = nvml_sim_check(d);
-    return rc != NVML_SUCCESS ? rc : nvml_sim_figure(d, out, f(d));
-}
-
-static nvmlReturn_t not_supported(nvmlDevice_t d, const void *out)
-{
-    nvmlReturn_t rc = nvml_sim_check(d);
-    if (rc == NVML_SUCCESS && !out)
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
-}
 
 /* ------------------------------------------------------------- identity */
 
@@ -185,160 +156,31 @@ EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t d, unsigned int 
     return nvml_sim_figure(d, value, 0);
 }
 
-/* ------------------------------------------------------ clocks and power */
-
-static const unsigned max_clock[] = {1980, 1980, 2619, 1755}; /* graphics, SM, memory, video */
-
-EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned int *clock)
-{
-    if (type < 0 || type > NVML_CLOCK_VIDEO)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return nvml_sim_figure(d, clock, max_clock[type]);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsigned int *clock)
-{
-    return nvmlDeviceGetClockInfo(d, type, clock);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetMaxCustomerBoostClock(nvmlDevice_t d, nvmlClockType_t type,
-                                                       unsigned int *clock)
-{
-    return nvmlDeviceGetClockInfo(d, type, clock);
-}
-
-/* Current, application target, default application target, customer
- * boost maximum: all the maximum on this board. */
-EXPORT nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t d, nvmlClockType_t type, nvmlClockId_t id,
-                                       unsigned int *clock)
-{
-    if (id < 0 || id > 3)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return nvmlDeviceGetClockInfo(d, type, clock);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *reasons)
-{
-    return nvml_sim_figure64(d, reasons, load(d) ? 0 : 0x1); /* GPU idle */
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t d,
-                                                             unsigned long long *reasons)
-{
-    return nvml_sim_figure64(d, reasons, 0x1ff);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d,
-                                                              unsigned long long *reasons)
-{
-    return nvmlDeviceGetCurrentClocksEventReasons(d, reasons);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t d,
-                                                                unsigned long long *reasons)
-{
-    return nvmlDeviceGetSupportedClocksEventReasons(d, reasons);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)
-{
-    return measured(d, mw, power_mw);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw)
-{
-    return nvml_sim_figure(d, mw, LIMIT_MW);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t d, unsigned int *mw)
-{
-    return nvml_sim_figure(d, mw, LIMIT_MW);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t d, unsigned int *mw)
-{
-    return nvml_sim_figure(d, mw, LIMIT_MW);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t d, unsigned int *min,
-                                                                 unsigned int *max)
-{
-    nvmlReturn_t rc = nvml_sim_figure(d, min, MIN_LIMIT_MW);
-    return rc != NVML_SUCCESS ? rc : nvml_sim_figure(d, max, LIMIT_MW);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t d, nvmlEnableState_t *mode)
-{
-    return nvml_sim_figure(d, (unsigned *)mode, ENABLED);
-}
-
-/* Millijoules since the library was first asked, at the power each
- * reading saw: it only grows, as the real counter does. */
-static pthread_mutex_t energy_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    unsigned long long mj;
-    long long at_ns;
-} energy[SIM_MAX_DEVICES];
-
-EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long *mj)
-{
-    nvmlReturn_t rc = nvml_sim_check(d);
-    if (rc != NVML_SUCCESS || !mj)
-        return rc != NVML_SUCCESS ? rc : NVML_ERROR_INVALID_ARGUMENT;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    long long now = ts.tv_sec * 1000000000ll + ts.tv_nsec;
-    unsigned mw = power_mw(d);
-    pthread_mutex_lock(&energy_mu);
-    if (energy[d->index].at_ns)
-        energy[d->index].mj += (unsigned long long)mw * (unsigned long long)(now - energy[d->index].at_ns) /
-                               1000000000ull;
-    energy[d->index].at_ns = now;
-    *mj = energy[d->index].mj;
-    pthread_mutex_unlock(&energy_mu);
-    return NVML_SUCCESS;
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t d, nvmlComputeMode_t *mode)
-{
-    return nvml_sim_figure(d, (unsigned *)mode, 0); /* default: shared */
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t d, nvmlPstates_t *state)
-{
-    return nvml_sim_figure(d, (unsigned *)state, 0); /* P0 */
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t d, nvmlPstates_t *state)
-{
-    return nvmlDeviceGetPerformanceState(d, state);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, nvmlEnableState_t *mode)
-{
-    return nvml_sim_figure(d, (unsigned *)mode, ENABLED);
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t d, int *major, int *minor)
-{
-    nvmlReturn_t rc = nvml_sim_check(d);
-    if (rc == NVML_SUCCESS && (!major || !minor))
-        rc = NVML_ERROR_INVALID_ARGUMENT;
-    if (rc == NVML_SUCCESS)
-        *major = 9, *minor = 0;
-    return rc;
-}
-
 /* ---------------------------------------------------- thermal and fans */
 
-static unsigned temperature(nvmlDevice_t d) { return 30 + 45 * load(d) / 100; }
+static unsigned temperature(nvmlDevice_t d) { return 30 + 45 * nvml_sim_load(d) / 100; }
 
 EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t sensor,
                                              unsigned int *temp)
 {
     if (sensor != NVML_TEMPERATURE_GPU)
         return NVML_ERROR_INVALID_ARGUMENT;
-    return measured(d, temp, temperature);
+    return nvml_sim_measured(d, temp, temperature);
+}
+
+/* The versioned form: the sensor in the struct, the reading back in it. */
+EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t d, nvmlTemperature_t *t)
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc == NVML_SUCCESS && !t)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS && t->version != nvmlTemperature_v1)
+        rc = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (rc == NVML_SUCCESS && t->sensorType != NVML_TEMPERATURE_GPU)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS)
+        t->temperature = (int)temperature(d);
+    return rc;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t d, nvmlTemperatureThresholds_t type,
@@ -353,12 +195,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t d, nvmlTemper
 /* An SXM board is cooled by the chassis: it has no fan. */
 EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t d, unsigned int *speed)
 {
-    return not_supported(d, speed);
+    return nvml_sim_not_supported(d, speed);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t d, unsigned int *fans)
 {
-    return not_supported(d, fans);
+    return nvml_sim_not_supported(d, fans);
 }
 
 /* ---------------------------------------------------------- utilisation */
@@ -369,7 +211,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilizatio
     if (rc == NVML_SUCCESS && !u)
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc == NVML_SUCCESS) {
-        unsigned l = load(d);
+        unsigned l = nvml_sim_load(d);
         *u = (nvmlUtilization_t){l, l};
     }
     return rc;
@@ -419,31 +261,126 @@ EXPORT nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t d, unsigned int *c
     return nvml_sim_figure(d, count, 0);
 }
 
+/* A process's share of the device's load, in percent: of its memory. */
+static unsigned share(nvmlDevice_t d, uint64_t bytes)
+{
+    uint64_t room = d->total - d->reserved;
+    return room ? (unsigned)((bytes * 100 + room / 2) / room) : 0;
+}
+
 /* Each process's share of the device's load, by the memory it holds, as a
- * sample taken now. */
-EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
-                                                    nvmlProcessUtilizationSample_t *samples,
-                                                    unsigned int *count, unsigned long long last_seen)
+ * sample taken now: into out[] (*count entries; `buffer`, whether the
+ * caller gave any), NVML's way for lists (nvml_sim_processes);
+ * NVML_ERROR_NOT_FOUND when there is no sample newer than last_seen. */
+struct sample {
+    unsigned pid;
+    unsigned long long at_us;
+    unsigned share;
+};
+static nvmlReturn_t sample(nvmlDevice_t d, unsigned int *count, bool buffer,
+                           unsigned long long last_seen, struct sample *out, int *n)
 {
     struct occ_process p[NVML_SIM_MAX_PROCESSES];
-    int n;
-    nvmlReturn_t rc = nvml_sim_processes(d, count, samples != NULL, p, &n);
+    nvmlReturn_t rc = nvml_sim_processes(d, count, buffer, p, n);
     if (rc != NVML_SUCCESS)
         return rc;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     unsigned long long now = (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
-    if (n == 0 || now <= last_seen) {
+    if (*n == 0 || now <= last_seen) {
         *count = 0;
-        return NVML_ERROR_NOT_FOUND; /* no sample since last_seen */
+        return NVML_ERROR_NOT_FOUND;
     }
-    uint64_t room = d->total - d->reserved;
-    for (int i = 0; i < n; i++) {
-        unsigned share = room ? (unsigned)((p[i].bytes * 100 + room / 2) / room) : 0;
-        samples[i] = (nvmlProcessUtilizationSample_t){(unsigned)p[i].pid, now, share, share, 0, 0};
-    }
-    *count = (unsigned)n;
+    for (int i = 0; i < *n; i++)
+        out[i] = (struct sample){(unsigned)p[i].pid, now, share(d, p[i].bytes)};
     return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
+                                                    nvmlProcessUtilizationSample_t *samples,
+                                                    unsigned int *count, unsigned long long last_seen)
+{
+    struct sample s[NVML_SIM_MAX_PROCESSES];
+    int n;
+    nvmlReturn_t rc = sample(d, count, samples != NULL, last_seen, s, &n);
+    for (int i = 0; rc == NVML_SUCCESS && i < n; i++)
+        samples[i] = (nvmlProcessUtilizationSample_t){s[i].pid, s[i].at_us, s[i].share, s[i].share, 0, 0};
+    return rc;
+}
+
+/* The same in the versioned form (the JPEG and optical-flow engines idle). */
+EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t d,
+                                                          nvmlProcessesUtilizationInfo_t *info)
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc == NVML_SUCCESS && !info)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS && info->version != nvmlProcessesUtilizationInfo_v1)
+        rc = NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (rc != NVML_SUCCESS)
+        return rc;
+    struct sample s[NVML_SIM_MAX_PROCESSES];
+    int n;
+    rc = sample(d, &info->processSamplesCount, info->procUtilArray != NULL, info->lastSeenTimeStamp,
+                s, &n);
+    for (int i = 0; rc == NVML_SUCCESS && i < n; i++)
+        info->procUtilArray[i] = (nvmlProcessUtilizationInfo_v1_t){
+            .timeStamp = s[i].at_us, .pid = s[i].pid, .smUtil = s[i].share, .memUtil = s[i].share};
+    return rc;
+}
+
+/* ----------------------------------------------------------- accounting */
+
+/* Off unless VRAM_SIM_ACCOUNTING says the administrator turned it on
+ * (nvidia-smi -am 1; setting it through NVML is not modelled). On, it
+ * keeps the processes that hold memory on the device now, each with its
+ * share of the load and what it holds as its most (a real driver keeps
+ * terminated processes too, in a buffer of 4,000, and their peaks). */
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t d, nvmlEnableState_t *mode)
+{
+    return nvml_sim_figure(d, (unsigned *)mode, nvml_sim_accounting() ? ENABLED : DISABLED);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t d, unsigned int *size)
+{
+    return nvml_sim_figure(d, size, 4000);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t d, unsigned int *count,
+                                                unsigned int *pids)
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc == NVML_SUCCESS && !nvml_sim_accounting())
+        rc = count ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+    struct occ_process p[NVML_SIM_MAX_PROCESSES];
+    int n;
+    if (rc == NVML_SUCCESS)
+        rc = nvml_sim_processes(d, count, pids != NULL, p, &n);
+    for (int i = 0; rc == NVML_SUCCESS && i < n; i++)
+        pids[i] = (unsigned)p[i].pid;
+    return rc;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t d, unsigned int pid,
+                                                 nvmlAccountingStats_t *stats)
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc == NVML_SUCCESS && !stats)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS && !nvml_sim_accounting())
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    if (rc != NVML_SUCCESS)
+        return rc;
+    struct occ_process p[NVML_SIM_MAX_PROCESSES];
+    int n = occ_processes(d->index, p, NVML_SIM_MAX_PROCESSES);
+    for (int i = 0; i < n; i++)
+        if ((unsigned)p[i].pid == pid) {
+            unsigned load = share(d, p[i].bytes);
+            *stats = (nvmlAccountingStats_t){.gpuUtilization = load, .memoryUtilization = load,
+                                             .maxMemoryUsage = p[i].bytes, .isRunning = 1};
+            return NVML_SUCCESS;
+        }
+    return NVML_ERROR_NOT_FOUND;
 }
 
 /* ------------------------------------------------------------------ ECC */
@@ -492,6 +429,29 @@ EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned int *corr
     return rc != NVML_SUCCESS ? rc : nvml_sim_figure(d, failed, 0);
 }
 
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows_v2(nvmlDevice_t d, nvmlRemappedRowsInfo_v2_t *info)
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc == NVML_SUCCESS && !info)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS)
+        *info = (nvmlRemappedRowsInfo_v2_t){0};
+    return rc;
+}
+
+/* Hopper reports memory it could not repair: none. */
+EXPORT nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(nvmlDevice_t d,
+                                                           nvmlUnrepairableMemoryStatus_v1_t *status)
+{
+    return nvml_sim_figure(d, status ? &status->bUnrepairableMemory : NULL, 0);
+}
+
+/* NVLink ports' counters are Blackwell's, and this GPU lists no link. */
+EXPORT nvmlReturn_t nvmlDeviceReadPRMCounters_v1(nvmlDevice_t d, nvmlPRMCounterList_v1_t *list)
+{
+    return nvml_sim_not_supported(d, list);
+}
+
 /* ----------------------------------------- display, MIG, virtualisation */
 
 EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t d, nvmlEnableState_t *mode)
@@ -508,6 +468,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, 
 {
     nvmlReturn_t rc = nvml_sim_figure(d, current, DISABLED);
     return rc != NVML_SUCCESS ? rc : nvml_sim_figure(d, pending, DISABLED);
+}
+
+/* Every handle is a whole GPU's: with MIG off there is no other kind. */
+EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t d, unsigned int *is_mig)
+{
+    return nvml_sim_figure(d, is_mig, 0);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t d, nvmlGpuVirtualizationMode_t *mode)

@@ -25,6 +25,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct nvmlDevice_st devices[SIM_MAX_DEVICES];
 static int ndev, inits;
 static int driver = SIM_DRIVER_DEFAULT; /* the series, read by the first nvmlInit */
+static int accounting;                  /* VRAM_SIM_ACCOUNTING, read with it */
 
 EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
@@ -32,8 +33,9 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
     nvmlReturn_t rc = NVML_SUCCESS;
     if (inits == 0) {
         uint64_t total[SIM_MAX_DEVICES], reserved = sim_config_reserved();
-        int n = sim_config_devices(total), series = sim_config_driver();
-        if (n < 0 || series < 0) {
+        int n = sim_config_devices(total), series = sim_config_driver(),
+            accounts = sim_config_accounting();
+        if (n < 0 || series < 0 || accounts < 0) {
             rc = NVML_ERROR_UNKNOWN;
         } else {
             for (int i = 0; i < n; i++) {
@@ -42,9 +44,11 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
                 devices[i].total = total[i] + reserved;
                 sim_config_uuid_text(i, devices[i].uuid);
                 devices[i].bus = sim_config_pci_bus(i);
+                devices[i].node = sim_config_device_node(i, n);
             }
             ndev = n;
             __atomic_store_n(&driver, series, __ATOMIC_RELAXED);
+            __atomic_store_n(&accounting, accounts, __ATOMIC_RELAXED);
         }
     }
     if (rc == NVML_SUCCESS)
@@ -72,6 +76,7 @@ EXPORT nvmlReturn_t nvmlShutdown(void)
 
 bool nvml_sim_ready(void) { return __atomic_load_n(&inits, __ATOMIC_RELAXED) > 0; }
 int nvml_sim_driver(void) { return __atomic_load_n(&driver, __ATOMIC_RELAXED); }
+bool nvml_sim_accounting(void) { return __atomic_load_n(&accounting, __ATOMIC_RELAXED) > 0; }
 static bool ready(void) { return nvml_sim_ready(); }
 
 nvmlReturn_t nvml_sim_check(nvmlDevice_t d)
@@ -250,6 +255,20 @@ nvmlReturn_t nvml_sim_figure64(nvmlDevice_t d, unsigned long long *out, unsigned
     return rc;
 }
 
+nvmlReturn_t nvml_sim_measured(nvmlDevice_t d, unsigned int *out, unsigned (*f)(nvmlDevice_t))
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    return rc != NVML_SUCCESS ? rc : nvml_sim_figure(d, out, f(d));
+}
+
+nvmlReturn_t nvml_sim_not_supported(nvmlDevice_t d, const void *out)
+{
+    nvmlReturn_t rc = nvml_sim_check(d);
+    if (rc == NVML_SUCCESS && !out)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    return rc == NVML_SUCCESS ? NVML_ERROR_NOT_SUPPORTED : rc;
+}
+
 /* ------------------------------------------------------------------- PCI */
 
 /* The first 36 bytes, common to every layout. */
@@ -300,12 +319,17 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t d, nvmlPciInfo_t *p)
 
 uint64_t nvml_sim_used(int dev)
 {
-    struct occ_process p[256];
-    int n = occ_processes(dev, p, 256);
-    uint64_t sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += p[i].bytes;
-    return sum;
+    /* Every process's, those in pid namespaces this reader cannot see too:
+     * the memory is used whoever may list its holder. */
+    return occ_used(dev);
+}
+
+unsigned nvml_sim_load(nvmlDevice_t d)
+{
+    uint64_t room = d->total - d->reserved, used = nvml_sim_used(d->index);
+    if (used >= room || room == 0)
+        return 100;
+    return (unsigned)((used * 100 + room / 2) / room);
 }
 
 /* NVML's two answers, as nvml.h documents them: the original counts what

@@ -95,11 +95,19 @@ static int open_directory(void)
     return 0;
 }
 
+/* The inode of this process's pid namespace, 0 when /proc cannot say. */
+static uint64_t pid_namespace(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
 static void new_name(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    snprintf(own_name, sizeof own_name, "proc-%d-%lx", (int)getpid(),
+    snprintf(own_name, sizeof own_name, "proc-%d-%llx-%lx", (int)getpid(),
+             (unsigned long long)own.pidns,
              (unsigned long)(ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20)));
 }
 
@@ -113,7 +121,11 @@ static int open_record(void)
     memset(&own, 0, sizeof own);
     memcpy(own.magic, MAGIC, sizeof MAGIC);
     own.pid = getpid();
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    own.pidns = pid_namespace();
+    /* Liveness below OCC_PID_BYTE, the holder's pid at it (occupancy.h). */
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = OCC_PID_BYTE};
+    struct flock pid_lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = OCC_PID_BYTE,
+                             .l_len = 1};
     int fd = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
     bool unnamed = fd >= 0;
     for (int tries = 0; tries < 8; tries++) {
@@ -125,7 +137,7 @@ static int open_record(void)
         if (fd < 0)
             break;
         if (fchmod(fd, 0644) != 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0 ||
-            pwrite(fd, &own, sizeof own, 0) != sizeof own) {
+            fcntl(fd, F_SETLK, &pid_lock) != 0 || pwrite(fd, &own, sizeof own, 0) != sizeof own) {
             close(fd);
             fd = -1;
             break;
@@ -176,16 +188,119 @@ static long owner_of_pid(int64_t pid)
 
 static uint64_t add_saturating(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
+/* Records of this very process (made by another copy of this code: the
+ * simulated CUDA's, read by the simulated NVML's), kept open once opened:
+ * closing one would drop the classic lock its maker holds (occupancy.h). */
+#define KEPT_MAX 4
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char name[64];
+    int fd;
+    int64_t pid; /* who kept it: a child after fork() keeps none of its parent's */
+} kept[KEPT_MAX];
+
+/* A fork() while another thread holds kept_lock must not leave the
+ * child's copy of it held: it is taken around fork() (in the simulated
+ * NVML too, which has no fork handler of its own). */
+static void kept_before_fork(void) { pthread_mutex_lock(&kept_lock); }
+static void kept_after_fork(void) { pthread_mutex_unlock(&kept_lock); }
+static void kept_at_first_use(void)
+{
+    pthread_atfork(kept_before_fork, kept_after_fork, kept_after_fork);
+}
+
+/* Whether `name` is a record of this process: proc-<pid>-<pidns>-... */
+static bool names_this_process(const char *name, int64_t pid, uint64_t ns)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "proc-%lld-%llx-", (long long)pid, (unsigned long long)ns);
+    return strncmp(name, prefix, strlen(prefix)) == 0;
+}
+
+/* A descriptor of record `name` to read (and release with put_record). */
+static int get_record(int dirfd_, const char *name, bool mine)
+{
+    int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+    if (!mine)
+        return openat(dirfd_, name, flags);
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, kept_at_first_use);
+    int fd = -1;
+    pthread_mutex_lock(&kept_lock);
+    int64_t self = getpid();
+    for (int i = 0; i < KEPT_MAX && fd < 0; i++)
+        if (kept[i].pid == self && kept[i].fd >= 0 && strcmp(kept[i].name, name) == 0)
+            fd = kept[i].fd;
+    if (fd < 0 && (fd = openat(dirfd_, name, flags)) >= 0) {
+        int slot = -1;
+        for (int i = 0; i < KEPT_MAX && slot < 0; i++)
+            if (kept[i].pid != self || kept[i].fd < 0)
+                slot = i;
+        if (slot >= 0) {
+            /* A parent's, inherited: closing it here leaves the parent's locks. */
+            if (kept[slot].pid != self && kept[slot].fd >= 0 && kept[slot].pid != 0)
+                close(kept[slot].fd);
+            size_t len = strnlen(name, sizeof kept[slot].name - 1);
+            memcpy(kept[slot].name, name, len); /* own_name's length at most: never cut */
+            kept[slot].name[len] = 0;
+            kept[slot].fd = fd;
+            kept[slot].pid = self;
+        }
+        /* With no slot free the descriptor is never closed either: a
+         * descriptor leaks rather than the lock. */
+    }
+    pthread_mutex_unlock(&kept_lock);
+    return fd;
+}
+
+static void put_record(int fd, bool mine)
+{
+    if (!mine)
+        close(fd);
+}
+
+/* Old records of this process that are gone from the directory: closed. */
+static void forget_kept(const char *name)
+{
+    pthread_mutex_lock(&kept_lock);
+    for (int i = 0; i < KEPT_MAX; i++)
+        if (kept[i].pid == getpid() && kept[i].fd >= 0 && strcmp(kept[i].name, name) == 0) {
+            close(kept[i].fd);
+            kept[i].fd = -1;
+            kept[i].pid = 0;
+        }
+    pthread_mutex_unlock(&kept_lock);
+}
+
+/* The pid record r's holder has in this reader's pid namespace (`ns`),
+ * read through fd: what the kernel says of the holder of the classic lock
+ * (0: a process this reader cannot see), else the record's own word where
+ * it can be taken (its holder is this process, or another process of this
+ * namespace whose lock is not there to ask); -1 when nothing vouches for
+ * the record. */
+static int64_t holder_pid(int fd, const struct occ_record *r, uint64_t ns)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = OCC_PID_BYTE,
+                       .l_len = 1};
+    /* An OFD lock over the byte answers too, with l_pid -1: it names no one. */
+    if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid >= 0)
+        return fl.l_pid;
+    return r->pidns == ns ? r->pid : -1;
+}
+
 /* Calls fn for every live record other than this copy's own, that is
  * trustworthy: a regular file of the right size, locked by a live owner,
  * naming a process of the user who owns the file (so no one can charge
- * their usage to someone else). The locks are open-file-description locks
- * (F_OFD_*): they belong to the record's open file, not to the process, so
- * opening and closing a record here, even one of this very process held by
- * another copy of this code (the simulated NVML), leaves its lock alone;
- * the kernel drops it when the owner's last descriptor goes, that is when
- * the owner dies. Nothing here can block: records are opened non-blocking
- * and anything but a regular file is passed over. */
+ * their usage to someone else), with the pid it names replaced by the
+ * holder's pid in this reader's pid namespace (0 for a holder this reader
+ * cannot see, which fn still counts but cannot name). The liveness locks
+ * are open-file-description locks (F_OFD_*): they belong to the record's
+ * open file, not to the process, so opening and closing a record here
+ * leaves them alone; the kernel drops them when the owner's last
+ * descriptor goes, that is when the owner dies. (The classic lock naming
+ * the holder is spared by never closing a record of this process.) Nothing
+ * here can block: records are opened non-blocking and anything but a
+ * regular file is passed over. */
 static void each_live(void (*fn)(const struct occ_record *r, void *arg), void *arg)
 {
     /* A description of its own: dup() would share dir_fd's offset, and two
@@ -201,31 +316,41 @@ static void each_live(void (*fn)(const struct occ_record *r, void *arg), void *a
     rewinddir(d);
     struct dirent *e;
     time_t now = time(NULL);
+    int64_t self = getpid();
+    uint64_t ns = pid_namespace();
     while ((e = readdir(d))) {
         bool record = strncmp(e->d_name, "proc-", 5) == 0;
         bool leftover = strncmp(e->d_name, ".new-proc-", 10) == 0; /* from older versions */
         if ((!record && !leftover) || strcmp(e->d_name, own_name) == 0)
             continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        bool mine = record && names_this_process(e->d_name, self, ns);
+        int fd = get_record(dirfd(d), e->d_name, mine);
         if (fd < 0)
             continue;
         struct stat st;
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         struct occ_record r;
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            close(fd);
+            put_record(fd, mine);
             continue;
         }
         if (fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK) {
             /* Its owner is gone: the memory came back when it died. */
             if ((st.st_uid == getuid() || getuid() == 0) && now - st.st_mtime >= GRACE_SECONDS)
                 unlinkat(dirfd(d), e->d_name, 0);
-        } else if (record && st.st_size == (off_t)sizeof r &&
-                   pread(fd, &r, sizeof r, 0) == sizeof r && memcmp(r.magic, MAGIC, 8) == 0 &&
-                   owner_of_pid(r.pid) == (long)st.st_uid) {
+            put_record(fd, mine);
+            if (mine)
+                forget_kept(e->d_name);
+            continue;
+        }
+        int64_t pid;
+        if (record && st.st_size == (off_t)sizeof r && pread(fd, &r, sizeof r, 0) == sizeof r &&
+            memcmp(r.magic, MAGIC, 8) == 0 && (pid = holder_pid(fd, &r, ns)) >= 0 &&
+            (pid == 0 || owner_of_pid(pid) == (long)st.st_uid)) {
+            r.pid = pid;
             fn(&r, arg);
         }
-        close(fd);
+        put_record(fd, mine);
     }
     closedir(d);
 }
@@ -278,7 +403,7 @@ static void weigh(const struct occ_record *r, void *arg)
                          ? r->pending_bytes
                          : 0;
     d->ahead = add_saturating(d->ahead, ahead);
-    for (int g = 0; (used || ahead) && g < d->ngroups; g++)
+    for (int g = 0; r->pid > 0 && (used || ahead) && g < d->ngroups; g++)
         if (d->groups[g].member(r->pid, d->groups[g].arg)) {
             d->group_held[g] = add_saturating(d->group_held[g], used);
             d->group_ahead[g] = add_saturating(d->group_ahead[g], ahead);
@@ -369,12 +494,14 @@ void occ_uncharge(int dev, uint64_t bytes)
 
 uint64_t occ_used(int dev)
 {
-    if (occ_open() != 0)
-        return 0;
+    /* Readers need no record of their own: only the directory. */
     uint64_t used[SIM_MAX_DEVICES] = {0};
     pthread_mutex_lock(&lock);
-    uint64_t mine = own.used[dev];
+    int opened = open_directory();
+    uint64_t mine = own_fd >= 0 ? own.used[dev] : 0;
     pthread_mutex_unlock(&lock);
+    if (opened != 0)
+        return 0;
     each_live(add_usage, used);
     return add_saturating(used[dev], mine);
 }
@@ -389,7 +516,7 @@ struct members {
 static void add_member(const struct occ_record *r, void *arg)
 {
     struct members *m = arg;
-    if (r->used[m->dev] && m->member(r->pid, m->arg))
+    if (r->used[m->dev] && r->pid > 0 && m->member(r->pid, m->arg))
         m->sum = add_saturating(m->sum, r->used[m->dev]);
 }
 
@@ -439,7 +566,7 @@ struct listing {
 static void list_one(const struct occ_record *r, void *arg)
 {
     struct listing *l = arg;
-    if (r->used[l->dev] && l->n < l->max)
+    if (r->used[l->dev] && r->pid > 0 && l->n < l->max)
         l->out[l->n++] = (struct occ_process){(int)r->pid, r->used[l->dev]};
 }
 

@@ -16,6 +16,29 @@
  *                       owner only; a record counts only if it is a regular
  *                       file whose owner is the user running the process it
  *                       names.
+ *                       The owner also holds a classic (POSIX) lock on one
+ *                       byte past the record, OCC_PID_BYTE: the kernel tells
+ *                       whoever asks (F_GETLK) which process holds it, by
+ *                       its pid in the asker's own pid namespace, or 0 where
+ *                       the asker cannot see it. That is the pid the record
+ *                       names, to every reader, as a real driver's (R535
+ *                       and later) kernel module names each of its clients
+ *                       by the reader's view of its pid (pid_vnr): a
+ *                       process in a container is listed on the host by its
+ *                       host pid, inside its container by its container
+ *                       pid, and not at all in another container (it still
+ *                       holds memory of the device, which every reader
+ *                       counts). The record's own pid field, the holder's
+ *                       getpid(), stands in only where the lock cannot say
+ *                       (the holder itself asking: a lock never conflicts
+ *                       with its owner), for a reader in the holder's pid
+ *                       namespace. A classic lock goes when its process
+ *                       closes any descriptor of the file, so a process
+ *                       never closes one of its own records it opened to
+ *                       read (the simulated NVML in the process of the
+ *                       simulated CUDA that made the record): records are
+ *                       named proc-<pid>-<pid namespace>-<nonce>, and a
+ *                       reader keeps its own process's open.
  *   limits, limits.lock  per-cgroup memory limits (R615), root's (limits.h).
  *
  * There is no lock shared between processes. A charge is first announced in
@@ -37,10 +60,12 @@
 #define SIM_MAX_DEVICES 16
 
 /* A record's contents. */
-#define OCC_RECORD_MAGIC "VRAMSIM1"
+#define OCC_RECORD_MAGIC "VRAMSIM2"
+#define OCC_PID_BYTE (1 << 20) /* the classic lock's byte; the OFD lock's are below */
 struct occ_record {
     char magic[8];
-    int64_t pid;
+    int64_t pid;    /* the holder's getpid() */
+    uint64_t pidns; /* the inode of its pid namespace (0: unknown) */
     uint64_t used[SIM_MAX_DEVICES];
     /* A charge being decided: its device, size and ticket (when it was
      * asked for, on CLOCK_MONOTONIC, which all processes share). */
@@ -67,14 +92,16 @@ struct occ_group {
  * failure. */
 int occ_charge(int dev, uint64_t bytes, uint64_t total, const struct occ_group *groups, int n);
 void occ_uncharge(int dev, uint64_t bytes);
-/* Bytes of `dev` held by all live processes together. */
+/* Bytes of `dev` held by all live processes together, those this process
+ * cannot see included. */
 uint64_t occ_used(int dev);
 /* ... by the live processes member() accepts. */
 uint64_t occ_used_by(int dev, bool (*member)(int64_t pid, const void *arg), const void *arg);
 /* The state directory, open (for other state of the simulated machine
  * kept beside the records), or -1 with a message printed. */
 int occ_dir(void);
-/* The live processes holding memory of `dev` (pid, bytes), at most max. */
+/* The live processes holding memory of `dev` (pid, bytes), at most max:
+ * those this process can see, by their pid in its pid namespace. */
 struct occ_process {
     int pid;
     uint64_t bytes;

@@ -1,7 +1,8 @@
 /* pools: stream-ordered allocation from default and user pools. A pool is
  * charged to the shared occupancy by its reservation, which grows in whole
- * SIM_POOL_CHUNKs (config.h; in 2 MiB pages when the device has no room
- * for them) and shrinks to
+ * chunks as the H100's and H200's do (pool_growth, src/cuda/granularity.h;
+ * VRAM_SIM_POOL_CHUNK for another size; in 2 MiB pages when the device
+ * has no room for them) and shrinks to
  * the release threshold when memory is freed (the simulator's streams have
  * always finished the work a free waits for). */
 #ifndef _GNU_SOURCE
@@ -41,7 +42,8 @@ static CUmemoryPool pool_of_device(int dev)
  * stream had synchronised, which in the simulator it always has. */
 static void pool_release_to(CUmemoryPool p, uint64_t keep)
 {
-    uint64_t floor = (p->used + SIM_POOL_CHUNK - 1) / SIM_POOL_CHUNK * SIM_POOL_CHUNK;
+    uint64_t chunk = sim_pool_chunk();
+    uint64_t floor = (p->used + chunk - 1) / chunk * chunk;
     keep = (keep + DEVICE_PAGE - 1) & ~(DEVICE_PAGE - 1);
     if (keep < floor)
         keep = floor;
@@ -65,9 +67,9 @@ static CUresult alloc_from(CUdeviceptr *dptr, size_t bytes, CUmemoryPool p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct sim_range r = {(uint64_t)(uintptr_t)mem, bytes, RANGE_POOL, p->dev, 0, 0, ctx, p};
     pthread_mutex_lock(&mu);
-    if (p->used + charge > p->reserved) {
+    uint64_t grow = pool_growth(p->reserved, p->used, charge, sim_pool_chunk());
+    if (grow) {
         uint64_t need = p->used + charge - p->reserved;
-        uint64_t grow = (need + SIM_POOL_CHUNK - 1) / SIM_POOL_CHUNK * SIM_POOL_CHUNK;
         if (sim_charge(p->dev, grow) == CUDA_SUCCESS)
             rc = CUDA_SUCCESS;
         else if ((rc = sim_charge(p->dev, grow = (need + DEVICE_PAGE - 1) & ~(DEVICE_PAGE - 1))) !=

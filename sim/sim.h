@@ -50,6 +50,9 @@ void sim_uncharge(int dev, uint64_t bytes);
 void sim_memory_info(int dev, uint64_t *free_bytes, uint64_t *total);
 /* Device memory a context takes (VRAM_SIM_CONTEXT_SIZE, read by cuInit). */
 uint64_t sim_context_size(void);
+/* The chunks a stream-ordered pool grows in (VRAM_SIM_POOL_CHUNK, read by
+ * cuInit). */
+uint64_t sim_pool_chunk(void);
 /* CUDA_MODULE_LOADING is LAZY (read by cuInit): a module's code is charged
  * at its first launch, not at its load. */
 bool sim_lazy_loading(void);

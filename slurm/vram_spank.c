@@ -222,8 +222,26 @@ static int step_gpus(spank_t sp, const char *value)
         snprintf(refusal, sizeof refusal, "%s", err);
         return -1;
     }
-    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", list, sizeof list) != ESPANK_SUCCESS || !list[0])
-        snprintf(list, sizeof list, "0");
+    /* Slurm sets CUDA_VISIBLE_DEVICES from the device files of the GPUs it
+     * gave the step; where it could not (a gres without File=, or files
+     * the node lacks), the tasks see every GPU of the node, and
+     * SLURM_GPUS_ON_NODE still says how many the step has: GPUs 0..N-1. */
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", list, sizeof list) != ESPANK_SUCCESS || !list[0]) {
+        char on_node[32];
+        uint64_t n = 0;
+        parse_why why;
+        if (spank_getenv(sp, "SLURM_GPUS_ON_NODE", on_node, sizeof on_node) != ESPANK_SUCCESS ||
+            parse_uint(on_node, JOB_MAX_DEVICES, &n, &why) != 0 || n == 0)
+            n = 1;
+        size_t used = 0;
+        list[0] = 0;
+        for (uint64_t i = 0; i < n && used < sizeof list; i++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%llu", i ? "," : "",
+                                     (unsigned long long)i);
+    }
+    int gpus = 1;
+    for (const char *c = strchr(list, ','); c; c = strchr(c + 1, ','))
+        gpus++;
     char *save = NULL;
     int ordinal = 0;
     for (char *d = strtok_r(list, ",", &save); d && J.ndev < JOB_MAX_DEVICES;
@@ -231,8 +249,17 @@ static int step_gpus(spank_t sp, const char *value)
         uint64_t index;
         parse_why why;
         const struct limit_setting *l = options_limit(&none, &o, ordinal);
-        if (l->kind != LIMIT_BYTES) /* no budget there: no grant either */
-            continue;
+        /* A GPU of the step that --gpu-mem gives no budget (1=2G on two
+         * GPUs) would be unusable to its tasks (a step's grants are asked
+         * for sizes: vramd has no default for them): refused, saying so,
+         * as vram run refuses it without vramd. */
+        if (l->kind != LIMIT_BYTES) {
+            snprintf(refusal, sizeof refusal, "--gpu-mem=%.100s gives GPU %.20s (the step's device "
+                     "%d) no budget, and the step has %d GPU%s: give each a budget (one for all: "
+                     "SIZE; or one per GPU: 0=SIZE,1=SIZE)", value, d, ordinal, gpus,
+                     gpus == 1 ? "" : "s");
+            return -1;
+        }
         if (parse_uint(d, 1u << 20, &index, &why) != 0) {
             snprintf(refusal, sizeof refusal, "CUDA_VISIBLE_DEVICES=%s: GPU \"%s\" is not an "
                      "index (%s); vramd is asked for GPUs by index", list, d, why.text);
@@ -385,7 +412,9 @@ static bool step_cgroup(const char *name, char *out, size_t n)
  * memory and CPU limits still hold). vramd acts on the process that asks
  * (the kernel says which), so the task asks for itself. A task that
  * cannot be placed runs held by the interposer alone, as on a driver
- * without limits. */
+ * without limits; one whose limit the driver refuses (its table full) is
+ * not started: vramd refused the step's grant as the driver would not hold
+ * it. */
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
     (void)sp, (void)ac, (void)av;
@@ -393,9 +422,14 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     bool by_driver = false;
     for (int i = 0; held && i < J.ndev; i++)
         by_driver |= J.dev[i].by_driver;
-    if (by_driver &&
-        job_place(&J, step_cgroup(J.name, cgroup, sizeof cgroup) ? cgroup : NULL, why,
-                  sizeof why) < 0)
+    int r = by_driver ? job_place(&J, step_cgroup(J.name, cgroup, sizeof cgroup) ? cgroup : NULL,
+                                  why, sizeof why)
+                      : 0;
+    if (r == -2) {
+        fprintf(stderr, "vram: job %s: %s; the task was not started\n", J.name, why);
+        return -1;
+    }
+    if (r < 0)
         fprintf(stderr, "vram: job %s: the task is not in the step's cgroup (%s); the interposer "
                 "alone holds it to its budget\n", J.name, why);
     return 0;
@@ -476,7 +510,7 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
     for (uint32_t t = 0; t < ntasks; t++) {
         command_summarize(&tasks[t], s);
         for (int i = 0; i < s->ndevices; i++) {
-            char line[256], task[32] = "";
+            char line[512], task[32] = "";
             command_peak_line(s, i, line, sizeof line);
             if (ntasks > 1)
                 snprintf(task, sizeof task, "task %u: ", t);

@@ -17,19 +17,31 @@
 # namespace, and the tmpfs goes with the last of them. So a test killed at
 # its timeout leaves no process and no file, and fails once: as timed out.
 #
+# isolate.sh --tmp-only BUILD_DIR COMMAND...: the /tmp alone, for a test
+# that looks at pids as the machine's init sees them (containers: "the
+# host pid" is that namespace's); what it leaves running, also at a
+# timeout, is scripts/ctest.sh's to find.
+#
 # Elsewhere (not root, no unshare) the test runs as it is, and only
 # scripts/ctest.sh's checks of the whole run catch what it leaves.
 set -u
+pids=(--pid --fork --kill-child --mount-proc)
+if [ "${1:-}" = --tmp-only ]; then
+  pids=()
+  shift
+fi
 if [ "${1:-}" != --inside ]; then
   if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
-     unshare --pid --fork --kill-child --mount-proc --propagation private true 2>/dev/null; then
-    exec unshare --pid --fork --kill-child --mount-proc --propagation private "$0" --inside $$ "$@"
+     unshare --mount "${pids[@]}" --propagation private true 2>/dev/null; then
+    exec unshare --mount "${pids[@]}" --propagation private "$0" --inside $$ ${pids:+pids} "$@"
   fi
   shift
   exec "$@"
 fi
 shift
 outer=$1; shift # unshare's pid outside: no other process on the machine has it now
+own_pids=
+[ "$1" = pids ] && { own_pids=1; shift; }
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$1; shift
 
@@ -44,7 +56,7 @@ esac
 # Tests name what they make on the machine (users, cgroups) after their
 # pid, as unique as a pid outside: the test's pid here is unshare's there,
 # not 2 in every test at once.
-echo $((outer - 1)) >/proc/sys/kernel/ns_last_pid 2>/dev/null
+[ -n "$own_pids" ] && echo $((outer - 1)) >/proc/sys/kernel/ns_last_pid 2>/dev/null
 "$@"
 rc=$?
 
@@ -62,7 +74,7 @@ list_running() {
     [ "${line:0:1}" = Z ] || running+=("$p")
   done
 }
-stop_left list_running "the test" || rc=1
+[ -z "$own_pids" ] || stop_left list_running "the test" || rc=1
 
 if [ "$private" = 1 ]; then
   shopt -s nullglob dotglob

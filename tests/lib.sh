@@ -176,3 +176,38 @@ idle_cost() {
   check "$name: under 0.1 s of CPU in $secs s (used $ms ms)" test $((ms * 10)) -lt $((100 * secs))
   check "$name: fewer than $max switches in $secs s ($n)" test "$n" -lt "$max"
 }
+
+# A cgroup of the test's own for the tests of vramd's driver backend:
+# `test_cgroup` (root, a cgroup2 hierarchy this process may write) sets mnt
+# (the mount), here (the cgroup the test began in), C (a new cgroup below
+# it, which this shell moves itself into) and rel (C as /proc/PID/cgroup
+# writes it), or returns 1 with why in cgroup_why. remove_test_cgroup puts
+# every process under C back where the test began and removes C and what
+# is below it, deepest first; call it at exit. job_cgroups lists the job
+# cgroups below C: only what this test made, whatever else runs on the
+# machine (another test's vramd, another worktree's).
+test_cgroup() {
+  cgroup_why=
+  [ "$(id -u)" = 0 ] || { cgroup_why="moving processes between cgroups and setting the driver's limits need root"; return 1; }
+  mnt=$(awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") { print $5; exit } break } }' \
+    /proc/self/mountinfo)
+  [ -n "$mnt" ] || { cgroup_why="no cgroup2 hierarchy is mounted"; return 1; }
+  here=$(sed -n 's/^0:://p' /proc/self/cgroup)
+  [ -n "$here" ] || { cgroup_why="this process is in no cgroup2 cgroup (/proc/self/cgroup has no 0:: line)"; return 1; }
+  here=$mnt${here%/}
+  C=$mnt/vram-test-$$-$RANDOM
+  rel=${C#$mnt}
+  mkdir "$C" 2>/dev/null || { cgroup_why="cannot make a cgroup under $mnt"; C=; return 1; }
+  echo $$ >"$C/cgroup.procs" 2>/dev/null || { cgroup_why="cannot move this test into $C"; rmdir "$C"; C=; return 1; }
+}
+remove_test_cgroup() {
+  [ -n "${C:-}" ] && [ -d "$C" ] || return 0
+  local d p
+  for d in $(find "$C" -depth -type d); do
+    for p in $(cat "$d/cgroup.procs" 2>/dev/null); do echo "$p" >"$here/cgroup.procs" 2>/dev/null; done
+    rmdir "$d" 2>/dev/null
+  done
+}
+job_cgroups() { find "$C" -maxdepth 6 -type d -name 'vram-job-*' 2>/dev/null; }
+cg_of() { sed -n 's/^0:://p' "/proc/$1/cgroup"; }
+no_job_cgroup() { [ -z "$(job_cgroups)" ]; }

@@ -2,35 +2,13 @@
  * not answer while the file NVML_STALL_FILE exists, as an NVML in trouble
  * (or a simulated one whose lock someone holds) would. For the test that
  * vramd's loop never waits for NVML. */
-#include "../src/cuda/nvml_abi.h"
+#include "nvml_one_gpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define EXPORT __attribute__((visibility("default")))
-
-static struct nvmlDevice_st {
-    int index;
-} the_gpu;
-
-EXPORT nvmlReturn_t nvmlInit_v2(void) { return NVML_SUCCESS; }
-
-EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
-{
-    *count = 1;
-    return NVML_SUCCESS;
-}
-
-EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
-{
-    if (index != 0)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    *device = &the_gpu;
-    return NVML_SUCCESS;
-}
 
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {

@@ -1,10 +1,14 @@
 /* Inside `vram run`, what a monitor reads from NVML: this process takes a
  * CUDA context and HOLD bytes, then prints cuMemGetInfo, NVML's memory
- * figures (_v1 and _v2) and its compute process list (_v1 and _v3), one
- * line each, for test_nvml_view.sh:
+ * figures (_v1 and _v2), its compute process list (_v1 and _v3) and the
+ * processes its per-process utilisation lists (the original call and the
+ * versioned one), one line each, for test_nvml_view.sh:
  *   cuda TOTAL FREE / mem TOTAL USED FREE / mem2 TOTAL RESERVED USED FREE /
- *   proc self:BYTES other:BYTES ... / proc3 ...
- *     nvml_view HOLD
+ *   proc self:BYTES other:BYTES ... / proc3 ... / util self other ... /
+ *   utilv ... / acct self other ... (the processes accounting lists, where
+ *   VRAM_SIM_ACCOUNTING turns it on) / acctstats OTHER RC (what asking for
+ *   process OTHER's accounting answers, when it is given)
+ *     nvml_view HOLD [OTHER]
  * Both libraries are found with dlopen and dlsym, as monitors find them. */
 #include "../src/cuda/cuda_abi.h"
 #include "../src/cuda/nvml_abi.h"
@@ -60,10 +64,54 @@ static void list(const char *label, int v3, nvmlDevice_t d)
     free(p3);
 }
 
+/* Who NVML's per-process utilisation lists: self or other, in its order. */
+static void utilisation(nvmlDevice_t d)
+{
+    enum { ROOM = 64 };
+    nvmlProcessUtilizationSample_t s[ROOM];
+    unsigned n = ROOM;
+    nvmlReturn_t rc = NV(nvmlDeviceGetProcessUtilization)(d, s, &n, 0);
+    if (rc != NVML_ERROR_NOT_FOUND)
+        OK(rc, NVML_SUCCESS);
+    printf("util");
+    for (unsigned i = 0; rc == NVML_SUCCESS && i < n; i++)
+        printf(" %s", s[i].pid == (unsigned)getpid() ? "self" : "other");
+    nvmlProcessUtilizationInfo_v1_t a[ROOM];
+    nvmlProcessesUtilizationInfo_t info = {.version = nvmlProcessesUtilizationInfo_v1,
+                                           .processSamplesCount = ROOM, .procUtilArray = a};
+    rc = NV(nvmlDeviceGetProcessesUtilizationInfo)(d, &info);
+    if (rc != NVML_ERROR_NOT_FOUND)
+        OK(rc, NVML_SUCCESS);
+    printf("\nutilv");
+    for (unsigned i = 0; rc == NVML_SUCCESS && i < info.processSamplesCount; i++)
+        printf(" %s", a[i].pid == (unsigned)getpid() ? "self" : "other");
+    printf("\n");
+}
+
+/* Who accounting lists, and its answer for process `other`. */
+static void accounting(nvmlDevice_t d, unsigned other)
+{
+    unsigned pids[64], n = 0;
+    nvmlReturn_t rc = NV(nvmlDeviceGetAccountingPids)(d, &n, NULL);
+    if (rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE)
+        OK(rc, NVML_SUCCESS);
+    if (n > 64)
+        n = 64;
+    if (n > 0)
+        OK(NV(nvmlDeviceGetAccountingPids)(d, &n, pids), NVML_SUCCESS);
+    printf("acct");
+    for (unsigned i = 0; i < n; i++)
+        printf(" %s", pids[i] == (unsigned)getpid() ? "self" : "other");
+    printf("\n");
+    nvmlAccountingStats_t st;
+    if (other)
+        printf("acctstats %u %d\n", other, NV(nvmlDeviceGetAccountingStats)(d, other, &st));
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: nvml_view HOLD\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: nvml_view HOLD [OTHER]\n");
         return 2;
     }
     unsigned long long hold = strtoull(argv[1], NULL, 10);
@@ -95,6 +143,8 @@ int main(int argc, char **argv)
     printf("mem2 %llu %llu %llu %llu\n", m2.total, m2.reserved, m2.used, m2.free);
     list("proc", 0, d);
     list("proc3", 1, d);
+    utilisation(d);
+    accounting(d, argc == 3 ? (unsigned)strtoul(argv[2], NULL, 10) : 0);
     NV(nvmlShutdown)();
     return 0;
 }

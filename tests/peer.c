@@ -10,6 +10,12 @@
  *                                  driver behind the daemon's back
  *   peer SOCKET job JOB UID GID UUID BYTES
  *                                  as root: holds a job's grant until killed
+ *   peer SOCKET step JOB UID GID UUID BYTES
+ *                                  as root: a Slurm step's holder, as the
+ *                                  plugin is one (src/client/job.h): holds the
+ *                                  job's grant, prints GRANT backend=B, and
+ *                                  registers it again with a vramd that
+ *                                  restarts, until killed
  *   peer SOCKET serve LOG [wait]   a daemon that is not one: listens at SOCKET,
  *                                  answers HELLO with OK and nothing else, and
  *                                  writes every message it gets to LOG; with
@@ -23,6 +29,11 @@
  *                                  the job name JOB, asking for BYTES and
  *                                  waiting; prints how many wait, then holds
  *                                  them until killed
+ *   peer SOCKET commands N UUID BYTES
+ *                                  one process, N jobs of its own: N connections,
+ *                                  each HELLO role=command job=cmdK (K = 1..N)
+ *                                  asking for BYTES; prints each answer, then
+ *                                  holds them until killed
  *   peer SOCKET forkhello UUID BYTES
  *                                  connects, forks, and the parent exits; the
  *                                  child, once it is an orphan, says HELLO on
@@ -31,6 +42,7 @@
  */
 #include "../src/cuda/cuda_prototypes.h"
 #include "../src/client/client.h"
+#include "../src/client/job.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -202,6 +214,53 @@ int main(int argc, char **argv)
             waiting += m.verb == VERB_WAIT;
         }
         printf("%d waiting\n", waiting);
+        fflush(stdout);
+        for (;;)
+            pause();
+    }
+    if (strcmp(argv[2], "step") == 0 && argc == 8) {
+        static struct job j;
+        char why[1024];
+        close(fd);
+        job_init(&j);
+        snprintf(j.socket, sizeof j.socket, "%s", argv[1]);
+        snprintf(j.name, sizeof j.name, "%s", argv[3]);
+        j.for_user = true;
+        j.uid = (uid_t)atoi(argv[4]);
+        j.gid = (gid_t)atoi(argv[5]);
+        j.ndev = 1;
+        j.dev[0].index = -1;
+        snprintf(j.dev[0].uuid, sizeof j.dev[0].uuid, "%s", argv[6]);
+        j.dev[0].ask = strtoull(argv[7], NULL, 10);
+        if (job_connect(&j, why, sizeof why) != 0 ||
+            job_ask(&j, 0, 0, NULL, NULL, why, sizeof why) != 1) {
+            printf("refused: %s\n", why);
+            return 1;
+        }
+        printf("GRANT backend=%s\n", j.dev[0].by_driver ? "driver" : "interposer");
+        fflush(stdout);
+        job_start(&j);
+        for (;;)
+            pause();
+    }
+    if (strcmp(argv[2], "commands") == 0 && argc == 6) {
+        int n = atoi(argv[3]);
+        close(fd);
+        for (int i = 0; i < n; i++) {
+            int c = ledger_connect(argv[1]);
+            char name[32];
+            snprintf(name, sizeof name, "cmd%d", i + 1);
+            proto_begin(&w, VERB_HELLO);
+            proto_add(&w, "role", "command");
+            proto_add(&w, "job", name);
+            if (c < 0 || ledger_send(c, &w) != 0 || answer(c) != VERB_OK)
+                return 1;
+            proto_begin(&w, VERB_REQUEST);
+            proto_add(&w, "dev", argv[4]);
+            proto_add(&w, "bytes", argv[5]);
+            if (ledger_send(c, &w) != 0 || answer(c) < 0)
+                return 1;
+        }
         fflush(stdout);
         for (;;)
             pause();

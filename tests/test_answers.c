@@ -3,7 +3,9 @@
  * of issue 11 it holds to. */
 #include "check.h"
 #include "fake_conns.h"
+#include "../src/daemon/job_keep.h"
 #include "../src/protocol/snapshot.h"
+#include "../src/view/metrics.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -88,6 +90,53 @@ static void test_report_checked(void)
     CHECK(fake_answer(a, "VRAM/1 ERR") && used_on(0) == 0);
     CHECK(fake_say(a, "VRAM/1 REPORT dev=" U0 " used=1048576 peak=2097152") == 0);
     CHECK(a->sent == 0 && used_on(0) == 1 * MiB); /* a good report is not answered */
+    fake_daemon_end();
+}
+
+/* Issue 26 item 7: what a client reports is bounded by its grant: ten
+ * grants of 1 MiB each saying 12 GiB in use do not make a 12 GiB GPU show
+ * 120 GiB, in status, in the history or in Prometheus's figures. */
+static void test_report_bounded_by_grant(void)
+{
+    fake_daemon(NULL, one_gpu, 12 * GiB);
+    for (int i = 0; i < 10; i++) {
+        struct fake_conn *f = process(400 + i, 1000);
+        CHECK(fake_say(f, "VRAM/1 REQUEST dev=" U0 " bytes=1048576") == 0 && fake_answer(f, "GRANT"));
+        CHECK(fake_say(f, "VRAM/1 REPORT dev=" U0 " used=12884901888 peak=12884901888") == 0);
+        CHECK(f->sent == 0);
+    }
+    CHECK(used_on(0) == 10 * MiB);
+    struct snapshot s;
+    snapshot_init(&s);
+    ledger_snapshot(&D.L, 0, &s);
+    int users = 0;
+    for (int i = 0; i < s.n; i++) {
+        const struct snap_entry *e = &s.e[i];
+        if (e->role == 'u') {
+            users++;
+            CHECK(e->used == 10 * MiB && e->peak == 10 * MiB);
+        } else {
+            CHECK(e->used == 1 * MiB && e->peak == 1 * MiB);
+        }
+    }
+    CHECK(users == 1);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    snapshot_prometheus(&s, out);
+    fclose(out);
+    const char *line = strstr(text, "\nvram_gpu_memory_used_bytes{");
+    CHECK(line && strstr(line, "} 10485760\n") == strchr(line, '}'));
+    line = strstr(text, "\nvram_user_peak_bytes{");
+    CHECK(line && strstr(line, "} 10485760\n") == strchr(line, '}'));
+    free(text);
+    snapshot_free(&s);
+    for (int i = 0; i < D.history.n; i++) {
+        const struct history_series *h = D.history.series[i];
+        CHECK(h->last.used <= (h->kind == 'd' ? 10 * MiB : 1 * MiB));
+        CHECK(h->recent[h->step % HISTORY_RECENT].used <= (h->kind == 'd' ? 10 * MiB : 1 * MiB));
+    }
+    CHECK(D.history.n == 11);
     fake_daemon_end();
 }
 
@@ -305,13 +354,20 @@ static void test_command_job(void)
     /* Its members are said again (vram run's holder resends everything). */
     snprintf(msg, sizeof msg, "VRAM/1 MEMBER pid=%d dev=" U0 " used=5 peak=5", (int)kid);
     CHECK(fake_say(v, msg) == 0 && v->c.client->nmembers == 1);
-    /* The holder goes (vram run killed): grants and members with it. */
+    /* The holder goes (vram run killed) while a process of the job lives:
+     * the job is kept for it (issue 26 item 1), until it is gone too. */
+    struct ledger_client *kept = v->c.client;
     fake_close(v);
-    CHECK(granted_on(0) == 2 * GiB && used_on(0) == 0);
+    CHECK(granted_on(0) == 6 * GiB && kept->kept && !kept->owner && kept->nmembers == 1);
     char err[256];
     CHECK(ledger_check(&D.L, err, sizeof err) == 0);
+    job_keep_tick(&D.L, now_ms() + KEEP_CHECK_MS, answers_job_over);
+    CHECK(granted_on(0) == 6 * GiB);
     kill(kid, SIGKILL);
     waitpid(kid, NULL, 0);
+    job_keep_tick(&D.L, now_ms() + 2 * KEEP_CHECK_MS, answers_job_over);
+    CHECK(granted_on(0) == 2 * GiB && used_on(0) == 0 && D.L.nkept == 0);
+    CHECK(ledger_check(&D.L, err, sizeof err) == 0);
     fake_daemon_end();
 }
 
@@ -411,6 +467,7 @@ int main(void)
 {
     test_err_changes_nothing();
     test_report_checked();
+    test_report_bounded_by_grant();
     test_learning_without_nvml();
     test_files_not_hijacked();
     test_status_in_pages();

@@ -61,6 +61,33 @@ check "item 8: a job name a user gives itself does not open a reservation" \
 j8=$!
 check "item 8: a job root registered may use it" wait_for 5 contains "$tmp/j8b" GRANT
 kill -9 $j8; wait $j8 2>/dev/null
+# Issue 27 items 8 and 9: such a line is said at --check to be for Slurm
+# steps only, and a refusal it causes says that waiting cannot help.
+"$vramd" --check --policy "$tmp/policy" >"$tmp/check8" 2>&1
+check "27.9: vramd --check warns the line matches only jobs root registers" contains "$tmp/check8" \
+  "^warning: $tmp/policy:1: \"reserve ... for job critical-\*\" matches only jobs root registers (Slurm steps)"
+"${as_b[@]}" "$kit/vram" run --job critical-x --limit 6GiB --wait=5s -- "$kit/vram-demo-grab" J 1 >"$tmp/w8" 2>&1
+check "27.8: --wait, refused by a reservation: waiting cannot help, the reservation named" contains "$tmp/w8" \
+  "vramd refused 6.00 GiB on GPU 0 .*8.00 GiB reserved for others (policy line 1: job critical-\*).*: waiting cannot help"
+check "27.9: and a user's job of that name is told the line is for Slurm steps" contains "$tmp/w8" \
+  "policy line 1, \"for job critical-\*\", is for jobs root registers (Slurm steps), not a user's own vram run --job"
+# "for job NAME of user U": U's own commands and processes of that name may
+# use it, no one else's.
+stop_daemon
+start_daemon "reserve 8GiB for job critical-* of user $user_a\nwhen-full fail\n"
+"$vramd" --check --policy "$tmp/policy" >"$tmp/check8" 2>&1
+check "27.9: no warning for a reservation that says whose jobs" sh -c "! grep -q warning '$tmp/check8'"
+"${as_a[@]}" "$kit/vram" run --job critical-1 --limit 10GiB -- "$kit/vram-demo-grab" J 1 >"$tmp/a8" 2>&1
+check "27.9: its user's vram run --job critical-1 may use it" contains "$tmp/a8" "^RESULT J 10737418240 .* ok"
+"${as_a[@]}" VRAM_JOB=critical-2 VRAM_MEMORY_LIMIT=10GiB LD_PRELOAD="$kit/libvram-preload.so" \
+  "$kit/vram-demo-grab" K 1 >"$tmp/a8k" 2>&1
+check "27.9: and a process of hers with VRAM_JOB=critical-2" contains "$tmp/a8k" "^RESULT K 10737418240 .* ok"
+"${as_b[@]}" VRAM_JOB=critical-2 VRAM_MEMORY_LIMIT=10GiB LD_PRELOAD="$kit/libvram-preload.so" \
+  "$kit/vram-demo-grab" K 1 >"$tmp/b8k" 2>&1
+check "27.9: not a stranger's" contains "$tmp/b8k" "no GPU memory granted by vramd: .*waiting cannot help"
+"${as_b[@]}" "$kit/vram" run --job critical-1 --limit 10GiB -- "$kit/vram-demo-grab" J 1 >"$tmp/b8" 2>&1
+check "27.9: a stranger naming the same job cannot" contains "$tmp/b8" \
+  "vramd refused 10.00 GiB on GPU 0 .*8.00 GiB reserved for others (policy line 1: job critical-\* of user $user_a).*waiting cannot help"
 
 # --- item 7: many waiters with a job name cost the daemon little ----------------
 stop_daemon
@@ -281,10 +308,18 @@ kill -HUP $daemon_pid
 check "a FIFO for a policy is refused on reload, by name" \
   wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: not a regular file but a FIFO.*keeping the policy in force"
 check "and the daemon still answers" sh -c "timeout 10 '$vram' status --json >/dev/null"
-rm "$tmp/policy" && printf 'when-full fail\n' >"$tmp/policy.real" && ln -s policy.real "$tmp/policy"
+# Issue 26 item 10: a link is followed (Kubernetes ConfigMaps are links),
+# and what it leads to is checked: a file another user may write is not.
+rm "$tmp/policy" && printf 'when-full fail\nreconcile-every 2s\n' >"$tmp/policy.real" &&
+  chmod 644 "$tmp/policy.real" && ln -s policy.real "$tmp/policy"
 kill -HUP $daemon_pid
-check "so is a symbolic link" \
-  wait_for 5 contains "$tmp/daemon.out" "$tmp/policy: a symbolic link; name the policy file itself"
+check "a symbolic link to the policy is read on reload" \
+  wait_for 5 contains "$tmp/daemon.out" "policy $tmp/policy reloaded (2 directives"
+check "and at start (vramd --check)" "$vramd" --check --policy "$tmp/policy"
+chmod 666 "$tmp/policy.real"
+kill -HUP $daemon_pid
+check "but not one to a file anyone may write, named" wait_for 5 contains "$tmp/daemon.out" \
+  "$tmp/policy (a link to $tmp/policy.real): writable by every user (mode 0666).*keeping the policy in force"
 rm "$tmp/policy" "$tmp/policy.real" && printf 'when-full fail\n' >"$tmp/policy"
 
 # --- item 5: a restart never overcommits ------------------------------------------

@@ -68,6 +68,18 @@ check "--per-process: each process has its own 4 GiB" contains "$tmp/b" "^HELD"
 check "--per-process: the peak line says per process" contains "$tmp/err" "peak 3.38 GiB of 4.00 GiB budget per process (context 392.00 MiB)"
 
 fresh
+# NVML's figure is the whole command's, its processes together: beside one
+# process's peak it would read as memory vram missed (issue 27, item 12).
+# Two processes hold 1 GiB each at once, long enough for NVML to be read.
+"$vram" run --limit 4GiB --per-process -- bash -c "
+  '$member' hold $GiB 60 '$tmp/go' >'$tmp/a' &
+  '$member' hold $GiB 60 '$tmp/go' >'$tmp/b' &
+  until grep -q HELD '$tmp/a' && grep -q HELD '$tmp/b'; do sleep 0.01; done
+  sleep 1; touch '$tmp/go'; wait" 2>"$tmp/err"
+check "--per-process, two at once: NVML's total for both is not set against one's peak" \
+  contains "$tmp/err" "peak 1.38 GiB of 4.00 GiB budget per process (context 392.00 MiB)\$"
+
+fresh
 # -- The view of every process: total = budget, free = budget - the command's use, CUDA = NVML.
 "$vram" run --limit 4GiB -- bash -c "
   '$member' hold $((1 * GiB + 1)) 30 >'$tmp/a' &
@@ -212,7 +224,7 @@ check "peak: the simulator held $peak at that moment" contains "$tmp/p2" "^HELD 
 check "peak: one line on stderr, the contexts' part in it" contains "$tmp/err" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 2.27 GiB of 4.00 GiB budget (context 784.00 MiB)\$"
 uuid=$(sed -n 's/.*"uuid": "\(GPU-[^"]*\)", "budget".*/\1/p' "$tmp/s.json")
 check "peak: JSON device figures" contains "$tmp/s.json" \
-  "{\"index\": 0, \"uuid\": \"GPU-[0-9a-f-]*\", \"budget\": $((4 * GiB)), \"peak\": $peak, \"context\": $((2 * C)), \"modules\": 0, \"driver\": 0, \"nvml_peak\": [0-9]*, \"refused\": 0}"
+  "{\"index\": 0, \"uuid\": \"GPU-[0-9a-f-]*\", \"budget\": $((4 * GiB)), \"peak\": $peak, \"context\": $((2 * C)), \"modules\": 0, \"driver\": 0, \"driver_charged\": true, \"nvml_peak\": [0-9]*, \"refused\": 0}"
 check "peak: JSON per process" sh -c "grep -q '\"peak\": $((GiB + 2 * MiB + C))}' '$tmp/s.json' &&
   grep -q '\"peak\": $((512 * MiB + C))}' '$tmp/s.json'"
 check "peak: JSON exit and command" sh -c "grep -q '\"exit\": {\"code\": 3}' '$tmp/s.json' &&

@@ -36,7 +36,7 @@ is() { # LINE EXPECTED...: TAB offers exactly these
 has() { offers "$1" | grep -qx -- "$2"; }
 lacks() { ! has "$@"; }
 
-check "vram <TAB>: the commands" is "vram " run devices top status plot record --help --version
+check "vram <TAB>: the commands" is "vram " run devices top status plot record cdi --help --version
 check "vram d<TAB>" is "vram d" devices
 check "vram run --l<TAB>" is "vram run --l" --limit --log
 check "vram run --w<TAB>: --wait takes =DURATION" is "vram run --w" --wait=
@@ -54,6 +54,9 @@ check "vram devices --format <TAB>: nvidia-smi's csv forms" \
 check "vram top --<TAB>" is "vram top --" --once --interval --sort --socket --help
 check "vram top --sort <TAB>: the orders" is "vram top --sort " memory user pid time gpu
 check "vram status --<TAB>" is "vram status --" --json --no-history --prometheus --socket --help
+check "vram cdi <TAB>: generate" is "vram cdi " generate
+check "vram cdi generate --<TAB>" is "vram cdi generate --" --output --help
+check "vram cdi generate --output <TAB>: a file" has "vram cdi generate --output /et" /etc
 check "vram run ... -- <TAB>: the program to run" has "vram run --limit 4GiB -- bas" bash
 check "vram run ... -- prog -<TAB>: the program's own completion, not vram's" \
   lacks "vram run --limit 4GiB -- ls --" --limit

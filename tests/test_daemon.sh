@@ -46,9 +46,12 @@ check "a missing policy file stops the daemon" test $rc = 1
 check "and says which" contains "$tmp/err" "/nonexistent.conf: cannot open"
 "$vramd" --metrics-every soon 2>"$tmp/err"; rc=$?
 check "bad option value" sh -c "[ $rc = 2 ] && grep -q '\"soon\".*accepted' '$tmp/err'"
-"$vram" status 2>"$tmp/err"; rc=$?
-check "status without a daemon says so" sh -c "[ $rc = 1 ] && grep -q 'cannot reach vramd' '$tmp/err'"
+"$vram" status >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "status without a daemon says so, and exits with 3 (NVML's view)" \
+  sh -c "[ $rc = 3 ] && tr '\\n' ' ' <'$tmp/out' | grep -q 'vramd does not answer: cannot reach vramd'"
 check "daemon starts" start_daemon "$tmp/policy"
+check "it says what it serves, in words (1 GPU, not 1 GPUs)" \
+  wait_for 10 grep -q "serving $S (1 GPU from NVML, policy $tmp/policy)" "$tmp/daemon.out"
 uuid=$("$vram" status --json | grep -o '"uuid":"[^"]*"' | head -1 | cut -d'"' -f4)
 check "NVML's device is in the ledger" test -n "$uuid"
 check "it has the device's total" is total $((12 * G))

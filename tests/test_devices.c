@@ -95,7 +95,7 @@ static void limits_and_oom(void)
     CHECK(s.bytes_reserved <= s.bytes_limit);
     /* Larger than the limit alone: said so. */
     CHECK_STATUS(vram_malloc(0, 600 * MiB, NULL, &q), VRAM_ERROR_OUT_OF_MEMORY);
-    CHECK_CONTAINS(vram_last_error(), "larger than the limit");
+    CHECK_CONTAINS(vram_last_error(), "larger than the limit (VRAM_MEMORY_LIMIT=\"0=512MiB\")");
     /* Device 1: another holder has 1 GiB of its 2; ours is the other. */
     CHECK_OK(vram_malloc(1, 900 * MiB, NULL, &q));
     CHECK_STATUS(vram_malloc(1, 200 * MiB, NULL, &p), VRAM_ERROR_OUT_OF_MEMORY);
@@ -172,6 +172,17 @@ static void virtual_devices(void)
     CHECK(n == 4);
     CHECK_OK(vram_device_get_info(3, &d));
     CHECK(d.physical == 2 && d.limit == GiB);
+    /* Out of memory on a part: the advice names the setting that made it
+     * (issue 27, item 14), not VRAM_MEMORY_LIMIT, which would refuse to be
+     * set beside it. */
+    CHECK_STATUS(vram_malloc(0, 300 * MiB, NULL, &a), VRAM_ERROR_OUT_OF_MEMORY);
+    CHECK_CONTAINS(vram_last_error(),
+                   "larger than the limit (VRAM_VIRTUAL_DEVICES=\"0:256MiB,256MiB;2:1GiB\"): raise it");
+    CHECK(strstr(vram_last_error(), "VRAM_MEMORY_LIMIT") == NULL);
+    CHECK_OK(vram_malloc(1, 200 * MiB, NULL, &a));
+    CHECK_STATUS(vram_malloc(1, 100 * MiB, NULL, &b), VRAM_ERROR_OUT_OF_MEMORY);
+    CHECK_CONTAINS(vram_last_error(), "The limit (VRAM_VIRTUAL_DEVICES=");
+    CHECK_CONTAINS(vram_last_error(), "is reached: free memory or raise it");
     vram_shutdown();
     unsetenv("VRAM_VIRTUAL_DEVICES");
 }

@@ -34,6 +34,11 @@ static void fresh(int ndev)
 
 static void done(void)
 {
+    char err[256];
+    if (history_check(&H, err, sizeof err) != 0) {
+        fprintf(stderr, "history_check: %s\n", err);
+        CHECK(0);
+    }
     history_destroy(&H);
     ledger_destroy(&L);
 }
@@ -341,8 +346,10 @@ static void test_ended(void)
 
 /* Whatever clients do, the store stays within its bounds: a user other
  * than root at most HISTORY_USER_SERIES_MAX series (their own ended ones
- * giving way first), everyone HISTORY_SERIES_MAX; what is refused is
- * counted, and another user still gets a history. */
+ * giving way first), everyone HISTORY_SERIES_MAX; a client refused is
+ * counted once and remembered (not tried again at every sampling, issue
+ * 26 item 4), and tried again once room comes; another user still gets a
+ * history. */
 static void test_bounds(void)
 {
     fresh(1);
@@ -352,16 +359,22 @@ static void test_bounds(void)
         c[i] = client(10000 + i, 2000, "flood", 1 * MiB, 0);
     history_tick(&H, &L, T0);
     CHECK(H.n == 1 + HISTORY_USER_SERIES_MAX && H.not_kept == 476);
+    /* Samplings in which no room comes do not try them again. */
+    for (int k = 1; k <= 3; k++) {
+        history_tick(&H, &L, T0 + 1000 * (uint64_t)k);
+        CHECK(H.not_kept == 476 && H.nrefused == 476);
+    }
     struct ledger_client *other = client(99, 2001, "mine", 1 * MiB, 0);
-    report(other, 0, 1 * MiB, T0 + 10);
+    report(other, 0, 1 * MiB, T0 + 3010);
     CHECK(H.n == 2 + HISTORY_USER_SERIES_MAX);
     /* One of the flood leaves: its ended series gives way to the next of theirs. */
     int gone = c[0]->id, next = c[HISTORY_USER_SERIES_MAX]->id;
-    leave(c[0], T0 + 20);
-    history_tick(&H, &L, T0 + 1000);
-    CHECK(H.n == 2 + HISTORY_USER_SERIES_MAX && H.nended == 0 && H.not_kept == 476 + 475);
+    leave(c[0], T0 + 3200);
+    history_tick(&H, &L, T0 + 4000);
+    CHECK(H.n == 2 + HISTORY_USER_SERIES_MAX && H.nended == 0 && H.not_kept == 476 &&
+          H.nrefused == 475);
     struct history_view v;
-    fetch((struct history_query){.viewer = 0, .job = "flood"}, T0 + 1000, &v);
+    fetch((struct history_query){.viewer = 0, .job = "flood"}, T0 + 4000, &v);
     CHECK(v.n == HISTORY_USER_SERIES_MAX && !history_view_client(&v, gone, 0) &&
           history_view_client(&v, next, 0));
     history_view_free(&v);

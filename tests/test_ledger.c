@@ -2,6 +2,7 @@
  * grants, queues or refuses, and what the policy file and the protocol
  * accept. */
 #include "check.h"
+#include <fcntl.h>
 #include "../src/ledger/ledger.h"
 #include "../src/ledger/policy.h"
 #include "../src/protocol/protocol.h"
@@ -82,6 +83,36 @@ static void test_policy_file(void)
     CHECK(P.nrules == 3);
     policy_of("connections-per-user 64\nfirst-message-within 2s\n");
     CHECK(P.connections_per_user == 64 && P.silent_ms == 2000);
+    /* Issue 27 item 9: whose jobs a job reservation is for. */
+    policy_of("reserve 4GiB for job critical-* of user 1001\n"
+              "reserve 2GiB for job nightly of group 2000 on 1\n"
+              "reserve 1GiB for job slurm-*\n");
+    CHECK(P.nrules == 3 && P.rules[0].owner.given && P.rules[0].owner.who == WHO_USER &&
+          P.rules[0].owner.numeric && P.rules[0].owner.id == 1001);
+    CHECK(P.rules[1].owner.who == WHO_GROUP && P.rules[1].owner.id == 2000 &&
+          strcmp(P.rules[1].device, "1") == 0);
+    CHECK(!P.rules[2].owner.given);
+    char warning[700];
+    CHECK(!policy_rule_warning(&P, 0, warning, sizeof warning));
+    CHECK(policy_rule_warning(&P, 2, warning, sizeof warning));
+    CHECK(strstr(warning, "test.conf:3: \"reserve ... for job slurm-*\" matches only jobs root "
+                          "registers (Slurm steps)") &&
+          strstr(warning, "\"for job slurm-* of user NAME\""));
+    policy_error("reserve 4GiB for user 1001 of group 2\n",
+                 "test.conf:1: \"of\" after \"for user 1001\": only a job reservation says whose "
+                 "jobs it is for; accepted: reserve AMOUNT for job NAME of user|group OWNER");
+    policy_error("reserve 4GiB for job x of\n", "\"of\" takes \"user NAME\" or \"group NAME\"");
+    policy_error("reserve 4GiB for job x of users a\n", "\"users\": expected user or group");
+    policy_error("reserve 4GiB for job x by user a\n",
+                 "unexpected \"by\"; a rule may end with \"on DEVICE\", a job reservation with "
+                 "\"of user|group OWNER\" before it");
+    policy_error("reserve 4GiB for job x of user a now\n", "unexpected \"now\"; a rule may end with \"on DEVICE\"");
+    policy_error("driver-jobs-per-user 0\n", "driver-jobs-per-user \"0\": must be more than 0");
+    policy_error("driver-jobs-per-user lots\n", "accepted: a number from 1 to 1000000");
+    policy_of("first-message-within 2s\n");
+    CHECK(P.driver_jobs_per_user == 32);
+    policy_of("driver-jobs-per-user 4\n");
+    CHECK(P.driver_jobs_per_user == 4);
 
     /* Names are resolved when the file is loaded: a typo is an error. */
     char path[] = "/tmp/vram-policy.XXXXXX", err[512];
@@ -92,6 +123,12 @@ static void test_policy_file(void)
     struct policy q;
     CHECK(policy_load(path, &q, err, sizeof err) == -1);
     CHECK_CONTAINS(err, ":1: no user named \"no-such-user-here\"");
+    fd = open(path, O_WRONLY | O_TRUNC);
+    text = "reserve 1G for job x of group no-such-group-here\n";
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    CHECK(policy_load(path, &q, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, ":1: no group named \"no-such-group-here\"");
     unlink(path);
     CHECK(policy_load("/nonexistent/policy.conf", &q, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "/nonexistent/policy.conf: cannot open");
@@ -142,6 +179,43 @@ static void test_policy_whole_files(void)
     CHECK(policy_load(path, &q, err, sizeof err) == -1 && q.nrules == 42);
     CHECK_CONTAINS(err, "policy.conf:2: cap takes");
     unlink(path);
+
+    /* Issue 26 item 10: a link is followed, and what it leads to is what
+     * is checked. A Kubernetes ConfigMap: policy.conf -> ..data/policy.conf,
+     * ..data -> ..2026_01_01 (swapped whole on an update). */
+    char ts[320], data[320], inner[340];
+    snprintf(ts, sizeof ts, "%s/..2026_01_01", dir);
+    snprintf(data, sizeof data, "%s/..data", dir);
+    snprintf(inner, sizeof inner, "%s/policy.conf", ts);
+    CHECK(mkdir(ts, 0755) == 0 && symlink("..2026_01_01", data) == 0 &&
+          symlink("..data/policy.conf", path) == 0);
+    f = fopen(inner, "w");
+    fputs("cap user 1001 8GiB\n", f);
+    fclose(f);
+    CHECK(chmod(inner, 0644) == 0);
+    CHECK(policy_load(path, &q, err, sizeof err) == 0 && q.nrules == 1);
+    /* What the link leads to must be a file no one else can change. */
+    CHECK(chmod(inner, 0666) == 0);
+    q.nrules = 42;
+    CHECK(policy_load(path, &q, err, sizeof err) == -1 && q.nrules == 42);
+    CHECK_CONTAINS(err, "policy.conf (a link to ");
+    CHECK_CONTAINS(err, "..2026_01_01/policy.conf): writable by every user (mode 0666)");
+    CHECK(chmod(inner, 0644) == 0);
+    if (geteuid() == 0) {
+        CHECK(chown(inner, 4242, 0) == 0);
+        CHECK(policy_load(path, &q, err, sizeof err) == -1 && q.nrules == 42);
+        CHECK_CONTAINS(err, "owned by uid 4242; the policy must be root's");
+        CHECK(chown(inner, 0, 0) == 0);
+    }
+    /* A link to a FIFO: refused as one, without blocking. */
+    unlink(inner);
+    CHECK(mkfifo(inner, 0600) == 0);
+    CHECK(policy_load(path, &q, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "not a regular file but a FIFO");
+    unlink(inner);
+    unlink(path);
+    unlink(data);
+    rmdir(ts);
     rmdir(dir);
 }
 
@@ -473,6 +547,79 @@ static void test_job_reservation_is_for_registered_jobs(void)
     CHECK(ask(&l, m, 4 * GiB, false) == VERDICT_GRANT);
     struct ledger_client *j = job_client(&l, 1002, "critical-1");
     CHECK(ask(&l, j, 8 * GiB, false) == VERDICT_GRANT);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+/* Issue 27 items 8 and 9: "for job NAME of user U" is for U's jobs and
+ * processes of that name, whoever registered them (vram run --job,
+ * VRAM_JOB), and no one else's; a refusal a reservation makes for good
+ * says that waiting cannot help and names the reservation's line; one
+ * whose job name matches a reservation only root's jobs may use says so. */
+static void test_job_reservation_of_a_user(void)
+{
+    struct ledger l;
+    policy_of("reserve 8GiB for job critical-* of user 1001\nreserve 2GiB for job slurm-*\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    /* A stranger naming a job critical-x cannot take it. */
+    struct ledger_client *m = proc(&l, 11, 1002, "mallory");
+    snprintf(m->job, sizeof m->job, "critical-x");
+    CHECK(ask(&l, m, 4 * GiB, true) == VERDICT_DENY); /* never: even if it may wait */
+    CHECK_CONTAINS(why, "10.00 GiB reserved for others (policy line 1: job critical-* of user "
+                        "1001, line 2: job slurm-*)");
+    CHECK_CONTAINS(why, "requested 4.00 GiB: waiting cannot help, the reservations for others "
+                        "(policy line 1: job critical-* of user 1001, line 2: job slurm-*) leave "
+                        "at most 2.00 GiB of the GPU to it");
+    /* alice's own vram run --job critical-1 (a job she registered). */
+    struct ledger_client *cmd = ledger_join(&l, ROLE_JOB, 500, 1001, 1001);
+    cmd->start = 1500;
+    snprintf(cmd->job, sizeof cmd->job, "critical-1");
+    CHECK(ask(&l, cmd, 6 * GiB, false) == VERDICT_GRANT);
+    /* and a process of hers with VRAM_JOB=critical-2: the rest of it. */
+    struct ledger_client *p = proc(&l, 12, 1001, "alice");
+    snprintf(p->job, sizeof p->job, "critical-2");
+    CHECK(ask(&l, p, 2 * GiB, false) == VERDICT_GRANT);
+    struct snapshot snap;
+    snapshot_init(&snap);
+    ledger_snapshot(&l, 0, &snap);
+    CHECK(snap.dev[0].reserved == 2 * GiB); /* slurm-*'s, unused */
+    snapshot_free(&snap);
+    consistent(&l);
+    /* Her job named slurm-1 is not a Slurm step: the refusal says why. */
+    struct ledger_client *s = proc(&l, 13, 1001, "alice");
+    snprintf(s->job, sizeof s->job, "slurm-1");
+    CHECK(ask(&l, s, 3 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "policy line 2, \"for job slurm-*\", is for jobs root registers (Slurm "
+                        "steps), not a user's own vram run --job or VRAM_JOB such as slurm-1: for "
+                        "those it would say \"for job slurm-* of user alice\"");
+    ledger_destroy(&l);
+
+    /* What waiting can change says nothing of the kind; more than the GPU does. */
+    policy_of("reserve 2GiB for user 1009\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *b = proc(&l, 31, 1005, "bob"), *c = proc(&l, 32, 1006, "carol");
+    CHECK(ask(&l, b, 8 * GiB, false) == VERDICT_GRANT);
+    CHECK(ask(&l, c, 4 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "2.00 GiB reserved for others (policy line 1: user 1009)");
+    CHECK(strstr(why, "waiting cannot help") == NULL);
+    CHECK(ask(&l, c, 13 * GiB, false) == VERDICT_DENY);
+    CHECK_CONTAINS(why, "requested 13.00 GiB, more than the GPU has: waiting cannot help");
+    ledger_destroy(&l);
+
+    /* "of group G": its members' jobs, primary or supplementary group. */
+    policy_of("reserve 8GiB for job nightly of group 3000\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *g = proc(&l, 21, 1003, "carol");
+    gid_t groups[] = {3000};
+    CHECK(ledger_set_groups(&l, g, groups, 1) == 0);
+    snprintf(g->job, sizeof g->job, "nightly");
+    struct ledger_client *o = proc(&l, 22, 1004, "dave");
+    snprintf(o->job, sizeof o->job, "nightly");
+    CHECK(ask(&l, o, 8 * GiB, false) == VERDICT_DENY);
+    CHECK(ask(&l, g, 8 * GiB, false) == VERDICT_GRANT);
     consistent(&l);
     ledger_destroy(&l);
 }
@@ -872,6 +1019,78 @@ static void test_users_unseen_and_counters(void)
     ledger_destroy(&l);
 }
 
+/* Issue 27 item 7: a process NVML saw outside any grant that becomes a
+ * client (connects, or is reported as a job's member, as after a restart
+ * of vramd when its holder comes back) is counted once at every moment,
+ * not twice until NVML's next look: its user's peak does not double. */
+static void test_unseen_then_client_counts_once(void)
+{
+    struct ledger l;
+    policy_of("");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    /* A process of alice's, and a process of bob's job, both with memory,
+     * neither a client yet (vramd has just started). */
+    struct ledger_nvml_process nv[] = {
+        {.pid = 11, .uid = 1001, .start = 1011, .used = 3 * GiB, .cmd = "train"},
+        {.pid = 21, .uid = 1002, .start = 1021, .used = 2 * GiB, .cmd = "member"}};
+    struct ledger_client *over[4];
+    ledger_reconcile(&l, 0, nv, 2, over, 4);
+    struct ledger_user *alice = ledger_user_of(&l, 1001), *bob = ledger_user_of(&l, 1002);
+    CHECK(l.dev[0].unseen == 5 * GiB && alice->peak[0] == 3 * GiB && bob->peak[0] == 2 * GiB);
+    /* alice's process connects and says what it uses. */
+    struct ledger_client *a = proc(&l, 11, 1001, "alice");
+    CHECK(ask(&l, a, 4 * GiB, false) == VERDICT_GRANT);
+    ledger_report(&l, a, 0, 3 * GiB, 3 * GiB);
+    CHECK(alice->in_use[0] == 3 * GiB && alice->peak[0] == 3 * GiB);
+    CHECK(l.dev[0].unseen == 2 * GiB && l.dev[0].used == 5 * GiB);
+    consistent(&l);
+    /* bob's job comes back and reports its process. */
+    struct ledger_client *cmd = ledger_join(&l, ROLE_JOB, 20, 1002, 1002);
+    cmd->start = 1020;
+    CHECK(ask(&l, cmd, 4 * GiB, false) == VERDICT_GRANT);
+    struct ledger_client *m = ledger_member(&l, cmd, 21, 1021);
+    CHECK(m);
+    ledger_report(&l, m, 0, 2 * GiB, 2 * GiB);
+    CHECK(bob->in_use[0] == 2 * GiB && bob->peak[0] == 2 * GiB);
+    CHECK(l.dev[0].unseen == 0 && l.dev[0].used == 5 * GiB);
+    consistent(&l);
+    /* NVML's next look agrees. */
+    ledger_reconcile(&l, 0, nv, 2, over, 4);
+    CHECK(alice->peak[0] == 3 * GiB && bob->peak[0] == 2 * GiB && l.dev[0].used == 5 * GiB);
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
+/* Issue 26 item 10: a process that left a vram run command's process tree
+ * (a new session, a double fork: its parent is init) is the command's job's
+ * if it holds the command's state open, inherited from vram run, and is of
+ * the job's user; without it, or of another user, its usage is unseen. */
+static void test_escaped_by_inherited_state(void)
+{
+    struct ledger l;
+    policy_of("over-margin 0\n");
+    ledger_init(&l, &P);
+    ledger_device(&l, "GPU-a", 12 * GiB);
+    struct ledger_client *cmd = ledger_join(&l, ROLE_JOB, 500, 1001, 1001);
+    cmd->start = 1500;
+    CHECK(ask(&l, cmd, 4 * GiB, false) == VERDICT_GRANT);
+    cmd->state_dev = 7, cmd->state_ino = 4242;
+    struct ledger_nvml_process nv[] = {
+        {.pid = 601, .start = 1601, .used = 6 * GiB, .ppid = 1, .uid = 1001,
+         .state_dev = 7, .state_ino = 4242},                      /* escaped, inherited */
+        {.pid = 602, .start = 1602, .used = 1 * GiB, .ppid = 1, .uid = 1002,
+         .state_dev = 7, .state_ino = 4242},                      /* another user's: not */
+        {.pid = 603, .start = 1603, .used = 1 * GiB, .ppid = 1, .uid = 1001,
+         .state_dev = 7, .state_ino = 9999}};                     /* another command's */
+    struct ledger_client *over[4];
+    CHECK(ledger_reconcile(&l, 0, nv, 3, over, 4) == 0); /* over only with members */
+    CHECK(cmd->use[0].nvml == 6 * GiB && l.dev[0].unseen == 2 * GiB);
+    CHECK(l.dev[0].excess == 2 * GiB); /* 6 GiB against the job's 4 */
+    consistent(&l);
+    ledger_destroy(&l);
+}
+
 int main(void)
 {
     test_policy_file();
@@ -883,12 +1102,15 @@ int main(void)
     test_job_reservation_is_for_registered_jobs();
     test_cap_holds_across_jobs();
     test_refusal_words();
+    test_job_reservation_of_a_user();
     test_first_come_first_served();
     test_register_counts_usage_once();
     test_command_is_one_job();
     test_members_bounded_by_their_job();
     test_members_capped_per_user();
     test_users_unseen_and_counters();
+    test_unseen_then_client_counts_once();
+    test_escaped_by_inherited_state();
     printf("test_ledger: ok\n");
     return 0;
 }

@@ -14,8 +14,8 @@ vram=$build/vram vramd=$build/vramd
 private_install "$build"
 export MANPATH=$P/share/man MANWIDTH=80 LANG=C.UTF-8 MAN_DISABLE_SECCOMP=1
 
-declare -A section=([vram]=1 [vram-run]=1 [vramd]=8 [vram-policy]=5)
-for page in vram vram-run vramd vram-policy; do
+declare -A section=([vram]=1 [vram-run]=1 [vram-cdi]=1 [vramd]=8 [vram-policy]=5)
+for page in vram vram-run vram-cdi vramd vram-policy; do
   s=${section[$page]}
   where=$(man -w "$s" "$page" 2>/dev/null)
   check "$page($s) is found by man under the prefix" test "$where" = "$P/share/man/man$s/$page.$s"
@@ -55,13 +55,17 @@ for cmd in devices top status plot record; do # (vram(1) describes their --help 
   help_options "$vram" $cmd | grep -vx -- --help >"$tmp/h"; page_options vram COMMANDS $cmd >"$tmp/m"
   check "vram(1) describes exactly the options of vram $cmd --help" same "vram $cmd" "$tmp/h" "$tmp/m"
 done
+{ help_options "$vram" cdi; help_options "$vram" oci-hook; } | sort -u >"$tmp/h"
+page_options vram-cdi OPTIONS >"$tmp/m"
+check "vram-cdi(1) describes exactly the options of vram cdi and vram oci-hook --help" \
+  same "vram cdi, vram oci-hook" "$tmp/h" "$tmp/m"
 help_options "$vramd" >"$tmp/h"; page_options vramd OPTIONS >"$tmp/m"
 check "vramd(8) describes exactly the options of vramd --help" same vramd "$tmp/h" "$tmp/m"
 "$vram" --help | grep -o '^  VRAM_[A-Z_]*' | tr -d ' ' | sort -u >"$tmp/h"
 awk '/^[A-Z]/ { in_sect = ($0 == "ENVIRONMENT"); next } in_sect && /^       VRAM_/ { print $1 }' \
   "$tmp/vram.txt" | sort -u >"$tmp/m"
 check "vram(1) describes exactly the variables of vram --help" same "variables" "$tmp/h" "$tmp/m"
-for cmd in run devices top status plot record; do
+for cmd in run cdi devices top status plot record; do
   check "vram(1) names the command $cmd" grep -q "^       $cmd" "$tmp/vram.txt"
 done
 

@@ -413,7 +413,8 @@ static int again(const char *how, char **argv)
         setenv("TEST_PRELOAD_UNDER", how, 1);
         if (!strcmp(how, "process")) {
             preload_interposer(argv[1]);
-            setenv("VRAM_MEMORY_LIMIT", BUDGET_TEXT, 1);
+            /* Device 1's budget is the whole device, as under vram run. */
+            setenv("VRAM_MEMORY_LIMIT", BUDGET_TEXT ",1=2GiB", 1);
             execv("/proc/self/exe", argv);
         } else {
             char self[4096];
@@ -434,6 +435,52 @@ static int again(const char *how, char **argv)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+/* A budget for device 1 alone, the interposer preloaded by hand on two
+ * GPUs: device 0 is refused, loudly, not taken whole (before: the program
+ * could take all of device 0, and nothing was said). */
+static int partial_budget(char **argv)
+{
+    char err[4200];
+    snprintf(err, sizeof err, "%s/partial.err", private_gpu_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        CHECK(freopen(err, "w", stderr) != NULL);
+        setenv("TEST_PRELOAD_UNDER", "partial", 1);
+        preload_interposer(argv[1]);
+        setenv("VRAM_MEMORY_LIMIT", "1=1GiB", 1);
+        unsetenv("VRAM_LOG");
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    char text[2048] = "";
+    FILE *f = fopen(err, "r");
+    CHECK(f != NULL);
+    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    fclose(f);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        !strstr(text, "VRAM_MEMORY_LIMIT=\"1=1GiB\" gives device 1 a budget and device 0 (GPU-") ||
+        !strstr(text, "every GPU allocation on device 0 will be refused")) {
+        fprintf(stderr, "test_preload: a budget for device 1 alone: %s\n", text);
+        return 1;
+    }
+    return 0;
+}
+
+static int partial_program(void)
+{
+    CUdeviceptr p;
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    use_device(1);
+    CHECK(cuMemAlloc_v2(&p, 256 * MiB) == CUDA_SUCCESS); /* within device 1's budget */
+    CHECK(cuMemAlloc_v2(&p, GiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    leave_device();
+    CUcontext ctx;
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_ERROR_OUT_OF_MEMORY); /* nothing on device 0 */
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *how = getenv("TEST_PRELOAD_UNDER");
@@ -442,8 +489,11 @@ int main(int argc, char **argv)
         private_gpu("4GiB,2GiB");
         int rc = again("process", argv);
         rc = again("command", argv) || rc;
+        rc = partial_budget(argv) || rc;
         return rc; /* private_gpu's folder is removed at exit */
     }
+    if (!strcmp(how, "partial"))
+        return partial_program();
     if (getenv("VRAM_TEST_EXECUTED_CHILD"))
         return executed_child(!strcmp(how, "command"));
     CHECK(cuInit(0) == CUDA_SUCCESS);

@@ -5,8 +5,9 @@
 # cannot pass, budgeted processes share a device, a killed one's memory
 # comes back, and the interposer is quiet unless asked.
 set -u
-build=${1:?usage: test_run.sh BUILD_DIR CHURN}
-churn=${2:?usage: test_run.sh BUILD_DIR CHURN}
+build=${1:?usage: test_run.sh BUILD_DIR CHURN HOLDER}
+churn=${2:?usage: test_run.sh BUILD_DIR CHURN HOLDER}
+holder=${3:?usage: test_run.sh BUILD_DIR CHURN HOLDER}
 vram=$build/vram grab=$build/vram-demo-grab
 export LD_LIBRARY_PATH="$build/sim" VRAM_SIM_DEVICES=12GiB VRAM_SIM_DIR=$(mktemp -d)
 unset VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION LD_PRELOAD VRAM_LOG VRAM_SIM_CONTEXT_SIZE
@@ -202,6 +203,32 @@ TF_FORCE_GPU_ALLOW_GROWTH=false XLA_PYTHON_CLIENT_PREALLOCATE=true \
   "$vram" run --limit 1GiB --growth -- sh -c "$show" >"$tmp/out"
 check "--growth leaves the user's TensorFlow and JAX settings alone" \
   contains "$tmp/out" "tf=false xla=true"
+
+# What the environment says that the command's budget leaves out, and a
+# variable no part of vram reads, are said once (issue 27, item 14): by vram
+# run for its command, by the interposer outside one (when VRAM_LOG lets
+# it), by libvram where neither did; never twice.
+said_once() { [ "$(grep -c "$1" "$2")" = 1 ]; }
+echo | VRAM_BOGUS=1 "$vram" run --limit 1GiB -- "$holder" 100MiB >/dev/null 2>"$tmp/err"
+check "vram run with a libvram program: the unknown variable said once" said_once "unknown variable VRAM_BOGUS" "$tmp/err"
+echo | VRAM_BOGUS=1 VRAM_LOG=warn VRAM_MEMORY_LIMIT=1GiB preloaded "$holder" 100MiB >/dev/null 2>"$tmp/err"
+check "the interposer and libvram in one process: once" said_once "unknown variable VRAM_BOGUS" "$tmp/err"
+echo | VRAM_BOGUS=1 VRAM_MEMORY_LIMIT=1GiB preloaded "$holder" 100MiB >/dev/null 2>"$tmp/err"
+check "a quiet interposer: libvram says it, once" said_once "unknown variable VRAM_BOGUS" "$tmp/err"
+echo | VRAM_BOGUS=1 VRAM_MEMORY_LIMIT=1GiB "$holder" 100MiB >/dev/null 2>"$tmp/err"
+check "libvram alone: once" said_once "unknown variable VRAM_BOGUS" "$tmp/err"
+VRAM_BOGUS=1 VRAM_MEMORY_LIMIT=4GiB preloaded "$grab" G 1 >/dev/null 2>"$tmp/err"
+check "the interposer alone is quiet unless asked" sh -c "! grep -q 'vram:' '$tmp/err'"
+echo | VRAM_MEMORY_LIMIT=1GiB VRAM_VIRTUAL_DEVICES="0:512MiB,512MiB" "$vram" run --limit 2GiB -- "$holder" 100MiB \
+  >/dev/null 2>"$tmp/err"
+check "--limit over VRAM_MEMORY_LIMIT: said once" said_once \
+  '^vram run: --limit 2GiB is the command.s budget; VRAM_MEMORY_LIMIT="1GiB" from the environment is not used$' "$tmp/err"
+check "VRAM_VIRTUAL_DEVICES not applied by the interposer: said once" said_once \
+  '^vram run: VRAM_VIRTUAL_DEVICES="0:512MiB,512MiB" is not applied to the command' "$tmp/err"
+VRAM_MEMORY_LIMIT=2GiB "$vram" run --limit 2GiB -- true 2>"$tmp/err"
+check "the same budget in both: nothing to say" sh -c "! grep -q 'not used' '$tmp/err'"
+VRAM_MEMORY_FRACTION=50% VRAM_VIRTUAL_DEVICES="0:1GiB" "$vram" run --log off --limit 2GiB -- true 2>"$tmp/err"
+check "--log off: nothing said" test ! -s "$tmp/err"
 
 echo "$passed passed, $failures failed"
 [ "$failures" = 0 ]

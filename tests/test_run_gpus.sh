@@ -89,10 +89,27 @@ if wait_for 10 env VRAM_DAEMON="$S" "$vram" status >/dev/null 2>&1; then
   # --wait: the first moment both can.
   "$vram" run --gpus 2 --limit 4GiB --wait=60s -- sh -c "$show" >"$tmp/wout" 2>"$tmp/werr" &
   waiter=$!
-  check "vramd --wait: waits, saying so" wait_for 20 contains "$tmp/werr" "waiting for vramd's grants to leave room"
+  check "vramd --wait: waits, saying so" wait_for 20 contains "$tmp/werr" "waiting for vramd's grants and the memory in use to leave room"
   kill "$granted"; wait "$granted" 2>/dev/null
   wait "$waiter"; rc=$?
   check "vramd --wait: both once the grant is gone" sh -c "[ $rc = 0 ] && grep -q '^cvd=0,1\$' '$tmp/wout'"
+  # A job that holds memory, not only a grant (issue 27, item 6): 8 GiB of
+  # GPU 0 in use, what NVML shows free there is too little for 8 GiB more
+  # until it ends; then both GPUs have room, and the waiter is granted, as
+  # --devices 0,1 --wait is.
+  "$vram" run --limit 8GiB --devices 0 -- "$grab" H 100000 >"$tmp/h" 2>&1 &
+  holding=$!
+  in_use() { "$vram" devices --brief >"$tmp/occ"; grep -q "GPU 0 .* 8.00 GiB used" "$tmp/occ"; }
+  check "vramd: a job holds 8 GiB of GPU 0" wait_for 30 in_use
+  "$vram" run --gpus 2 --limit 8GiB --wait=60s -- sh -c "$show" >"$tmp/wout" 2>"$tmp/werr" &
+  waiter=$!
+  check "vramd --wait, 8 GiB on both: waits, saying what GPU 0 has free" wait_for 20 contains "$tmp/werr" \
+    "GPU 0: [0-9.]* GiB; GPU 1: 12.00 GiB); waiting for vramd's grants and the memory in use to leave room"
+  kill "$holding"; wait "$holding" 2>/dev/null
+  wait "$waiter"; rc=$?
+  check "vramd --wait: both once the job holding memory has ended" sh -c "[ $rc = 0 ] && grep -q '^cvd=0,1\$' '$tmp/wout'"
+  check "vramd --wait: said what it picked, with all of GPU 0 free" contains "$tmp/werr" \
+    "^vram run: --gpus 2: GPU 0 ($gpu0, 12.00 GiB free of 12.00 GiB); GPU 1 ($gpu1, 12.00 GiB free of 12.00 GiB)"
 else
   check "vramd started" false
   cat "$tmp/daemon.out"

@@ -75,7 +75,7 @@ wait_for 5 contains "$tmp/hold" GRANT
 "$vram" run --limit 6GiB -- sh -c "touch '$tmp/started'" 2>"$tmp/r.err"; rc=$?
 check "refused: exit status 75" test $rc = 75
 check "refused: the program was not started" test ! -e "$tmp/started"
-check "refused: the reason, how much was asked and what is free" contains "$tmp/r.err" "^vram run: vramd refused 6.00 GiB on GPU 0 ($uuid): $uuid has 12.00 GiB: 8.00 GiB granted (root 8.00 GiB), 0 B reserved for others, 0 B used outside any grant, 4.00 GiB free; requested 6.00 GiB; the program was not started"
+check "refused: the reason, how much was asked and what is grantable" contains "$tmp/r.err" "^vram run: vramd refused 6.00 GiB on GPU 0 ($uuid): $uuid has 12.00 GiB: 8.00 GiB granted (root 8.00 GiB), 0 B reserved for others, 0 B used outside any grant, 4.00 GiB grantable; requested 6.00 GiB; the program was not started"
 # Waiting is suggested only where it can help: the GPU is full for now.
 check "a full GPU: --wait is suggested" contains "$tmp/r.err" "not started (--wait waits for the memory"
 "$vram" run --limit 6GiB --start-anyway -- sh -c "touch '$tmp/started'; '$member' hold $G 0; exit 7" \
@@ -90,7 +90,7 @@ rm -f "$tmp/started"
 "$vram" run --limit 6GiB --wait=20s -- "$member" hold $G 0 >"$tmp/w1" 2>"$tmp/w1.err" &
 w1=$!
 check "--wait: says it waits, for how much, where, how long at most, behind whom" wait_for 5 \
-  contains "$tmp/w1.err" "^vram run: waiting for 6.00 GiB on GPU 0 ($uuid), for up to 20.0 s: $uuid has 12.00 GiB: 8.00 GiB granted (root 8.00 GiB), .* 4.00 GiB free; requested 6.00 GiB$"
+  contains "$tmp/w1.err" "^vram run: waiting for 6.00 GiB on GPU 0 ($uuid), for up to 20.0 s: $uuid has 12.00 GiB: 8.00 GiB granted (root 8.00 GiB), .* 4.00 GiB grantable; requested 6.00 GiB$"
 "$vram" run --limit 2GiB --wait=1s -- sh -c "touch '$tmp/started'" 2>"$tmp/w2.err"; rc=$?
 check "--wait behind another: says whose request is ahead" contains "$tmp/w2.err" "^vram run: waiting for 2.00 GiB on GPU 0 ($uuid), for up to 1.0 s: 1 earlier request for $uuid waits for this memory (root 6.00 GiB)"
 check "--wait that ends: how long it waited, and why" contains "$tmp/w2.err" "^vram run: gave up waiting for 2.00 GiB on GPU 0 ($uuid) after 1\.[0-9] s: waited as long as allowed: .*; the program was not started$"
@@ -101,14 +101,26 @@ check "--wait: granted when memory comes back, and after how long" contains "$tm
 check "--wait: then the program runs" contains "$tmp/w1" "^HELD"
 
 # --- vramd restarted under a running command: its grant is held, then taken back ------
+# The user's peak is counted once across the restart (issue 27 item 7): the
+# new vramd sees the command's process outside any grant until vram run
+# reports it again, and must not count it twice meanwhile.
+user_peak() { "$vram" status --prometheus | sed -n 's/^vram_user_peak_bytes{.*} //p' | head -1; }
 "$vram" run --limit 3GiB -- "$member" hold $G 8 >"$tmp/re" 2>&1 &
 r=$!
 check "a command's grant is in vramd's state file" wait_for 10 grep -q "^c .* run-$r $uuid $((3 * G)) -" "$tmp/state"
+check "its process holds 1 GiB" wait_for 5 grep -q HELD "$tmp/re"
 kill -9 $daemon_pid; wait $daemon_pid 2>/dev/null
+: >"$tmp/peaks"
 check "vramd restarts" start_daemon
+# The peak, read while vram run comes back, until after it has (a few of NVML's looks).
+(for _ in $(seq 30); do user_peak >>"$tmp/peaks"; sleep 0.1; done) &
+peaks=$!
 check "vram run registers the command's grant again" wait_for 10 grep -q "pid $r (root): re-registered 3.00 GiB" "$tmp/daemon.out"
 check "counted once" is granted $((3 * G))
 check "and reports its process again" wait_for 5 members_reported "run-$r"
+wait $peaks
+check "the user's peak is the 1 GiB its process holds, never twice that" \
+  sh -c "[ \"\$(sort -u '$tmp/peaks' | grep -v '^\$')\" = $G ] || { sort -u '$tmp/peaks'; false; }"
 kill -9 $r; wait $r 2>/dev/null
 check "all back" wait_for 5 is granted 0
 

@@ -10,7 +10,14 @@
  *   - two threads of one process reading NVML's process list at once each
  *     see every process (the listing once shared its directory offset
  *     between them: each skipped or repeated what the other read, and a
- *     test saw a process held 0 B, or twice what it held).
+ *     test saw a process held 0 B, or twice what it held);
+ *   - a process in a pid namespace of its own (a container's) is listed as
+ *     a real driver (R535 and later) lists it: by its pid on the host to a
+ *     reader on the host, by its pid in its namespace to a reader there,
+ *     and not at all to a reader in another namespace, to whom its memory
+ *     is still used (the simulator once listed it to every reader by the
+ *     pid it had in its own namespace: pid 1, the host's init, on the
+ *     host); its own NVML reading of itself does not change that.
  * Each case is a fresh process (this program executed again), since the
  * simulator's state is per process and a forked child may not use CUDA.
  * The cases with another user need root and are skipped, and said to be,
@@ -26,7 +33,9 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -90,16 +99,64 @@ static int child_nvml_empty(void)
     return 0;
 }
 
-/* Holds 1 MiB until its stdin closes. */
-static int child_hold(void)
+static void allocate_mib(void)
 {
-    alarm(60);
     CUcontext c;
     CUdeviceptr p;
     CHECK(cuInit(0) == CUDA_SUCCESS);
     CHECK(cuDevicePrimaryCtxRetain(&c, 0) == CUDA_SUCCESS);
     CHECK(cuCtxSetCurrent(c) == CUDA_SUCCESS);
     CHECK(cuMemAlloc_v2(&p, MiB) == CUDA_SUCCESS);
+}
+
+/* Holds 1 MiB until its stdin closes. */
+static int child_hold(void)
+{
+    alarm(60);
+    allocate_mib();
+    printf("held\n");
+    fflush(stdout);
+    char ch;
+    while (read(0, &ch, 1) > 0)
+        ;
+    return 0;
+}
+
+/* NVML's list and used memory of device 0, read twice (the second time
+ * after this process read its own record through NVML, as the interposer
+ * does), on stdout: "used=BYTES" then "pid=PID bytes=BYTES" per process. */
+static int child_nvml_list(void)
+{
+    alarm(20);
+    nvmlDevice_t d = nvml_test_device(0);
+    for (int round = 0; round < 2; round++) {
+        nvmlMemory_t m;
+        nvmlProcessInfo_t p[16];
+        unsigned n = 16;
+        CHECK(NVML_FUNCTION(nvmlDeviceGetMemoryInfo)(d, &m) == NVML_SUCCESS);
+        CHECK(NVML_FUNCTION(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, p) == NVML_SUCCESS);
+        if (round == 1)
+            continue;
+        printf("used=%llu\n", m.used);
+        for (unsigned i = 0; i < n; i++)
+            printf("pid=%u bytes=%llu\n", p[i].pid, p[i].usedGpuMemory);
+    }
+    return 0;
+}
+
+/* child_hold in a pid namespace of its own with its own /proc, as in a
+ * container; it reads NVML's list as it holds (the interposer does). */
+static int child_hold_listing(void)
+{
+    alarm(60);
+    CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+    CHECK(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0);
+    allocate_mib();
+    nvmlDevice_t d = nvml_test_device(0);
+    nvmlProcessInfo_t list[16];
+    unsigned n = 16;
+    CHECK(NVML_FUNCTION(nvmlDeviceGetComputeRunningProcesses_v3)(d, &n, list) == NVML_SUCCESS);
+    CHECK(n == 1 && list[0].pid == (unsigned)getpid());
     printf("held\n");
     fflush(stdout);
     char ch;
@@ -226,6 +283,111 @@ static void listings_at_once(void)
     CHECK(ok(st));
 }
 
+/* NVML's list (child_nvml_list) read by a process in the pid and mount
+ * namespaces of process `in` (-1: this process's; 0: new ones of their
+ * own, with their own /proc, as another container's), into out. The
+ * namespaces are entered by util-linux's nsenter and unshare: a process
+ * with threads (ThreadSanitizer's) cannot enter a mount namespace itself. */
+static void run_listing(pid_t in, char *out, size_t n)
+{
+    int from[2];
+    CHECK(pipe(from) == 0);
+    pid_t reader = fork();
+    CHECK(reader >= 0);
+    if (reader == 0) {
+        dup2(from[1], 1);
+        char target[16];
+        snprintf(target, sizeof target, "%d", (int)in);
+        if (in > 0)
+            execlp("nsenter", "nsenter", "-t", target, "-p", "-m", self, "nvml-list", (char *)NULL);
+        else if (in == 0)
+            execlp("unshare", "unshare", "-p", "-f", "-m", "--mount-proc", self, "nvml-list",
+                   (char *)NULL);
+        else
+            execl(self, self, "nvml-list", (char *)NULL);
+        _exit(127);
+    }
+    close(from[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < n && (r = read(from[0], out + got, n - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = 0;
+    close(from[0]);
+    int st;
+    waitpid(reader, &st, 0);
+    if (!ok(st))
+        fprintf(stderr, "the listing in %s namespace failed (status %#x):\n%s",
+                in < 0 ? "this" : in ? "the holder's" : "a new", st, out);
+    CHECK(ok(st));
+}
+
+static void namespaced_holder(void)
+{
+    fresh_dir();
+    int to[2], from[2], told[2];
+    CHECK(pipe(to) == 0 && pipe(from) == 0 && pipe(told) == 0);
+    pid_t starter = fork();
+    CHECK(starter >= 0);
+    if (starter == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0)
+            _exit(3);
+        pid_t holder = fork(); /* pid 1 of the new namespace */
+        if (holder == 0) {
+            dup2(to[0], 0);
+            dup2(from[1], 1);
+            close(to[1]);
+            close(from[0]);
+            execl(self, self, "hold-listing", (char *)NULL);
+            _exit(127);
+        }
+        close(to[1]); /* the holder's stdin ends when the test's end closes */
+        dprintf(told[1], "%d\n", (int)holder); /* its pid here, on the host */
+        int st;
+        waitpid(holder, &st, 0);
+        _exit(ok(st) ? 0 : 1);
+    }
+    close(to[0]);
+    close(from[1]);
+    close(told[1]);
+    char line[64], out[4096], want[64];
+    FILE *said = fdopen(told[0], "r"), *ready = fdopen(from[0], "r");
+    CHECK(said && fgets(line, sizeof line, said));
+    int host_pid = atoi(line);
+    CHECK(host_pid > 1);
+    CHECK(ready && fgets(line, sizeof line, ready) && strcmp(line, "held\n") == 0);
+
+    /* On the host: by its host pid, never as pid 1 (the host's init). */
+    run_listing(-1, out, sizeof out);
+    snprintf(want, sizeof want, "used=%llu\npid=%d bytes=%llu\n", MiB, host_pid, MiB);
+    if (strcmp(out, want) != 0)
+        fprintf(stderr, "on the host NVML said:\n%swant:\n%s", out, want);
+    CHECK(strcmp(out, want) == 0);
+
+    /* In its own namespace: by the pid it has there. */
+    run_listing(host_pid, out, sizeof out);
+    snprintf(want, sizeof want, "used=%llu\npid=1 bytes=%llu\n", MiB, MiB);
+    if (strcmp(out, want) != 0)
+        fprintf(stderr, "in the holder's namespace NVML said:\n%swant:\n%s", out, want);
+    CHECK(strcmp(out, want) == 0);
+
+    /* In another container's: not listed, its memory used all the same. */
+    run_listing(0, out, sizeof out);
+    snprintf(want, sizeof want, "used=%llu\n", MiB);
+    if (strcmp(out, want) != 0)
+        fprintf(stderr, "in another namespace NVML said:\n%swant:\n%s", out, want);
+    CHECK(strcmp(out, want) == 0);
+
+    close(to[1]);
+    int st;
+    waitpid(starter, &st, 0);
+    CHECK(ok(st));
+    fclose(said);
+    fclose(ready);
+    remove_dir();
+}
+
 static void lock_held_by_another(void)
 {
     fresh_dir();
@@ -317,7 +479,10 @@ static void forged_record(void)
 
 int main(int argc, char **argv)
 {
-    self = argv[0];
+    /* A path that still names this program once a case has chdir()ed or
+     * entered another mount namespace (whose root is where it started). */
+    self = realpath(argv[0], NULL);
+    CHECK(self != NULL);
     setenv("VRAM_SIM_DEVICES", "1100MiB", 1);
     /* The simulator's own shared state, no budget: a case reads the
      * device's use as exactly what it allocated (a forged claim not in it)
@@ -333,6 +498,10 @@ int main(int argc, char **argv)
         return child_hold();
     if (argc == 2 && strcmp(argv[1], "nvml-threads") == 0)
         return child_nvml_threads();
+    if (argc == 2 && strcmp(argv[1], "nvml-list") == 0)
+        return child_nvml_list();
+    if (argc == 2 && strcmp(argv[1], "hold-listing") == 0)
+        return child_hold_listing();
     /* VRAM_TEST_ONLY=NAME runs one case (to see each fail on its own). */
     const char *only = getenv("VRAM_TEST_ONLY");
 #define CASE(name) (!only || strcmp(only, #name) == 0)
@@ -349,6 +518,8 @@ int main(int argc, char **argv)
             directory_of_another_user();
         if (CASE(forged_record))
             forged_record();
+        if (CASE(namespaced_holder))
+            namespaced_holder();
     } else {
         printf("test_sim_state: SKIP the cases with another user (they need root)\n");
     }

@@ -19,6 +19,49 @@ export VRAM_SIM_CONTEXT_SIZE=0
 M=$((1 << 20)) G=$((1 << 30))
 me=$(id -un)
 
+cat >"$tmp/prom.py" <<'EOF'
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+fams = {f.name: f for f in text_string_to_metric_families(open(sys.argv[1]).read())}
+def samples(name):
+    return [s for f in fams.values() for s in f.samples if s.name == name]
+print(eval(sys.argv[2]))
+EOF
+prom() { $py "$tmp/prom.py" "$@"; }
+
+# --- without vramd: as vram top --once, in all three forms (issue 27, item 13) --
+sleep 600 | VRAM_DAEMON=off "$vram" run --limit 1GiB -- "$holder" 100MiB >/dev/null 2>&1 &
+off() { VRAM_DAEMON=off "$vram" status "$@"; }
+command_seen() { off --json >"$tmp/off.json" 2>&1; [ $? = 3 ] &&
+  [ "$(json_field "$tmp/off.json" '[(p["role"], p["budget"]) for p in d["processes"] if p["role"] == "job"]')" = "[('job', $G)]" ]; }
+check "VRAM_DAEMON=off: the command's job and budget, as vram top --once shows them" wait_for 30 command_seen
+COLUMNS=80 off >"$tmp/off" 2>"$tmp/off.err"; rc=$?
+check "VRAM_DAEMON=off: a screen, nothing on stderr, status 3 (no vramd answered)" sh -c "[ $rc = 3 ] && [ ! -s '$tmp/off.err' ]"
+check "headed vram status, not vram top" sh -c "head -1 '$tmp/off' | grep -q '^vram status ' && ! grep -q '^vram top' '$tmp/off'"
+check "says plainly that vramd is not asked, naming no socket" sh -c \
+  "grep -q 'vramd is not asked (VRAM_DAEMON=off): NVML' '$tmp/off' && ! grep -qE 'sock|/run/vram' '$tmp/off'"
+check "NVML's view: the GPU's used and free, the command's budget" sh -c \
+  "grep -qE '^GPU NAME .* USED +FREE +BUDGETS' '$tmp/off' && grep -qE '^ +job root +0 +run-[0-9]+ +1.00 GiB +100.00 MiB' '$tmp/off'"
+check "--json: vramd false, the ledger's own figures null" test "$(json_field "$tmp/off.json" \
+  '(d["vramd"], d["devices"][0]["grantable"], d["devices"][0]["reserved"], d["devices"][0]["free"] == d["devices"][0]["total"] - d["devices"][0]["used"])')" = \
+  "(False, None, None, True)"
+off --prometheus >"$tmp/off.prom" 2>&1
+check "--prometheus: status 3 too" test $? = 3
+check "--prometheus: parsed, vram_vramd_up 0, the GPU's memory, none of the ledger's families" \
+  test "$(prom "$tmp/off.prom" '(samples("vram_vramd_up")[0].value, len(samples("vram_gpu_memory_total_bytes")), "vram_gpu_memory_grantable_bytes" in fams, "vram_refusals" in fams)')" = \
+  "(0.0, 1, False, False)"
+"$vram" status >"$tmp/gone" 2>"$tmp/gone.err"; rc=$?
+check "VRAM_DAEMON names a socket no vramd answers at: NVML's view, and why" sh -c \
+  "[ $rc = 3 ] && tr '\\n' ' ' <'$tmp/gone' | grep -q 'vramd does not answer: cannot reach vramd at $S'"
+if [ ! -e /run/vram/vramd.sock ]; then
+  env -u VRAM_DAEMON "$vram" status >"$tmp/none" 2>&1; rc=$?
+  check "no vramd found: says it is not running, and where it looked" sh -c \
+    "[ $rc = 3 ] && grep -q 'vramd is not running (no socket at /run/vram/vramd.sock' '$tmp/none'"
+fi
+"$vram" status --socket "$tmp/none.sock" >/dev/null 2>"$tmp/err"; rc=$?
+check "--socket names a vramd: none there is an error" sh -c "[ $rc = 1 ] && grep -q 'cannot reach vramd at $tmp/none.sock' '$tmp/err'"
+kill $(jobs -p) 2>/dev/null; wait 2>/dev/null
+
 printf 'default-budget 64MiB\nwhen-full wait 5m\nreconcile-every 100ms\n' >"$tmp/policy"
 "$vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" \
   --metrics-file "$tmp/m.prom" --metrics-every 100ms >"$tmp/daemon.out" 2>&1 &
@@ -37,9 +80,21 @@ outside=$!
 check "two processes with grants" wait_for 30 is_j 'len(d["processes"])' 2
 check "one without" wait_for 30 is_j 'len(d["unseen"])' 1
 
+"$vram" status >/dev/null 2>&1
+check "with vramd: status 0" test $? = 0
+# --- grantable: what vramd would grant now, beside free (issue 27, item 13) ---
+check "grantable: the GPU less its grants, reservations and usage outside grants" is_j \
+  '[x["grantable"] == x["total"] - x["granted"] - x["reserved"] - x["unseen"] and x["grantable"] < x["free"] for x in d["devices"]]' "[True]"
+"$vram" status --prometheus >"$tmp/g.prom"
+check "the same in Prometheus, and vram_vramd_up 1" test "$(prom "$tmp/g.prom" \
+  '(samples("vram_vramd_up")[0].value, samples("vram_gpu_memory_grantable_bytes")[0].value)')" = "(1.0, $(j 'd["devices"][0]["grantable"]').0)"
+COLUMNS=80 "$vram" status >"$tmp/screen"
+check "the screen is headed vram status" grep -q '^vram status ' "$tmp/screen"
+
 # --- one object with every section ------------------------------------------
-check "the sections of the screen" is_j 'sorted(d)' \
-  "['cuda_driver_version', 'devices', 'driver_version', 'host', 'nvml_version', 'processes', 'unseen', 'users', 'waiting']"
+check "the sections of the screen, and whose they are" is_j 'sorted(d)' \
+  "['cuda_driver_version', 'devices', 'driver_version', 'host', 'nvml_version', 'processes', 'unseen', 'users', 'vramd', 'waiting']"
+check "vramd's ledger" is_j 'd["vramd"]' True
 check "the header's: host and versions" is_j '(d["host"], d["driver_version"] != None, d["cuda_driver_version"])' \
   "('$(hostname | cut -c1-63)', True, '13.0')"
 check "a device with its name and bus" is_j '(d["devices"][0]["name"], d["devices"][0]["pci_bus_id"][:9])' \
@@ -83,15 +138,6 @@ check "its wait counted, and how long it took" \
 many=$!
 check "300 clients more" wait_for 30 is_j 'len(d["processes"])' 301
 "$vram" status --prometheus >"$tmp/root.prom"
-cat >"$tmp/prom.py" <<'EOF'
-import sys
-from prometheus_client.parser import text_string_to_metric_families
-fams = {f.name: f for f in text_string_to_metric_families(open(sys.argv[1]).read())}
-def samples(name):
-    return [s for f in fams.values() for s in f.samples if s.name == name]
-print(eval(sys.argv[2]))
-EOF
-prom() { $py "$tmp/prom.py" "$@"; }
 check "Prometheus's parser reads it" test "$(prom "$tmp/root.prom" 'len(fams) > 20')" = True
 check "counters are counters" test "$(prom "$tmp/root.prom" \
   '[fams[n].type for n in ("vram_refusals", "vram_reclaims", "vram_reclaimed_bytes", "vram_waits", "vram_wait_seconds")] == ["counter"] * 5')" = True
@@ -126,8 +172,8 @@ check "two jobs of one program tell apart" \
   test "$(grep -oE '^ +job +[^ ]+ +0 run-[0-9]+' "$tmp/screen" | awk '{ print $4 }' | sort -u | wc -l)" = 2
 check "a job's process: under its job, BUDGET - (the job's budget is its)" \
   sh -c "[ \$(grep -A1 -E '^ +job ' '$tmp/screen' | grep -cE '^ *[0-9]+ +[^ ]+ +0 run-[0-9]+ +- +40.00 MiB') = 2 ]"
-check "FREE at 80 columns, UNSEEN left out first" \
-  sh -c "grep -qE '^GPU NAME .* USED +FREE\$' '$tmp/screen' && ! grep -q '^GPU .*UNSEEN' '$tmp/screen'"
+check "FREE and GRANTABLE at 80 columns, UNSEEN left out first" \
+  sh -c "grep -qE '^GPU NAME .* USED +FREE +GRANTABLE\$' '$tmp/screen' && ! grep -q '^GPU .*UNSEEN' '$tmp/screen'"
 nvml_version=$(j 'd["nvml_version"]')
 check "the NVML version whole at 80 columns" grep -qE "(^|  )NVML $nvml_version( |\$)" "$tmp/screen"
 # (characters, not bytes: the trend's marks are UTF-8)

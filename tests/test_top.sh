@@ -65,8 +65,8 @@ check "a header: host, time and driver version, as nvidia-smi has" \
 nvml_version=$("$vram" status --json | sed 's/.*"nvml_version":"\([^"]*\)".*/\1/')
 check "the NVML version whole, on the next line where the first has no room" \
   sh -c "sed -n 2p '$tmp/screen' | grep -qx 'NVML $nvml_version'"
-check "the GPUs' free memory at 80 columns, what is unseen left out first" \
-  sh -c "sed -n 3p '$tmp/screen' | grep -qE '^GPU NAME .* USED +FREE\$'"
+check "the GPUs' free and grantable memory at 80 columns, what is unseen left out first" \
+  sh -c "sed -n 3p '$tmp/screen' | grep -qE '^GPU NAME .* USED +FREE +GRANTABLE\$'"
 check "the screen is the window's 24 lines" test "$(lines_of)" = 24
 check "no line wider than its 80 columns" test "$(widest)" -le 80
 check "the GPU summary on screen" sh -c "grep -q 'NVIDIA H100' '$tmp/screen' && grep -q 'GPU-' '$tmp/screen'"

@@ -127,10 +127,24 @@ check "--sort x is refused, naming what is accepted" sh -c "[ $rc = 2 ] && grep 
 VRAM_DAEMON=$tmp/none.sock "$vram" top --once >"$tmp/once" 2>&1
 rc=$?
 check "a vramd that does not answer: NVML's view, and why" \
-  sh -c "[ $rc = 0 ] && tr -d '\\n' <'$tmp/once' | grep -q 'vramd does not answer: .*$tmp/none.sock.*NVML.s view instead' && grep -qE '^ *$rpid root ' '$tmp/once'"
+  sh -c "[ $rc = 0 ] && tr '\\n' ' ' <'$tmp/once' | grep -q 'vramd does not answer: .*$tmp/none.sock.*NVML.s view and your vram run commands. budgets instead' && grep -qE '^ *$rpid root ' '$tmp/once'"
 LD_LIBRARY_PATH= "$vram" top --once >"$tmp/once" 2>&1
 rc=$?
-check "no vramd and no NVML: said, status 1" sh -c "[ $rc = 1 ] && grep -q 'no vramd, and NVML cannot be read' '$tmp/once'"
+check "no vramd and no NVML: said, status 1" sh -c "[ $rc = 1 ] && grep -q 'vramd is not asked (VRAM_DAEMON=off), and NVML cannot be read' '$tmp/once'"
+
+# A command of two processes, one of them killed (issue 27, item 11): the
+# job's USED is what the live one holds, at once, as with vramd, not what
+# the dead one's count still says until the command next needs the room.
+sleep 600 | "$vram" run --limit 2GiB -- sh -c "exec 3<&0; '$holder' 302MiB <&3 & '$holder' 204MiB <&3 & wait" \
+  >"$tmp/two.out" 2>&1 &
+job_used() { "$vram" top --once >"$tmp/two" 2>&1; grep -qE "^ +job root +0 +run-[0-9]+ +2.00 GiB +$1 " "$tmp/two"; }
+check "a command of two processes: its job holds both" wait_for 30 job_used "506.00 MiB"
+big=$(pgrep -f "^$holder 302MiB")
+check "the one holding 302 MiB is there to kill" test -n "$big"
+kill -9 $big
+check "killed: the job's USED is the live process's alone" wait_for 15 job_used "204.00 MiB"
+check "and the live one is listed under it" grep -qE "^ *[0-9]+ root +0 +run-[0-9]+ +- +204.00 MiB .*holder 204" "$tmp/two"
+check "the killed one is not" sh -c "! grep -qE '^ *$big ' '$tmp/two'"
 
 echo "test_top_nvml: $passed passed, $failures failed"
 [ $failures = 0 ]

@@ -99,6 +99,18 @@ LD_LIBRARY_PATH=$tmp/no-nvml "$vram" devices >"$tmp/out" 2>"$tmp/err"; rc=$?
 check "without NVML: still a listing" sh -c "[ $rc = 0 ] && grep -q '$gpu0' '$tmp/out'"
 check "without NVML: says why processes are unknown" contains "$tmp/out" "cannot load NVML"
 
+# Without a driver: where vram's simulated one is, by its real path in a
+# build tree (no placeholder to fill in), and what it is elsewhere.
+LD_LIBRARY_PATH= "$vram" devices >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "without a driver: status 1, the simulated one named by its path" sh -c \
+  "[ $rc = 1 ] && grep -qF 'put vram'\''s simulated driver first: LD_LIBRARY_PATH=$(cd "$build" && pwd)/sim' '$tmp/err'"
+check "without a driver: no placeholder" sh -c "! grep -q '<build>' '$tmp/err'"
+mkdir "$tmp/lone"
+cp "$vram" "$tmp/lone/vram"
+LD_LIBRARY_PATH= "$tmp/lone/vram" devices >"$tmp/out" 2>"$tmp/err"
+check "a vram with no build beside it: says where the simulated driver comes from" sh -c \
+  "grep -q 'built with vram (make build), into the folder sim of the build' '$tmp/err' && ! grep -q '<build>' '$tmp/err'"
+
 "$vram" devices --brief --json 2>"$tmp/err"; rc=$?
 check "--brief with --json refused" sh -c "[ $rc = 2 ] && grep -q 'give one of them' '$tmp/err'"
 "$vram" devices --help >"$tmp/out"

@@ -6,7 +6,10 @@
 #include "../src/protocol/history_view.h"
 #include "../src/util/parse.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +80,20 @@ int cli_parse(const char *cmd, const struct cli_option *table, int argc, char **
     return i;
 }
 
+void cli_no_daemon(char *out, size_t n)
+{
+    const char *env = getenv("VRAM_DAEMON");
+    if (env && strcmp(env, "off") == 0) {
+        snprintf(out, n, "vramd is not asked (VRAM_DAEMON=off)");
+        return;
+    }
+    char user[256];
+    ledger_default_socket(user, sizeof user);
+    bool one = strcmp(user, LEDGER_SYSTEM_SOCKET) == 0;
+    snprintf(out, n, "vramd is not running (no socket at %s%s%s)", LEDGER_SYSTEM_SOCKET,
+             one ? "" : " or ", one ? "" : user);
+}
+
 /* The daemon's socket, without a word on stderr: 0, or -1 with the reason. */
 static int find_daemon(const char *socket_path, char *path, size_t n, char *err, size_t errlen)
 {
@@ -86,12 +103,10 @@ static int find_daemon(const char *socket_path, char *path, size_t n, char *err,
     }
     int r = ledger_find_socket(path, n, err, errlen);
     if (r > 0) {
-        char user[256];
-        ledger_default_socket(user, sizeof user);
-        bool one = strcmp(user, LEDGER_SYSTEM_SOCKET) == 0;
-        snprintf(err, errlen, "no vramd is running (no socket at %s%s%s); start one "
-                 "with vramd, or name its socket with --socket or VRAM_DAEMON",
-                 LEDGER_SYSTEM_SOCKET, one ? "" : " or ", one ? "" : user);
+        char none[400];
+        cli_no_daemon(none, sizeof none);
+        snprintf(err, errlen, "%.400s; start one with vramd, or name its socket with --socket "
+                 "or VRAM_DAEMON", none);
     }
     return r != 0 ? -1 : 0;
 }
@@ -181,4 +196,43 @@ int cli_parse_device(const char *cmd, const char *value, int *device)
     }
     *device = (int)v;
     return 0;
+}
+
+/* The interposer beside this program (build tree), or where it is installed
+ * relative to it (any prefix), or where the build was configured to go. */
+int cli_find_preload(char *out, size_t n)
+{
+    const char *env = getenv("VRAM_PRELOAD_LIBRARY");
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        return access(out, R_OK) == 0 ? 0 : -1;
+    }
+    char self[PATH_MAX - 64];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(out, n, "%s/libvram-preload.so", self);
+            if (access(out, R_OK) == 0)
+                return 0;
+            snprintf(out, n, "%s/" VRAM_LIBDIR_FROM_BINDIR "/libvram-preload.so", self);
+            if (access(out, R_OK) == 0)
+                return 0;
+        }
+    }
+    snprintf(out, n, "%s/libvram-preload.so", VRAM_INSTALL_LIBDIR);
+    return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+bool cli_gpu_uuid_ok(const char *s)
+{
+    if (strncmp(s, "GPU-", 4) != 0 && strncmp(s, "MIG-", 4) != 0)
+        return false;
+    size_t n = strlen(s);
+    for (size_t i = 4; i < n; i++)
+        if (!isxdigit((unsigned char)s[i]) && s[i] != '-')
+            return false;
+    return n > 4 && n < 96;
 }

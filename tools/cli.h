@@ -51,6 +51,11 @@ int cli_parse_device(const char *cmd, const char *value, int *device);
 /* "vram CMD: MESSAGE" on stderr; returns 2, the exit status of bad usage. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Why no vramd is asked, in words for a person, naming no socket that
+ * VRAM_DAEMON=off said not to use: "vramd is not running (no socket at
+ * /run/vram/vramd.sock)" or "vramd is not asked (VRAM_DAEMON=off)". */
+void cli_no_daemon(char *out, size_t n);
+
 /* vramd's socket: `socket_path`, or the one found as every client finds
  * it. 0, or 1 after a message on stderr. */
 int cli_daemon_socket(const char *cmd, const char *socket_path, char *path, size_t n);
@@ -67,6 +72,17 @@ int cli_fetch_ledger(const char *cmd, const char *socket_path, struct snapshot *
 int cli_take_ledger(const char *socket_path, struct snapshot *s, enum cli_history history,
                     char *err, size_t errlen);
 
+/* The interposer (VRAM_PRELOAD_LIBRARY, else beside this program in a
+ * build tree, else where it is installed relative to it, else where the
+ * build was configured to install it) into out: 0, or -1 when it is not
+ * there to read (out names where it was looked for last). */
+int cli_find_preload(char *out, size_t n);
+
+/* Whether s is a GPU's UUID as NVML writes it ("GPU-" or "MIG-", then
+ * hexadecimal digits and dashes, under 96 bytes): what a CDI device name
+ * and a hook's --gpu may carry. */
+bool cli_gpu_uuid_ok(const char *s);
+
 /* The subcommands. argv[0] is "vram", argv[1] the subcommand's name. */
 int cmd_run(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
@@ -74,5 +90,7 @@ int cmd_top(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_cdi(int argc, char **argv);
+int cmd_oci_hook(int argc, char **argv);
 
 #endif

@@ -7,6 +7,7 @@
 #include "../src/client/client.h"
 #include "../src/client/fetch.h"
 #include "../src/util/parse.h"
+#include "../src/util/text.h"
 #include "cli.h"
 #include "../src/cuda/nvml_query.h"
 #include "processes.h"
@@ -107,10 +108,7 @@ static void brief(const struct listing *l)
 /* A command for one line of a table: printable, and cut to `width`. */
 static void printable(char *out, size_t n, const char *in, int width)
 {
-    size_t k = 0;
-    for (const char *p = in; *p && k + 1 < n && (width <= 0 || (int)k < width); p++)
-        out[k++] = *p >= 32 && *p < 127 ? *p : '?';
-    out[k] = 0;
+    text_printable(out, width > 0 && (size_t)width + 1 < n ? (size_t)width + 1 : n, in);
 }
 
 static void table(const struct listing *l)

@@ -62,7 +62,8 @@ static uint64_t amount_after(const char *why, const char *key)
  * for now, or earlier requests wait, it can. */
 static bool waiting_helps(const char *why)
 {
-    if (strstr(why, "no default-budget") || strstr(why, "default budget is 0"))
+    if (strstr(why, "no default-budget") || strstr(why, "default budget is 0") ||
+        strstr(why, "waiting cannot help")) /* vramd's word: a cap, a reservation */
         return false;
     uint64_t cap = amount_after(why, " may hold "), asked = amount_after(why, "; requested ");
     return !(cap && asked && cap < asked);
@@ -257,6 +258,7 @@ int grants_ask(struct job *j, const struct grants_request *r)
                     r->wait_ms             ? ""
                     : waiting_helps(why) ? " (--wait waits for the memory, --start-anyway "
                                              "starts it without)"
+                    : strstr(why, "waiting cannot help") ? " (--start-anyway starts it without)"
                                            : " (waiting cannot help; --start-anyway starts it "
                                              "without)");
             return RUN_REFUSED;

@@ -27,6 +27,8 @@ static void usage(FILE *out)
             "  plot FILE -o OUT draw a recording's memory over time: OUT.html (a page) or\n"
             "                   OUT.svg; with --job NAME instead of FILE, a job's, from\n"
             "                   vramd's history; vram plot --help says more\n"
+            "  cdi generate     a CDI spec that puts containers under vram (podman run\n"
+            "                   --device vram.dev/gpu=0); vram cdi --help says more\n"
             "  record convert IN OUT | record info FILE\n"
             "                   a recording as RMM's CSV, Perfetto's JSON or vram's own;\n"
             "                   its peak, budget and refusals; vram record --help says more\n"
@@ -53,7 +55,12 @@ static void usage(FILE *out)
             "                        directory (vram run --record sets it)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
             "  VRAM_SIM_DIR          simulated driver: shared state (default /tmp/vram-sim)\n"
-            "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (392MiB)\n"
+            "  VRAM_SIM_CONTEXT_SIZE simulated driver: memory each context takes (518MiB)\n"
+            "  VRAM_SIM_POOL_CHUNK   simulated driver: the chunks a stream-ordered pool grows\n"
+            "                        in (32MiB, as on an H100 and H200)\n"
+            "  VRAM_SIM_DRIVER       simulated driver and NVML: the driver branch, 580 (as\n"
+            "                        measured) or 615 (per-cgroup memory limits)\n"
+            "  VRAM_SIM_ACCOUNTING   simulated NVML: accounting, off (as on a new GPU) or on\n"
             "\n"
             "Sizes: 4G, 4Gi, 4GiB, 512MiB, 1.5GiB (K/M/G/T, Ki/Mi/Gi/Ti and KiB/MiB/GiB/TiB\n"
             "are powers of 1024: 4G is 4 GiB, as Slurm's --mem=4G; KB/MB/GB/TB, in any case,\n"
@@ -82,7 +89,7 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } commands[] = {
         {"run", cmd_run}, {"devices", cmd_devices}, {"top", cmd_top}, {"status", cmd_status},
-        {"record", cmd_record}, {"plot", cmd_plot},
+        {"record", cmd_record}, {"plot", cmd_plot}, {"cdi", cmd_cdi}, {"oci-hook", cmd_oci_hook},
     };
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(cmd, commands[i].name) == 0)

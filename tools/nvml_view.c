@@ -4,6 +4,8 @@
 #include "../src/cuda/nvml_query.h"
 #include "../src/command/command_state.h"
 #include "processes.h"
+#include "../src/util/saturate.h"
+#include "../src/util/text.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@ struct commands {
     struct command_seen {
         unsigned char id[16];
         const struct command_shared *s; /* NULL: not reachable by this user */
+        int fd; /* the state's, for telling its live slots (-1 with s NULL) */
     } c[MAX_COMMANDS];
 };
 
@@ -50,7 +53,7 @@ static void command_of(unsigned pid, char *out, size_t n)
 /* The state of the command `pid` belongs to, or NULL: the places its
  * VRAM_COMMAND names ("ID:PID/FD,PID/FD,..."), each checked as the
  * command's own processes check it (command_state_open). */
-static const struct command_shared *state_of(struct commands *cs, unsigned pid)
+static const struct command_seen *state_of(struct commands *cs, unsigned pid)
 {
     char v[512];
     unsigned char id[16];
@@ -59,12 +62,13 @@ static const struct command_shared *state_of(struct commands *cs, unsigned pid)
         return NULL;
     for (int i = 0; i < cs->n; i++)
         if (memcmp(cs->c[i].id, id, sizeof id) == 0)
-            return cs->c[i].s;
+            return cs->c[i].s ? &cs->c[i] : NULL;
     if (cs->n == MAX_COMMANDS)
         return NULL;
     struct command_seen *c = &cs->c[cs->n++];
     memcpy(c->id, id, sizeof id);
     c->s = NULL;
+    c->fd = -1;
     for (const char *p = v + 33; *p && !c->s;) {
         int owner, fd, used = 0;
         if (sscanf(p, "%d/%d%n", &owner, &fd, &used) != 2)
@@ -73,21 +77,24 @@ static const struct command_shared *state_of(struct commands *cs, unsigned pid)
         int f = command_state_open(owner, fd, id, why, sizeof why);
         if (f >= 0) {
             void *m = mmap(NULL, sizeof(struct command_shared), PROT_READ, MAP_SHARED, f, 0);
-            close(f);
             if (m != MAP_FAILED)
-                c->s = m;
+                c->s = m, c->fd = f;
+            else
+                close(f);
         }
         p += used;
         p += *p == ',';
     }
-    return c->s;
+    return c->s ? c : NULL;
 }
 
 static void commands_free(struct commands *cs)
 {
     for (int i = 0; i < cs->n; i++)
-        if (cs->c[i].s)
+        if (cs->c[i].s) {
             munmap((void *)cs->c[i].s, sizeof(struct command_shared));
+            close(cs->c[i].fd);
+        }
     cs->n = 0;
 }
 
@@ -111,11 +118,15 @@ static void program_of(int pid, char *out, size_t n)
         snprintf(out, n, "-");
 }
 
-/* The command's row on a device: its budget, what its processes hold
- * together by its own count, and the most they held. Added once. */
-static struct snap_entry *job_row(struct snapshot *s, const struct command_shared *st, int cd,
+/* The command's row on a device: its budget, what its live processes hold
+ * together by its own count, and the most they held. Added once. A killed
+ * process's slot keeps its count until a process of the command next needs
+ * the room (or vram run sums up at the end): it is left out here, as vramd
+ * leaves out a client that went. */
+static struct snap_entry *job_row(struct snapshot *s, const struct command_seen *c, int cd,
                                   const struct snap_entry *member)
 {
+    const struct command_shared *st = c->s;
     char name[64];
     snprintf(name, sizeof name, "run-%d", st->supervisor);
     for (int i = 0; i < s->n; i++)
@@ -136,8 +147,12 @@ static struct snap_entry *job_row(struct snapshot *s, const struct command_share
     j->start = process_start((unsigned)st->supervisor);
     j->grant = st->device[cd].budget;
     j->peak = load64(&st->device[cd].peak);
-    for (int i = 0; i < COMMAND_MAX_SLOTS; i++)
-        j->used += load64(&st->used[cd][i]);
+    uint32_t slots = atomic_load(&((struct command_shared *)st)->slots);
+    for (uint32_t i = 0; i < slots && i < COMMAND_MAX_SLOTS; i++) {
+        uint64_t u = load64(&st->used[cd][i]);
+        if (u && command_slot_alive(c->fd, (int)i))
+            j->used += u;
+    }
     j->nvml = 0;
     return j;
 }
@@ -148,7 +163,8 @@ static void in_command(struct snapshot *s, struct commands *cs, int e_index, con
                        uint64_t *granted)
 {
     struct snap_entry *e = &s->e[e_index];
-    const struct command_shared *st = state_of(cs, (unsigned)e->pid);
+    const struct command_seen *c = state_of(cs, (unsigned)e->pid);
+    const struct command_shared *st = c ? c->s : NULL;
     int cd = st ? device_in(st, uuid) : -1;
     if (cd < 0 || !st->device[cd].budget)
         return;
@@ -163,7 +179,7 @@ static void in_command(struct snapshot *s, struct commands *cs, int e_index, con
     }
     struct snap_entry copy = *e;
     size_t before = (size_t)s->n;
-    struct snap_entry *j = job_row(s, st, cd, &copy);
+    struct snap_entry *j = job_row(s, c, cd, &copy);
     if (!j)
         return;
     if ((size_t)s->n > before)
@@ -197,21 +213,26 @@ static void users(struct snapshot *s)
             continue;
         }
         u->procs++;
-        u->used += e.used;
+        u->used = add_saturating(u->used, e.used); /* NVML's figures, whatever they say */
         u->grant += e.grant;
+        if (e.role == 'n') /* no budget of a command's */
+            u->unseen += e.used;
     }
 }
 
 int nvml_view_take(struct snapshot *s, char *err, size_t n)
 {
     snapshot_init(s);
-    if (gethostname(s->node.host, sizeof s->node.host - 1) != 0)
-        s->node.host[0] = 0;
+    s->nvml_view = true;
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) == 0)
+        text_printable(s->node.host, sizeof s->node.host, host);
     struct nvml_versions ver;
     nvml_versions(&ver);
-    snprintf(s->node.driver, sizeof s->node.driver, "%s", ver.driver);
-    snprintf(s->node.nvml, sizeof s->node.nvml, "%s", ver.nvml);
-    snprintf(s->node.cuda, sizeof s->node.cuda, "%s", ver.cuda);
+    /* NVML's words go to a terminal: printable only, as vramd shows them. */
+    text_printable(s->node.driver, sizeof s->node.driver, ver.driver);
+    text_printable(s->node.nvml, sizeof s->node.nvml, ver.nvml);
+    text_printable(s->node.cuda, sizeof s->node.cuda, ver.cuda);
     int count = nvml_count(err, n);
     if (count < 0)
         return -1;
@@ -235,9 +256,9 @@ int nvml_view_take(struct snapshot *s, char *err, size_t n)
                                     .gpu_percent = sen.gpu_percent, .celsius = sen.celsius,
                                     .milliwatts = sen.milliwatts,
                                     .limit_milliwatts = sen.limit_milliwatts};
-        snprintf(dev->uuid, sizeof dev->uuid, "%.47s", about.uuid);
-        snprintf(dev->name, sizeof dev->name, "%.63s", about.name);
-        snprintf(dev->pci_bus_id, sizeof dev->pci_bus_id, "%s", about.pci_bus_id);
+        text_printable(dev->uuid, sizeof dev->uuid, about.uuid);
+        text_printable(dev->name, sizeof dev->name, about.name);
+        text_printable(dev->pci_bus_id, sizeof dev->pci_bus_id, about.pci_bus_id);
         struct nvml_process *p;
         int np = nvml_processes_on(d, &p, err, n);
         if (np < 0) {

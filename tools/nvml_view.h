@@ -7,7 +7,8 @@
  * lists, with its user from /proc, as a 'p' entry where it has a budget and
  * an 'n' entry where it has none; and each `vram run` command of this user
  * as a job ('j', named run-PID after vram run's pid) with its budget and
- * what its processes hold by its own count, its processes its members. A
+ * what its live processes hold by its own count (a killed one's count left
+ * out, as vramd leaves out a client that went), its processes its members. A
  * command is found as its processes find it: VRAM_COMMAND in a process's
  * environment names the memfd of its state in /proc/PID/fd, which only the
  * command's user (or root, for their own commands) may open; other users'

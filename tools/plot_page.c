@@ -84,7 +84,8 @@ static double column_seconds(const struct timeline *t)
 /* "1234 events of 3 processes over 12.500 s, from 2024-05-01 10:00:00 CEST". */
 static void facts(FILE *out, const struct recording *r, const struct timeline *t)
 {
-    fprintf(out, "%zu events of %zu process%s over %.3f s", t->nevents, t->nimages,
+    fprintf(out, "%zu event%s of %zu process%s over %.3f s", t->nevents,
+            t->nevents == 1 ? "" : "s", t->nimages,
             t->nimages == 1 ? "" : "es", (double)(t->end - t->start) / 1e9);
     if (r->realtime_offset) {
         time_t secs = (time_t)((t->start + (uint64_t)r->realtime_offset) / 1000000000ull);

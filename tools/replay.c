@@ -373,7 +373,8 @@ static void report(const struct trace *t, uint64_t runs, uint64_t device_size, b
            r.peak_live ? (double)r.peak_span / (double)r.peak_live : 0.0,
            format_size(r.peak_span).text, format_size(r.peak_live).text);
     if (r.failures)
-        printf("  %llu allocations failed (device too small)", (unsigned long long)r.failures);
+        printf("  %llu allocation%s failed (device too small)", (unsigned long long)r.failures,
+               r.failures == 1 ? "" : "s");
     printf("\n");
     free(ns);
     free(addr);

@@ -99,12 +99,18 @@ static void run_usage(FILE *out)
             "together. vram run stays beside the command, passes on the signals sent to\n"
             "it, and when the command ends prints its peak per GPU (unless --log off):\n"
             "  vram: GPU 0 (GPU-5a1d...): peak 3.21 GiB of 4.00 GiB budget (context\n"
-            "  392.00 MiB)\n"
+            "  518.00 MiB)\n"
             "(the index is the program's, the UUID what vram top and nvidia-smi show)\n"
             "and exits with its status (128+N if it was killed by signal N).\n"
             "\n"
             "A budget is required (--limit, --fraction, or VRAM_MEMORY_LIMIT or\n"
-            "VRAM_MEMORY_FRACTION in the environment) unless vramd runs. With vramd the\n"
+            "VRAM_MEMORY_FRACTION in the environment) unless vramd runs. --limit and\n"
+            "--fraction replace those variables (said on stderr where the environment\n"
+            "has another), and the budget is the whole command's: a budget variable a\n"
+            "program of the command sets for itself is not applied. Nor does the\n"
+            "interposer apply VRAM_VIRTUAL_DEVICES (said on stderr): a program sees each\n"
+            "GPU whole, its size the budget (one written against libvram's API still\n"
+            "splits its GPUs by it, inside the budget). With vramd the\n"
             "command is one job: before starting it, vram run asks vramd for its budget\n"
             "on each GPU it will see (the one given, or the policy's default) and holds\n"
             "the grants for the command's life. When vramd refuses, vram run says why\n"
@@ -120,37 +126,11 @@ static void run_usage(FILE *out)
             "LD_PRELOAD for its children (or LD_LIBRARY_PATH, where the interposer's\n"
             "path has a space: LD_PRELOAD then names it by its file name, found in its\n"
             "folder through LD_LIBRARY_PATH), links the driver statically, or talks to\n"
-            "the kernel driver directly; nor memory the driver takes later on its own (a\n"
-            "kernel's code loaded lazily at its first use, its stack), which shows beyond\n"
-            "the budget in nvidia-smi. Sizes and durations: vram --help.\n");
-}
-
-/* The interposer beside this program (build tree), or where it is installed
- * relative to it (any prefix), or where the build was configured to go. */
-static int find_preload(char *out, size_t n)
-{
-    const char *env = getenv("VRAM_PRELOAD_LIBRARY");
-    if (env && *env) {
-        snprintf(out, n, "%s", env);
-        return access(out, R_OK) == 0 ? 0 : -1;
-    }
-    char self[PATH_MAX - 64];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len > 0) {
-        self[len] = 0;
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(out, n, "%s/libvram-preload.so", self);
-            if (access(out, R_OK) == 0)
-                return 0;
-            snprintf(out, n, "%s/" VRAM_LIBDIR_FROM_BINDIR "/libvram-preload.so", self);
-            if (access(out, R_OK) == 0)
-                return 0;
-        }
-    }
-    snprintf(out, n, "%s/libvram-preload.so", VRAM_INSTALL_LIBDIR);
-    return access(out, R_OK) == 0 ? 0 : -1;
+            "the kernel driver directly. Memory the driver takes on its own (a kernel's\n"
+            "code loaded lazily at its first use, its stack) is charged to the budget from\n"
+            "NVML's figure for each process, read every 100 ms and before an allocation\n"
+            "near the budget: nvidia-smi can show a process past its budget by what the\n"
+            "driver took since the last reading. Sizes and durations: vram --help.\n");
 }
 
 #define run_fail(...) cli_usage_error("run", __VA_ARGS__)
@@ -446,10 +426,11 @@ static uint64_t budget_on(const struct options *o, const struct visible_gpu *g, 
     return need;
 }
 
-/* What vramd would grant on each GPU now, from its ledger: the device less
- * its grants, the usage outside them and what reservations set aside; none
- * where requests wait (they come first). free_known false for a GPU the
- * ledger does not list. 0, or -1 with the reason. */
+/* What vramd would grant on each GPU now, from its ledger (its grantable
+ * memory: the device less its grants, the usage outside them and what
+ * reservations set aside); none where requests wait (they come first).
+ * free_known false for a GPU the ledger does not list. 0, or -1 with the
+ * reason. */
 static int ledger_room(const char *sock, struct pick_gpu *gpus, int n, char *err, size_t errlen)
 {
     static struct snapshot s;
@@ -466,8 +447,7 @@ static int ledger_room(const char *sock, struct pick_gpu *gpus, int n, char *err
             if (strcasecmp(sd->uuid, gpus[i].uuid) != 0)
                 continue;
             known = true;
-            uint64_t busy = sd->granted + sd->unseen + sd->reserved;
-            room = sd->waiting || busy >= sd->total ? 0 : sd->total - busy;
+            room = sd->waiting ? 0 : sd->grantable;
         }
         if (!known || !gpus[i].free_known || room < gpus[i].free)
             gpus[i].free = room;
@@ -480,8 +460,8 @@ static int ledger_room(const char *sock, struct pick_gpu *gpus, int n, char *err
 /* --gpus N: the GPUs picked among those the environment allows, by what
  * is free on them (NVML's figure; with vramd, what it would grant now),
  * become the GPUs the program will see, as if --devices had named them.
- * With vramd and --wait, the ledger is read again until N GPUs have the
- * room. -1 to go on, or vram run's exit status. */
+ * With vramd and --wait, the ledger and NVML are read again until N GPUs
+ * have the room. -1 to go on, or vram run's exit status. */
 static int run_pick(struct run_request *rq, struct run_plan *pl)
 {
     static struct visible all; /* large: not on the stack */
@@ -506,16 +486,7 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
     if (share)
         budget = 0;
     char nvml_why[512] = "";
-    if (nvml_open(NULL, "vram run", nvml_why, sizeof nvml_why) == 0) {
-        for (int i = 0; i < all.n; i++) {
-            nvmlDevice_t d;
-            struct nvml_memory m;
-            gpus[i].free_known = nvml_by_uuid(gpus[i].uuid, &d, err, sizeof err) == 0 &&
-                                 nvml_memory(d, &m, err, sizeof err) == 0;
-            gpus[i].free = gpus[i].free_known ? m.free : 0;
-        }
-        nvml_close();
-    }
+    bool nvml = nvml_open(NULL, "vram run", nvml_why, sizeof nvml_why) == 0;
     struct options scratch;
     options_clear(&scratch);
     if (rq->log)
@@ -526,10 +497,20 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
     const char *inherited = getenv("CUDA_VISIBLE_DEVICES");
     int chosen[OPT_MAX_DEVICES];
     struct pick_gpu seen[OPT_MAX_DEVICES];
-    memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
     bool waited = false, unread = false;
     uint64_t since = now_ms();
     for (;;) {
+        /* What is free now, read again at each look: a job that held
+         * memory may have ended since the last (its grant and its memory
+         * go together). */
+        memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
+        for (int i = 0; nvml && i < all.n; i++) {
+            nvmlDevice_t d;
+            struct nvml_memory m;
+            seen[i].free_known = nvml_by_uuid(seen[i].uuid, &d, err, sizeof err) == 0 &&
+                                 nvml_memory(d, &m, err, sizeof err) == 0;
+            seen[i].free = seen[i].free_known ? m.free : 0;
+        }
         if (pl->daemon == 0 && ledger_room(pl->sock, seen, all.n, err, sizeof err) != 0 &&
             !quiet && !unread) {
             fprintf(stderr, "vram run: --gpus %s: cannot read vramd's ledger (%s); picking by "
@@ -543,17 +524,21 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
         bool more = pl->daemon == 0 && rq->wait_for && rq->ngpus <= all.n &&
                     can_ever >= rq->ngpus && now_ms() - since < rq->wait_for;
         if (!more) {
+            if (nvml)
+                nvml_close();
             fprintf(stderr, "vram run: %s%s%s; the program was not started\n", say,
                     nvml_why[0] ? "; NVML: " : "", nvml_why);
             return pl->daemon == 0 && can_ever >= rq->ngpus ? RUN_REFUSED : 2;
         }
         if (!waited && !quiet)
-            fprintf(stderr, "vram run: %s; waiting for vramd's grants to leave room\n", say);
+            fprintf(stderr, "vram run: %s; waiting for vramd's grants and the memory in "
+                    "use to leave room\n", say);
         waited = true;
         struct timespec t = {0, 500 * 1000000L};
         nanosleep(&t, NULL);
-        memcpy(seen, gpus, sizeof *gpus * (size_t)all.n);
     }
+    if (nvml)
+        nvml_close();
     if (!quiet)
         fprintf(stderr, "vram run: %s\n", say);
     size_t used = 0;
@@ -564,6 +549,37 @@ static int run_pick(struct run_request *rq, struct run_plan *pl)
     rq->devices = devices;
     rq->devices_origin = "--gpus";
     return -1;
+}
+
+/* Settings of the environment the command's budget leaves out, said once
+ * on stderr (unless --log off) rather than dropped in silence: a budget
+ * variable that --limit or --fraction replaces, and VRAM_VIRTUAL_DEVICES,
+ * which the interposer does not apply (a program written against
+ * libvram's API still splits its GPUs by it, inside the budget). */
+static void say_left_out(const struct run_request *rq)
+{
+    struct options scratch;
+    options_clear(&scratch);
+    char err[256];
+    const char *log = rq->log ? rq->log : getenv("VRAM_LOG");
+    if (log && options_set(&scratch, "VRAM_LOG", log, err, sizeof err) == 0 &&
+        scratch.log_level == LOG_OFF)
+        return;
+    const char *flag = rq->limit ? "--limit" : "--fraction";
+    const char *given = rq->limit ? rq->limit : rq->fraction;
+    const char *var = rq->limit ? "VRAM_MEMORY_LIMIT" : "VRAM_MEMORY_FRACTION";
+    for (int k = 0; given && k < 2; k++) {
+        const char *name = k ? "VRAM_MEMORY_FRACTION" : "VRAM_MEMORY_LIMIT";
+        const char *v = getenv(name);
+        if (v && (strcmp(name, var) != 0 || strcmp(v, given) != 0))
+            fprintf(stderr, "vram run: %s %s is the command's budget; %s=\"%s\" from the "
+                    "environment is not used\n", flag, given, name, v);
+    }
+    const char *virt = getenv("VRAM_VIRTUAL_DEVICES");
+    if (virt)
+        fprintf(stderr, "vram run: VRAM_VIRTUAL_DEVICES=\"%s\" is not applied to the command: "
+                "its programs see each GPU whole, its size the budget (a program written "
+                "against libvram's API still splits its GPUs by it, inside the budget)\n", virt);
 }
 
 /* Step 2: whether vramd runs, and the budget on each GPU the program will
@@ -579,6 +595,7 @@ static int run_resolve_budgets(struct run_request *rq, struct run_plan *pl)
         return run_fail("%s needs vramd, and no vramd socket was found (start vramd, or set "
                         "VRAM_DAEMON to its socket)",
                         rq->wait ? "--wait" : rq->job ? "--job" : "--start-anyway");
+    say_left_out(rq);
     if (rq->limit) {
         setenv("VRAM_MEMORY_LIMIT", rq->limit, 1);
         unsetenv("VRAM_MEMORY_FRACTION");
@@ -597,6 +614,7 @@ static int run_resolve_budgets(struct run_request *rq, struct run_plan *pl)
         setenv("VRAM_JOB", rq->job, 1);
     /* Whatever came from the environment is checked the same way. */
     options_clear(&pl->budget);
+    options_warn_unknown(); /* for the command: its processes leave it to vram run */
     if (options_from_environment(&pl->budget, err, sizeof err) != 0)
         return run_fail("%s", err);
     /* Without vramd the budget is known now, and so is, once measured, what
@@ -713,7 +731,7 @@ static int preload_entry(const char *path, char *out, size_t n)
 static int run_prepare(const struct run_request *rq, struct run_plan *pl)
 {
     char preload[PATH_MAX];
-    if (find_preload(preload, sizeof preload) != 0)
+    if (cli_find_preload(preload, sizeof preload) != 0)
         return run_fail("cannot find the interposer %s (set VRAM_PRELOAD_LIBRARY to its path); "
                         "the program was not started",
                         preload);

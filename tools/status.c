@@ -1,10 +1,12 @@
-/* vram status: vramd's ledger once, for people (the top screen), scripts
- * (--json) or metrics (--prometheus). */
+/* vram status: vramd's ledger once (or, without vramd, NVML's view, as vram
+ * top shows it: source.h), for people (the top screen), scripts (--json) or
+ * metrics (--prometheus). */
 #include "../src/client/client.h"
 #include "../src/view/metrics.h"
 #include "../src/view/screen.h"
 #include "../src/view/snapshot_json.h"
 #include "cli.h"
+#include "source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,16 +20,20 @@ static void status_usage(FILE *out)
             "usage: vram status [--json [--no-history] | --prometheus] [--socket PATH]\n"
             "\n"
             "Who holds how much GPU memory on this node, as vramd's ledger says, printed\n"
-            "once: each GPU (total, reserved, granted, used, used outside any grant), each\n"
-            "user and each process (budget, used, peak, what NVML sees, waiting or over\n"
-            "budget, what holds it to its budget: the driver's own per-cgroup limit, or\n"
-            "the interposer alone) and the trend of each GPU and job: the vram top\n"
-            "screen, or the same for programs. Root sees every process; others see their\n"
-            "own processes and other users' totals. It needs a running vramd (without\n"
-            "one, vram top --once shows NVML's view and your commands' budgets; vram\n"
-            "devices, the GPUs).\n"
+            "once: each GPU (total, reserved, granted, used, used outside any grant, free:\n"
+            "total less used, grantable: what vramd would grant a request now, the\n"
+            "figure its refusals give), each user and each process (budget, used, peak,\n"
+            "what NVML sees, waiting or over budget, what holds it to its budget: the\n"
+            "driver's own per-cgroup limit, or the interposer alone) and the trend of\n"
+            "each GPU and job: the vram top screen, or the same for programs. Root sees\n"
+            "every process; others see their own processes and other users' totals.\n"
+            "Without vramd (none running, or VRAM_DAEMON=off), as vram top --once: NVML's\n"
+            "view and your vram run commands' budgets, saying that vramd is not running,\n"
+            "and exits with 3 (as systemctl status for a service not running; 0 when\n"
+            "vramd answers).\n"
             "\n"
-            "  --json          the same as one JSON object, for scripts: {\"host\",\n"
+            "  --json          the same as one JSON object, for scripts: {\"vramd\" (false:\n"
+            "                  NVML's view, the ledger's own figures null), \"host\",\n"
             "                  \"driver_version\", \"nvml_version\", \"cuda_driver_version\",\n"
             "                  \"devices\", \"users\", \"processes\", \"waiting\" (in queue\n"
             "                  order), \"unseen\" (processes using memory no grant covers)};\n"
@@ -38,7 +44,7 @@ static void status_usage(FILE *out)
             "                  man vram lists every field\n"
             "  --no-history    --json without the history\n"
             "  --prometheus    the same in Prometheus text format (as vramd --metrics-file\n"
-            "                  writes it)\n"
+            "                  writes it; vram_vramd_up 0 for NVML's view)\n"
             "  --socket PATH   vramd's socket (default: VRAM_DAEMON,\n"
             "                  " LEDGER_SYSTEM_SOCKET ", then the user's own daemon's)\n"
             "  --help          this text\n");
@@ -67,14 +73,16 @@ int cmd_status(int argc, char **argv)
                                : json       ? CLI_HISTORY_ALL
                                             : CLI_HISTORY_RECENT;
     struct snapshot s;
-    if (cli_fetch_ledger("status", socket_path, &s, history) != 0)
+    static struct source src;
+    if (source_open("status", socket_path, history, &src, &s) != 0)
         return 1;
     if (json)
         snapshot_json(&s, stdout);
     else if (prom)
         snapshot_prometheus(&s, stdout);
     else {
-        struct top_view v = {.width = 80};
+        struct top_view v = {.width = 80, .title = "vram status", .nvml_view = src.nvml,
+                             .problem = src.note[0] ? src.note : NULL};
         const char *columns = getenv("COLUMNS");
         struct winsize ws;
         if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col)
@@ -85,5 +93,10 @@ int cmd_status(int argc, char **argv)
         snapshot_top(&s, &v, stdout);
     }
     snapshot_free(&s);
-    return 0;
+    bool nvml = src.nvml;
+    source_close(&src);
+    /* Printed, but no vramd answered: 3, as systemctl status and LSB's
+     * status actions say "not running", so that a script (or a wait for
+     * vramd to start) can still tell. */
+    return nvml ? 3 : 0;
 }

@@ -4,6 +4,8 @@
 #include "../src/util/json.h"
 #include "../src/cuda/nvml_query.h"
 #include "../src/util/parse.h"
+#include "../src/util/saturate.h"
+#include "../src/util/proc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -92,12 +94,13 @@ static void write_summary(FILE *f, char **argv, int status, const struct command
         json_string(f, e->uuid);
         fprintf(f,
                 ", \"budget\": %llu, \"peak\": %llu, \"context\": %llu, \"modules\": %llu, "
-                "\"driver\": %llu, \"nvml_peak\": %llu, "
+                "\"driver\": %llu, \"driver_charged\": %s, \"nvml_peak\": %llu, "
                 "\"refused\": %llu}",
                 (unsigned long long)e->budget, (unsigned long long)e->peak,
                 (unsigned long long)e->part[COMMAND_CONTEXTS],
                 (unsigned long long)e->part[COMMAND_MODULES],
-                (unsigned long long)e->part[COMMAND_DRIVER], (unsigned long long)e->nvml_peak,
+                (unsigned long long)e->part[COMMAND_DRIVER],
+                e->driver_unseen ? "false" : "true", (unsigned long long)e->nvml_peak,
                 (unsigned long long)e->refused);
     }
     fprintf(f, "%s],\n  \"processes\": [", order->n ? "\n  " : "");
@@ -119,14 +122,14 @@ static void write_summary(FILE *f, char **argv, int status, const struct command
             s->processes_not_listed);
 }
 
-/* "vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget (context 392.00 MiB)"
+/* "vram: GPU 0: peak 3.21 GiB of 4.00 GiB budget (context 518.00 MiB)"
  * for each device (the part of it the command's contexts, and modules, held
  * at most), and what else a person needs to read it right. */
 static void report(const struct command_summary *s, const struct order *order, int status,
                    const struct job *grants)
 {
     for (int i = 0; i < order->n; i++) {
-        char line[256];
+        char line[512];
         command_peak_line(s, order->index[i], line, sizeof line);
         fprintf(stderr, "vram: %s\n", line);
     }
@@ -143,12 +146,16 @@ static void report(const struct command_summary *s, const struct order *order, i
     for (int p = 0; p < s->nprocesses; p++)
         if (s->process[p].running && !running++)
             first = s->process[p].pid;
+    bool granted = false;
+    for (int i = 0; grants && i < grants->ndev; i++)
+        granted |= grants->dev[i].state == JOB_GRANTED;
     if (running)
         fprintf(stderr,
                 "vram: %d process%s of the command still hold%s GPU memory (pid %d%s); the peak "
-                "above is until now\n",
+                "above is until now%s\n",
                 running, running == 1 ? "" : "es", running == 1 ? "s" : "", first,
-                running > 1 ? ", ..." : "");
+                running > 1 ? ", ..." : "",
+                granted ? "; vramd keeps the command's grant until they end" : "");
     char name[32];
     if (WIFSIGNALED(status))
         fprintf(stderr, "vram: the command was killed by %s\n",
@@ -196,7 +203,7 @@ static void nvml_look(void)
         uint64_t sum = 0;
         for (int k = 0; k < count; k++)
             if (p[k].used_known && command_descends((int)p[k].pid, self))
-                sum += p[k].used;
+                sum = add_saturating(sum, p[k].used);
         if (count >= 0)
             free(p);
         if (sum > atomic_load(&nv.most[i]))
@@ -314,6 +321,24 @@ static int command_ended(struct command_owner *owner, char **argv, int status,
 
 /* ----------------------------------------------------------- the command */
 
+/* With vramd, vram run is the subreaper of the command's processes: one
+ * whose parent ends comes to vram run (instead of init), so that when the
+ * command's first process ends, every process of it still running is
+ * below vram run, and vramd hears of each (job_member): it keeps the
+ * command's grant until they are gone (src/daemon/job_keep.h). The
+ * orphans that end meanwhile are reaped here. */
+#define NAMED_MAX 4096
+
+static void name_the_rest(struct job *grants)
+{
+    static pid_t found[NAMED_MAX];
+    int n = proc_children(getpid(), found, NAMED_MAX);
+    for (int i = 0; i < n; i++) { /* their descendants follow them in found */
+        job_member(grants, found[i]);
+        n += proc_children(found[i], found + n, NAMED_MAX - n);
+    }
+}
+
 int supervise(char **argv, const struct supervise_options *o)
 {
     char why[512];
@@ -336,6 +361,8 @@ int supervise(char **argv, const struct supervise_options *o)
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &old); /* no signal lost between fork and the handlers */
+    if (o->grants)
+        prctl(PR_SET_CHILD_SUBREAPER, 1);
     pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
@@ -352,6 +379,7 @@ int supervise(char **argv, const struct supervise_options *o)
             _exit(128 + SIGKILL);
         sigaction(SIGCHLD, &chld_old, NULL);
         sigprocmask(SIG_SETMASK, &old, NULL);
+        command_inheritable(&owner); /* how vramd knows an escaped process of it */
         execvp(argv[0], argv);
         int e = errno;
         fprintf(stderr, "vram run: cannot run %s: %s\n", argv[0], strerror(e));
@@ -375,8 +403,12 @@ int supervise(char **argv, const struct supervise_options *o)
     sigprocmask(SIG_SETMASK, &old, NULL);
 
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
+    for (;;) {
+        /* As a subreaper, vram run also hears of the orphans it took in. */
+        pid_t done = waitpid(o->grants ? -1 : pid, &status, 0);
+        if (done == pid)
+            break;
+        if (done < 0 && errno != EINTR) {
             fprintf(stderr, "vram run: waiting for %s: %s\n", argv[0], strerror(errno));
             status = 1 << 8;
             break;
@@ -384,7 +416,9 @@ int supervise(char **argv, const struct supervise_options *o)
     }
     child = 0;
     nvml_watch_stop();
-    if (o->grants) /* the grants go back; what reads the state from here is this thread */
+    if (o->grants) { /* what reads the state from here is this thread */
+        name_the_rest(o->grants);
         job_end(o->grants);
+    }
     return command_ended(&owner, argv, status, o);
 }

@@ -9,8 +9,8 @@
 #include "../src/view/screen.h"
 #include "../src/util/parse.h"
 #include "cli.h"
-#include "nvml_view.h"
 #include "processes.h"
+#include "source.h"
 #include "terminal.h"
 
 #include <errno.h>
@@ -31,8 +31,9 @@ static void top_usage(FILE *out)
             "Who holds the GPUs' memory, refreshed in place, as htop and nvitop show a\n"
             "machine. With vramd, its ledger: a header (host, time, driver, CUDA and\n"
             "NVML versions); each GPU (name, total, reserved for named users or jobs and\n"
-            "not yet theirs, granted as budgets, used, used outside any grant, free) with\n"
-            "a bar (# used, = granted or reserved, . free) and its UUID; each user\n"
+            "not yet theirs, granted as budgets, used, used outside any grant, free: total\n"
+            "less used, grantable: what vramd would grant a request now) with a bar\n"
+            "(# used, = granted or reserved, . free) and its UUID; each user\n"
             "(processes, budget, used, the most they held at once, used outside grants,\n"
             "waiting); each job, its processes under it, and each process (budget, used,\n"
             "peak, what NVML sees, state: ok, OVER its budget, wait N in the queue,\n"
@@ -42,12 +43,12 @@ static void top_usage(FILE *out)
             "job's trend over the last 2 minutes from vramd's history (Unicode blocks\n"
             "where the locale is UTF-8, else ASCII). Root sees every process; others\n"
             "see their own processes and other users' totals.\n"
-            "Without vramd (none found, or VRAM_DAEMON=off), NVML's view, for any user:\n"
-            "each GPU (used, free, the budgets of the commands on it, utilisation,\n"
-            "temperature, power), each user's total, each process NVML lists (any\n"
-            "user's), and each of your vram run commands as a job (run-PID: its budget,\n"
-            "what its processes hold by its count, the most they held). The GPUs stay on\n"
-            "screen; the processes scroll.\n"
+            "Without vramd (none found, or VRAM_DAEMON=off), NVML's view, for any user,\n"
+            "saying why under the header: each GPU (used, free, the budgets of the\n"
+            "commands on it, utilisation, temperature, power), each user's total, each\n"
+            "process NVML lists (any user's), and each of your vram run commands as a\n"
+            "job (run-PID: its budget, what its live processes hold by its count, the\n"
+            "most they held). The GPUs stay on screen; the processes scroll.\n"
             "\n"
             "Keys: q quit; m, u, p, t, g sort the processes by memory, user, pid,\n"
             "running time or GPU (a new sort starts in its own order, the same key again\n"
@@ -108,54 +109,6 @@ static void clocks(struct top_view *v)
     }
 }
 
-/* Where the pictures come from: vramd's ledger, or, where no vramd runs,
- * NVML and the commands' own states (nvml_view.h). */
-struct source {
-    bool nvml;
-    const char *socket; /* vramd's; NULL: found as every client finds it */
-};
-
-/* A picture: 0, or -1 with the reason (a ledger without its history is
- * still one). */
-static int take(const struct source *src, struct snapshot *s, char *err, size_t n)
-{
-    if (src->nvml)
-        return nvml_view_take(s, err, n);
-    return cli_take_ledger(src->socket, s, CLI_HISTORY_RECENT, err, n) < 0 ? -1 : 0;
-}
-
-/* vramd where one runs (or --socket names one), else NVML's view; the
- * first picture in s. 0, or 1 after a message. `note` says why NVML's
- * view was chosen where a vramd was expected. */
-static int choose(const char *socket_path, struct source *src, struct snapshot *s, char *note,
-                  size_t notelen)
-{
-    char path[256], err[512];
-    note[0] = 0;
-    *src = (struct source){false, socket_path};
-    if (socket_path)
-        return cli_fetch_ledger("top", socket_path, s, CLI_HISTORY_RECENT);
-    int r = ledger_find_socket(path, sizeof path, err, sizeof err);
-    if (r < 0) {
-        fprintf(stderr, "vram top: %s\n", err);
-        return 1;
-    }
-    if (r == 0) {
-        int got = cli_take_ledger(path, s, CLI_HISTORY_RECENT, err, sizeof err);
-        if (got >= 0)
-            return 0;
-        snprintf(note, notelen, "vramd does not answer: %.400s; NVML's view instead", err);
-    }
-    src->nvml = true;
-    char nerr[512];
-    if (nvml_view_open(nerr, sizeof nerr) != 0 || nvml_view_take(s, nerr, sizeof nerr) != 0) {
-        fprintf(stderr, "vram top: no vramd%s%s%s, and NVML cannot be read: %s\n",
-                r == 0 ? " answers (" : "", r == 0 ? err : "", r == 0 ? ")" : "", nerr);
-        return 1;
-    }
-    return 0;
-}
-
 /* Whole screens on standard output: --once, or not a terminal. */
 static int print_screens(const struct source *src, struct snapshot s, struct top_view *v,
                          bool once, uint64_t interval)
@@ -168,7 +121,7 @@ static int print_screens(const struct source *src, struct snapshot s, struct top
         v->width = columns && atoi(columns) > 0 ? atoi(columns) : 80;
     for (int first = 1;; first = 0) {
         char err[512];
-        if (!first && take(src, &s, err, sizeof err) != 0) {
+        if (!first && source_take(src, &s, err, sizeof err) != 0) {
             fprintf(stderr, "vram top: %s\n", err);
             return 1;
         }
@@ -291,11 +244,11 @@ static int live(const struct source *src, struct snapshot s, struct top_view *v,
         if (now >= next) {
             struct snapshot fresh;
             char err[512];
-            if (take(src, &fresh, err, sizeof err) == 0) {
+            if (source_take(src, &fresh, err, sizeof err) == 0) {
                 snapshot_free(&s);
                 s = fresh;
                 read_lines(&l, &s);
-                problem[0] = 0;
+                snprintf(problem, sizeof problem, "%s", src->note); /* why NVML's, or "" */
             } else {
                 snprintf(problem, sizeof problem, "%s: %s (trying again)",
                          src->nvml ? "NVML" : "vramd", err);
@@ -389,19 +342,17 @@ int cmd_top(int argc, char **argv)
         v.sort = (enum top_sort)k;
     }
     /* The first look decides: no vramd and no NVML, no screen taken. */
-    struct source src;
+    static struct source src;
     struct snapshot s;
-    char note[600];
-    if (choose(socket_path, &src, &s, note, sizeof note) != 0)
+    if (source_open("top", socket_path, CLI_HISTORY_RECENT, &src, &s) != 0)
         return 1;
     v.nvml_view = src.nvml;
-    v.problem = note[0] ? note : NULL;
+    v.problem = src.note[0] ? src.note : NULL;
     int rc;
     if (!once && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) && terminal_open() == 0)
         rc = live(&src, s, &v, interval);
     else
         rc = print_screens(&src, s, &v, once != NULL, interval);
-    if (src.nvml)
-        nvml_view_close();
+    source_close(&src);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,12 @@ static struct {
 } A = {.mu = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT, .fd = -1};
 
 
+/* This process's pid on the host, as vramd said it (0: not said). Read
+ * without the lock: the interposer's NVML readings ask for it. */
+static _Atomic unsigned host_pid;
+
+unsigned agent_host_pid(void) { return atomic_load(&host_pid); }
+
 static void sleep_ms(long ms)
 {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -73,6 +80,7 @@ static void after_fork_child(void)
     A.fd = -1;
     A.reporter = false;
     A.gave_up = false;
+    atomic_store(&host_pid, 0); /* the parent's */
     memset(A.slot, 0, sizeof A.slot);
 }
 
@@ -135,6 +143,10 @@ static enum hello_result hello(int timeout_ms, char *why, size_t n)
         close(fd);
         return HELLO_REFUSED;
     }
+    uint64_t pid;
+    char bad[128];
+    if (proto_get_u64(&m, "pid", INT32_MAX, &pid, bad, sizeof bad) == 0 && pid > 0)
+        atomic_store(&host_pid, (unsigned)pid);
     A.fd = fd;
     A.gave_up = false;
     return HELLO_OK;
@@ -438,7 +450,7 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
     /* A daemon that goes away in the middle of a request may be restarting:
      * it is reached (waited for, bounded) and asked once more. One that
      * does not answer in time is down. */
-    char down[256] = "";
+    char down[PROTO_MAX + 1] = ""; /* a refusal says why, in full */
     for (int attempt = 0;; attempt++) {
         enum hello_result h = reach(down, sizeof down);
         if (h == HELLO_REFUSED) {

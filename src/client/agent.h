@@ -60,4 +60,10 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
                                 agent_usage_fn usage, agent_allow_fn allow, uint64_t *granted,
                                 char *why, size_t n);
 
+/* This process's pid on the host as vramd's answer to HELLO said it
+ * (pid=, src/protocol/protocol.h), 0 when no answer said it (no daemon
+ * yet, or one outside the host's pid namespace). A pid NVML before R535
+ * lists a process in a container under (src/cuda/nvml_pid.h). */
+unsigned agent_host_pid(void);
+
 #endif

@@ -221,6 +221,8 @@ int job_place(const struct job *j, const char *cgroup, char *why, size_t n)
             r = strcmp(backend, "driver") == 0;
         else
             snprintf(why, n, "%s", text ? text : "vramd refused");
+        if (m.verb == VERB_DENY)
+            r = -2;
     }
     close(fd);
     return r;
@@ -382,9 +384,9 @@ static void report(struct job *j)
     }
 }
 
-void job_member(struct job *j, pid_t pid)
+/* pid named to vramd (with no usage yet) unless it was already; mu held. */
+static void name_member(struct job *j, pid_t pid)
 {
-    pthread_mutex_lock(&j->mu);
     int at = 0;
     while (at < j->nsent && j->sent[at].pid < pid)
         at++;
@@ -400,7 +402,32 @@ void job_member(struct job *j, pid_t pid)
             if (j->dev[i].state == JOB_GRANTED)
                 send_member(j, pid, i, 0, 0);
     }
+}
+
+void job_member(struct job *j, pid_t pid)
+{
+    pthread_mutex_lock(&j->mu);
+    name_member(j, pid);
     pthread_mutex_unlock(&j->mu);
+}
+
+/* The holder ends: vramd hears what the job holds now, and every process
+ * with a slot in its states that still runs, memory or not (it may take
+ * some yet): vramd keeps the job's grants for them. mu held. */
+static void last_report(struct job *j)
+{
+    if (j->fd < 0)
+        return;
+    report(j);
+    for (int k = 0; k < j->nstates; k++) {
+        struct command_shared *s = j->states[k].shared;
+        uint32_t slots = atomic_load(&s->slots);
+        for (uint32_t x = 0; x < slots && x < COMMAND_MAX_SLOTS; x++) {
+            int pid = atomic_load(&s->pid[x]);
+            if (pid > 0 && kill(pid, 0) == 0)
+                name_member(j, pid);
+        }
+    }
 }
 
 /* vramd is back (a restart): the grants it held for us are taken back,
@@ -509,6 +536,9 @@ void job_end(struct job *j)
         pthread_join(j->tid, NULL);
         j->thread = false;
     }
+    pthread_mutex_lock(&j->mu);
+    last_report(j);
+    pthread_mutex_unlock(&j->mu);
     for (int k = 0; k < 2; k++)
         if (j->wake[k] >= 0)
             close(j->wake[k]);

@@ -5,8 +5,9 @@
  *
  * The holder asks vramd for the job's grant on each GPU before the job's
  * processes start (job_ask), and keeps the connection for the job's life:
- * the connection is the grant, so however the holder ends, vramd takes the
- * grants back at once. The grant is then the budget in the job's command
+ * however the holder ends, vramd takes the grants back at once once no
+ * process of the job runs; while one does (a process that outlived its
+ * command's first), vramd keeps them for it (src/daemon/job_keep.h). The grant is then the budget in the job's command
  * states (src/command/command_state.h: one for vram run, one per task for
  * Slurm), registered there before the processes start (command_grant); the
  * processes hold to it on their own hot path and never talk to vramd. A
@@ -128,14 +129,17 @@ void job_member(struct job *j, pid_t pid);
  * driver hold that one (src/daemon/driver_limits.h). Touches nothing of j
  * but its socket and name: it runs in a forked copy of the holder. 1
  * placed; 0 the job's grants are the interposer's alone (nothing to do);
- * -1 with why. */
+ * -1 with why; -2 with why: the driver refused the job's limit, and the
+ * task must not run (vramd fails closed). */
 int job_place(const struct job *j, const char *cgroup, char *why, size_t n);
 
 /* Starts the thread that reports and re-registers (see above). */
 void job_start(struct job *j);
 
-/* Ends it: the thread stops and the connection closes; vramd takes the
- * grants back. */
+/* Ends it: the thread stops, vramd hears the job's last usage and every
+ * process with a slot in its states that still runs (name the others
+ * first, job_member), and the connection closes; vramd takes the grants
+ * back once none of them runs. */
 void job_end(struct job *j);
 
 #endif

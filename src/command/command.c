@@ -511,7 +511,9 @@ static inline int near(uint64_t sum, uint64_t limit)
 }
 
 /* A budget per process: a compare-and-swap on this process's counter. */
-static int reserve_own(struct command_shared *s, int d, int own, uint64_t limit, uint64_t bytes)
+static inline __attribute__((always_inline)) int reserve_own(struct command_shared *s, int d,
+                                                               int own, uint64_t limit,
+                                                               uint64_t bytes)
 {
     _Atomic uint64_t *mine = &s->used[d][own];
     uint64_t cur = atomic_load_explicit(mine, memory_order_relaxed);
@@ -554,8 +556,9 @@ __attribute__((noinline, cold)) static int reserve_contended(struct command_shar
 }
 
 /* The command's budget: add to this process's counter, then sum them all. */
-static inline int reserve_shared(struct command_shared *s, int d, int own, uint64_t limit,
-                                 uint64_t bytes)
+static inline __attribute__((always_inline)) int reserve_shared(struct command_shared *s, int d,
+                                                                  int own, uint64_t limit,
+                                                                  uint64_t bytes)
 {
     _Atomic uint64_t *row = s->used[d];
     uint64_t mine = atomic_fetch_add(&row[own], bytes) + bytes;
@@ -573,15 +576,24 @@ __attribute__((noinline, cold)) static int refused(int d)
     return -1;
 }
 
-int command_reserve(int d, uint64_t limit, uint64_t bytes)
+/* Inlined, with the two above, into both below: command_reserve is the
+ * hot path of every allocation. */
+static inline __attribute__((always_inline)) int reserve(int d, uint64_t limit, uint64_t bytes)
 {
     int own = atomic_load_explicit(&me.own, memory_order_acquire);
     if ((own < 0 && (own = claim()) < 0) || bytes > limit)
-        return refused(d);
-    int rc = me.mode == COMMAND_PER_PROCESS ? reserve_own(me.s, d, own, limit, bytes)
-                                            : reserve_shared(me.s, d, own, limit, bytes);
+        return -1;
+    return me.mode == COMMAND_PER_PROCESS ? reserve_own(me.s, d, own, limit, bytes)
+                                          : reserve_shared(me.s, d, own, limit, bytes);
+}
+
+int command_reserve(int d, uint64_t limit, uint64_t bytes)
+{
+    int rc = reserve(d, limit, bytes);
     return rc >= 0 ? rc : refused(d);
 }
+
+int command_try_reserve(int d, uint64_t limit, uint64_t bytes) { return reserve(d, limit, bytes); }
 
 void command_set_margin(uint64_t bytes) { me.margin = bytes; }
 
@@ -607,6 +619,11 @@ void command_force(int d, uint64_t bytes)
 }
 
 void command_note_nvml(int d, uint64_t bytes) { raise_to(&me.s->device[d].nvml_peak, bytes); }
+
+void command_note_driver_unseen(int d)
+{
+    atomic_fetch_or(&me.s->device[d].flags, COMMAND_DEVICE_DRIVER_UNSEEN);
+}
 
 int command_supervisor(void) { return me.shared ? me.s->supervisor : 0; }
 

@@ -67,6 +67,14 @@ struct command_context_size {
 int command_create(struct command_owner *o, enum command_mode mode, const char *limit_var,
                    const char *limit_value, const struct command_context_size *sizes, int n,
                    char *why, size_t whylen);
+/* In vram run's child, before it execs the command: a descriptor of the
+ * state that the command's processes inherit (read-only, a description
+ * of its own that no lock is ever taken through, numbered out of the way
+ * of the low numbers programs pick). What a process of the command keeps
+ * when it clears VRAM_COMMAND and leaves the process tree (setsid, a
+ * double fork): vramd finds the command's processes by it. Only calls
+ * that are safe after fork(); -1 if it could not be made. */
+int command_inheritable(const struct command_owner *o);
 
 /* With vramd, before the command starts: the command's budgets are the
  * grants vramd made for the whole command, and its processes never ask
@@ -94,6 +102,8 @@ struct command_summary {
         uint64_t nvml_peak;           /* the most NVML showed the command holding */
         bool ungoverned;              /* no process of the command used vram there: the
                                          peak is NVML's (vram run's own reading) */
+        bool driver_unseen;           /* NVML could not name a process of the command
+                                         there: its driver's own part was not charged */
     } device[COMMAND_MAX_DEVICES];
     int nprocesses, processes_not_listed;
     struct command_summary_process {
@@ -144,6 +154,10 @@ int command_device(const char *uuid, int ordinal, bool register_budget, uint64_t
  * processes' shares are reclaimed before that answer; the refusal is
  * counted for the summary). No system call unless the answer would be -1. */
 int command_reserve(int d, uint64_t limit, uint64_t bytes);
+/* The same, when the caller has another way to the memory if this one is
+ * refused (a pool's chunk, where the allocation alone may fit): a refusal
+ * is not counted. */
+int command_try_reserve(int d, uint64_t limit, uint64_t bytes);
 /* How near the limit a reservation answers 1 (0: never). Set once, early. */
 void command_set_margin(uint64_t bytes);
 /* After a reservation answered 1 and the driver's part was settled: if
@@ -155,6 +169,9 @@ int command_recheck(int d, uint64_t limit, uint64_t bytes);
 void command_force(int d, uint64_t bytes);
 /* The most NVML showed the command holding on d, raised to `bytes`. */
 void command_note_nvml(int d, uint64_t bytes);
+/* NVML could not name this process on d (src/cuda/nvml_pid.h): the
+ * driver's own part of it is not charged, as the end-of-run line says. */
+void command_note_driver_unseen(int d);
 /* vram run's pid (the command's processes descend from it), or 0. */
 int command_supervisor(void);
 /* `pid`'s parent (from /proc), or 0; `pid` is `ancestor` or descends from it. */

@@ -28,6 +28,14 @@ int command_lock_byte(int fd, int byte, short type, bool wait)
     return rc;
 }
 
+bool command_slot_alive(int fd, int i)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = i, .l_len = 1};
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return true;
+    return fl.l_type != F_UNLCK;
+}
+
 void command_id_text(const unsigned char id[16], char out[33])
 {
     for (int i = 0; i < 16; i++)
@@ -211,6 +219,26 @@ int command_create(struct command_owner *o, enum command_mode mode, const char *
     return 0;
 }
 
+int command_inheritable(const struct command_owner *o)
+{
+    /* "/proc/self/fd/N" by hand: after fork() in a threaded vram run, no
+     * stdio. */
+    char path[32] = "/proc/self/fd/", digits[12];
+    int k = 0;
+    for (unsigned v = (unsigned)o->fd; k == 0 || v; v /= 10)
+        digits[k++] = (char)('0' + v % 10);
+    size_t at = strlen(path);
+    while (k)
+        path[at++] = digits[--k];
+    path[at] = 0;
+    int f = open(path, O_RDONLY); /* inherited: no O_CLOEXEC */
+    if (f < 0)
+        return -1;
+    int high = fcntl(f, F_DUPFD, 100);
+    close(f);
+    return high;
+}
+
 void command_summarize(struct command_owner *o, struct command_summary *out)
 {
     struct command_shared *s = o->shared;
@@ -228,6 +256,7 @@ void command_summarize(struct command_owner *o, struct command_summary *out)
         for (int p = 0; p < COMMAND_PARTS; p++)
             e->part[p] = atomic_load(&s->device[d].part_peak[p]);
         e->nvml_peak = atomic_load(&s->device[d].nvml_peak);
+        e->driver_unseen = atomic_load(&s->device[d].flags) & COMMAND_DEVICE_DRIVER_UNSEEN;
     }
     uint32_t nr = atomic_load(&s->records);
     for (uint32_t r = 0; r < nr && r < COMMAND_MAX_RECORDS; r++) {
@@ -273,13 +302,35 @@ void command_peak_line(const struct command_summary *s, int i, char *out, size_t
     if ((e->part[COMMAND_CONTEXTS] || e->part[COMMAND_MODULES] || e->part[COMMAND_DRIVER]) &&
         len >= 0 && (size_t)len < n)
         len += snprintf(out + len, n - (size_t)len, ")");
-    /* NVML's own figure, where it saw more than vram counted. */
-    if (e->nvml_peak > e->peak && len >= 0 && (size_t)len < n)
-        len += snprintf(out + len, n - (size_t)len, "; NVML showed %s",
-                        format_size(e->nvml_peak).text);
+    /* NVML's own figure, where it saw more than vram counted. It is the
+     * whole command's, its processes together: with a budget per process
+     * the peak is one process's, and what vram counted for them all is at
+     * most their peaks added up (unknown when some were not listed). */
+    uint64_t counted = e->peak;
+    bool known = true;
+    if (s->mode == COMMAND_PER_PROCESS) {
+        counted = 0;
+        for (int k = 0; k < s->nprocesses; k++)
+            counted += s->process[k].peak[i];
+        known = s->processes_not_listed == 0;
+    }
+    if (known && e->nvml_peak > counted && len >= 0 && (size_t)len < n) {
+        if (s->mode == COMMAND_PER_PROCESS)
+            len += snprintf(out + len, n - (size_t)len, "; NVML showed the command's processes "
+                            "holding %s together, more than their peaks add up to (%s)",
+                            format_size(e->nvml_peak).text, format_size(counted).text);
+        else
+            len += snprintf(out + len, n - (size_t)len, "; NVML showed %s",
+                            format_size(e->nvml_peak).text);
+    }
     if (e->refused && len >= 0 && (size_t)len < n)
-        snprintf(out + len, n - (size_t)len, "; %llu allocation%s refused",
-                 (unsigned long long)e->refused, e->refused == 1 ? "" : "s");
+        len += snprintf(out + len, n - (size_t)len, "; %llu allocation%s refused",
+                        (unsigned long long)e->refused, e->refused == 1 ? "" : "s");
+    if (e->driver_unseen && len >= 0 && (size_t)len < n)
+        snprintf(out + len, n - (size_t)len,
+                 "; the driver's own part was not charged: a process of the command could not be "
+                 "found in NVML's list (in a pid namespace of its own, on a driver that lists "
+                 "processes by their pid on the host, without vramd to say it)");
 }
 
 /* ------------------------------------------------------ vramd's grants */

@@ -40,11 +40,15 @@
 /* The device entries are vramd's grants for the whole command, registered
  * by its holder (vram run, the Slurm plugin) before it started. */
 #define COMMAND_GRANTED 1u
+/* A device entry's flags: a process of the command could not be named in
+ * NVML's list there (src/cuda/nvml_pid.h), so its driver's own part was
+ * not charged. */
+#define COMMAND_DEVICE_DRIVER_UNSEEN 1u
 
 struct command_device_entry {
     char uuid[COMMAND_UUID_SIZE];
     int32_t ordinal;
-    uint32_t reserved_;
+    _Atomic uint32_t flags; /* COMMAND_DEVICE_*, set by any process (or) */
     uint64_t budget;
     _Atomic uint64_t peak;    /* see command_reserve() */
     _Atomic uint64_t refused; /* reservations refused */
@@ -107,6 +111,11 @@ int command_id_parse(const char *s, unsigned char id[16]);
  * open file description), or -1 with the reason in why. */
 int command_state_open(int pid, int fd, const unsigned char id[16], char *why, size_t n);
 
+/* Whether slot i's process is alive (its lock is held: by it, or by whoever
+ * is claiming or reclaiming the slot right now), tested through `fd`
+ * without taking the lock: a reader's view never changes the state. True
+ * where it cannot tell. */
+bool command_slot_alive(int fd, int i);
 /* Nothing charged on any device in slot i. */
 bool command_slot_clean(struct command_shared *s, int i);
 /* Clears dead slot i (its lock held by the caller), recording what its

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -204,6 +205,12 @@ vram_status vram_init(void)
             if (lvl >= 0)
                 log_set_level(lvl);
             bool under_interposer = dlsym(RTLD_DEFAULT, "vram_preload_active") != NULL;
+            /* Unknown variables are said once for the process: inside a
+             * vram run command vram run said it; under the interposer, the
+             * interposer does where VRAM_LOG lets it (its default is off). */
+            if (!getenv("VRAM_COMMAND") /* COMMAND_ENV, command.h */ &&
+                !(under_interposer && env_opts.log_level >= LOG_WARN))
+                options_warn_unknown();
             if (under_interposer) {
                 /* Under vram run the interposer enforces the environment's
                  * budget and shows it as the device size; limits from the
@@ -340,11 +347,16 @@ static vram_status out_of_memory(struct logical_device *l, const struct heap_oom
                  "hold about %s",
                  format_size(dfree).text, format_size(dtotal).text, format_size(others).text);
     }
-    char hint[256] = "";
+    char hint[384] = "", limit[160];
     const struct heap_stats *s = &oom->stats;
+    /* The limit named by what set it: the setting to raise. */
+    if (l->limit_origin[0])
+        snprintf(limit, sizeof limit, "the limit (%s)", l->limit_origin);
+    else
+        snprintf(limit, sizeof limit, "the device");
     if (oom->rounded > s->bytes_limit)
-        snprintf(hint, sizeof hint, ". The request alone is larger than the limit: raise "
-                                    "VRAM_MEMORY_LIMIT or VRAM_MEMORY_FRACTION");
+        snprintf(hint, sizeof hint, ". The request alone is larger than %s%s", limit,
+                 l->limit_origin[0] ? ": raise it" : "");
     else if (s->bytes_reserved - s->bytes_in_use >= oom->rounded)
         snprintf(hint, sizeof hint, ". Enough is free in total but not in one block "
                                     "(fragmentation %.0f%%): free or reuse large blocks earlier",
@@ -353,7 +365,8 @@ static vram_status out_of_memory(struct logical_device *l, const struct heap_oom
         snprintf(hint, sizeof hint, ". The driver refused %s: the device is full, not the limit",
                  format_size(oom->driver_refused).text);
     else
-        snprintf(hint, sizeof hint, ". The limit is reached: free memory or raise the limit");
+        snprintf(hint, sizeof hint, ". %c%s is reached: free memory%s", limit[0] - 'a' + 'A',
+                 limit + 1, l->limit_origin[0] ? " or raise it" : "");
     return report_fail(VRAM_ERROR_OUT_OF_MEMORY,
                        "out of memory on device %d (%s, limit %s): requested %s (%llu bytes, "
                        "rounded to %llu); in use %s, reserved %s, largest free block %s, waiting "

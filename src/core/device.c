@@ -280,6 +280,7 @@ static vram_status ask_daemon(struct device_table *t)
         if (p->nlogical == 1) {
             first->limit = granted;
             first->limit_configured = true;
+            snprintf(first->limit_origin, sizeof first->limit_origin, "vramd's grant");
         } else if (granted < want) {
             return report_fail(VRAM_ERROR_OUT_OF_MEMORY, "device %d (%s): vramd granted %s, "
                                "less than its virtual devices' %s", v, p->uuid,
@@ -358,6 +359,7 @@ vram_status devices_open(struct device_table *t, const struct options *call,
                 struct logical_device *l = &t->logical[li++];
                 *l = (struct logical_device){.index = li - 1, .phys = p, .virtual_index = k,
                                              .limit = vs->limits[k], .limit_configured = true};
+                snprintf(l->limit_origin, sizeof l->limit_origin, "%s", vs->origin);
                 sum += vs->limits[k];
             }
             if (sum > p->total)
@@ -369,6 +371,8 @@ vram_status devices_open(struct device_table *t, const struct options *call,
             struct logical_device *l = &t->logical[li++];
             *l = (struct logical_device){.index = li - 1, .phys = p};
             st = resolve_limit(ls, p, v, &l->limit, &l->limit_configured);
+            if (l->limit_configured)
+                snprintf(l->limit_origin, sizeof l->limit_origin, "%s", ls->origin);
             p->nlogical = 1;
         }
     }

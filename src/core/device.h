@@ -35,6 +35,9 @@ struct logical_device {
     int virtual_index;
     uint64_t limit;
     bool limit_configured; /* false: the device's total, nothing asked */
+    /* What set the limit, for messages: VRAM_VIRTUAL_DEVICES="0:2GiB,2GiB",
+     * vram_set_memory_limit(0, ...), "vramd's grant"; "" for none. */
+    char limit_origin[96];
     struct heap heap;
 };
 

@@ -38,6 +38,9 @@ static const struct {
     {"VRAM_SIM_DEVICES", OPT_OTHER, "simulated driver: device sizes"},
     {"VRAM_SIM_DIR", OPT_OTHER, "simulated driver: state directory"},
     {"VRAM_SIM_CONTEXT_SIZE", OPT_OTHER, "simulated driver: device memory each CUDA context takes"},
+    {"VRAM_SIM_POOL_CHUNK", OPT_OTHER, "simulated driver: the chunks a stream-ordered pool grows in"},
+    {"VRAM_SIM_DRIVER", OPT_OTHER, "simulated driver and NVML: the driver branch, 580 or 615"},
+    {"VRAM_SIM_ACCOUNTING", OPT_OTHER, "simulated NVML: accounting mode, on or off (the default)"},
     {"VRAM_ISOLATE_CHILD", OPT_OTHER, "internal: set by vram_run_isolated in its child"},
     {"VRAM_COMMAND", OPT_OTHER, "set by vram run: the command whose GPU budget this process shares"},
 };
@@ -247,7 +250,7 @@ int options_set_as(struct options *o, const char *name, const char *shown, const
     return set_as(o, name, shown, value, err, n);
 }
 
-int options_from_environment(struct options *o, char *err, size_t n)
+void options_warn_unknown(void)
 {
     for (char **e = environ; e && *e; e++) {
         if (strncmp(*e, "VRAM_", 5) != 0)
@@ -261,6 +264,10 @@ int options_from_environment(struct options *o, char *err, size_t n)
             vlog(LOG_WARN, "unknown variable %s is ignored (is it misspelt? vram --help lists "
                            "the variables)", name);
     }
+}
+
+int options_from_environment(struct options *o, char *err, size_t n)
+{
     if (getenv("VRAM_MEMORY_LIMIT") && getenv("VRAM_MEMORY_FRACTION")) {
         snprintf(err, n, "VRAM_MEMORY_LIMIT=\"%s\" and VRAM_MEMORY_FRACTION=\"%s\" are both set; "
                          "set one of them (a limit in bytes, or a fraction of each device)",

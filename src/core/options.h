@@ -60,9 +60,13 @@ int options_set_as(struct options *o, const char *name, const char *shown, const
                    char *err, size_t errlen);
 
 /* Reads every VRAM_* variable of the environment into the layer, and
- * TF_FORCE_GPU_ALLOW_GROWTH when VRAM_ALLOW_GROWTH is unset. Unknown VRAM_*
- * variables are warned about. 0, or -1 with the first error in err. */
+ * TF_FORCE_GPU_ALLOW_GROWTH when VRAM_ALLOW_GROWTH is unset. 0, or -1 with
+ * the first error in err. */
 int options_from_environment(struct options *o, char *err, size_t errlen);
+/* Warns (LOG_WARN) of each VRAM_* variable of the environment that no part
+ * of vram reads. Once for a process's environment: by vram run for its
+ * command, by the interposer outside one, by libvram where neither did. */
+void options_warn_unknown(void);
 
 /* The setting in force for visible physical device `dev`. */
 const struct limit_setting *options_limit(const struct options *call, const struct options *env,

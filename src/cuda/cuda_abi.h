@@ -108,6 +108,14 @@ enum {
     CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7,
     CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8,
 };
+/* Whether a stream is being captured into a graph (an allocation on it
+ * is then a graph node, not the pool's). */
+typedef int CUstreamCaptureStatus;
+enum {
+    CU_STREAM_CAPTURE_STATUS_NONE = 0,
+    CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+    CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+};
 typedef int CUmemLocationType;
 enum { CU_MEM_LOCATION_TYPE_INVALID = 0, CU_MEM_LOCATION_TYPE_DEVICE = 1, CU_MEM_LOCATION_TYPE_HOST = 2 };
 typedef int CUmemAllocationType;

@@ -4,10 +4,12 @@
 #include "driver.h"
 
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The CUDA version we ask entry points for: 12.0, whose ABI cuda_abi.h
  * declares. */
@@ -42,6 +44,37 @@ static const struct {
 #undef E
 };
 
+void driver_simulated_hint(char *out, size_t n)
+{
+    /* The file this code is in: libvram.so, the interposer, or a program
+     * linked with libvram.a; a build tree has sim/ beside each. */
+    Dl_info info;
+    char dir[4096] = "", sim[4200];
+    if (dladdr((void *)driver_simulated_hint, &info) && info.dli_fname &&
+        info.dli_fname[0] == '/') {
+        snprintf(dir, sizeof dir, "%s", info.dli_fname);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+    } else {
+        ssize_t len = readlink("/proc/self/exe", dir, sizeof dir - 1);
+        dir[len > 0 ? len : 0] = 0;
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = 0;
+    }
+    snprintf(sim, sizeof sim, "%s/sim/libcuda.so.1", dir);
+    /* Quoted for a shell where the path needs it. */
+    bool quote = strpbrk(dir, " \t\"'$`\\;&|<>()*?[]!#~") != NULL && !strchr(dir, '\'');
+    if (dir[0] && access(sim, R_OK) == 0)
+        snprintf(out, n, "On a machine without a GPU, put vram's simulated driver first: "
+                         "LD_LIBRARY_PATH=%s%s/sim%s", quote ? "'" : "", dir, quote ? "'" : "");
+    else
+        snprintf(out, n, "On a machine without a GPU, vram's simulated driver can stand in: it "
+                         "is built with vram (make build), into the folder sim of the build; "
+                         "put that folder first in LD_LIBRARY_PATH");
+}
+
 int driver_load(struct cuda_driver *cu, char *err, size_t errlen)
 {
     memset(cu, 0, sizeof *cu);
@@ -50,10 +83,10 @@ int driver_load(struct cuda_driver *cu, char *err, size_t errlen)
         name = "libcuda.so.1";
     cu->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!cu->lib) {
-        snprintf(err, errlen,
-                 "cannot load the CUDA driver %s (%s). On a machine without a GPU, put vram's "
-                 "simulated driver first: LD_LIBRARY_PATH=<build>/sim",
-                 name, dlerror());
+        char why[512], hint[4400];
+        snprintf(why, sizeof why, "%s", dlerror());
+        driver_simulated_hint(hint, sizeof hint);
+        snprintf(err, errlen, "cannot load the CUDA driver %s (%s). %s", name, why, hint);
         return -1;
     }
     PFN_cuGetProcAddress_v2 gpa2 = (PFN_cuGetProcAddress_v2)dlsym(cu->lib, "cuGetProcAddress_v2");

@@ -39,6 +39,11 @@ struct cuda_driver {
 /* Loads the driver named by VRAM_CUDA_LIBRARY (default libcuda.so.1) and
  * calls cuInit. 0 on success; otherwise -1 with a message in `err`. */
 int driver_load(struct cuda_driver *cu, char *err, size_t errlen);
+/* What to say where the driver (or NVML) cannot be loaded: on a machine
+ * without a GPU, vram's simulated one can stand in. Names the folder that
+ * holds it where this build has one beside the code running (a build
+ * tree); else says how to get one. */
+void driver_simulated_hint(char *out, size_t n);
 void driver_unload(struct cuda_driver *cu);
 
 /* "CUDA_ERROR_OUT_OF_MEMORY (2)". */

@@ -73,8 +73,43 @@ typedef struct nvmlProcessUtilizationSample_st {
     unsigned long long timeStamp; /* microseconds */
     unsigned int smUtil, memUtil, encUtil, decUtil;
 } nvmlProcessUtilizationSample_t;
+/* The versioned structs' version word: the struct's size, its version in
+ * the top byte (what nvml.h's NVML_STRUCT_VERSION makes). */
+#define NVML_VERSION_OF(layout, ver) ((unsigned int)(sizeof(layout) | ((ver) << 24u)))
+/* nvmlDeviceGetProcessesUtilizationInfo's: the caller's array and its size. */
+typedef struct {
+    unsigned long long timeStamp; /* microseconds */
+    unsigned int pid;
+    unsigned int smUtil, memUtil, encUtil, decUtil, jpgUtil, ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+typedef struct {
+    unsigned int version;
+    unsigned int processSamplesCount; /* in: the array's size; out: how many */
+    unsigned long long lastSeenTimeStamp;
+    nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} nvmlProcessesUtilizationInfo_v1_t;
+typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
+#define nvmlProcessesUtilizationInfo_v1 NVML_VERSION_OF(nvmlProcessesUtilizationInfo_v1_t, 1)
+/* A process's accounting (nvmlDeviceGetAccountingStats), when the
+ * device's accounting mode is on. */
+typedef struct nvmlAccountingStats_st {
+    unsigned int gpuUtilization, memoryUtilization; /* percent over its life */
+    unsigned long long maxMemoryUsage;               /* bytes */
+    unsigned long long time;                         /* ms; 0 while it runs */
+    unsigned long long startTime;                    /* microseconds */
+    unsigned int isRunning;
+    unsigned int reserved[5];
+} nvmlAccountingStats_t;
 typedef int nvmlTemperatureSensors_t;
 enum { NVML_TEMPERATURE_GPU = 0 };
+/* nvmlDeviceGetTemperatureV's: the sensor in, its reading out. */
+typedef struct {
+    unsigned int version;
+    nvmlTemperatureSensors_t sensorType;
+    int temperature;
+} nvmlTemperature_v1_t;
+typedef nvmlTemperature_v1_t nvmlTemperature_t;
+#define nvmlTemperature_v1 NVML_VERSION_OF(nvmlTemperature_v1_t, 1)
 typedef int nvmlTemperatureThresholds_t;
 enum {
     NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,
@@ -143,6 +178,19 @@ typedef nvmlReturn_t (*PFN_nvmlDeviceGetUtilizationRates)(nvmlDevice_t device,
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetTemperature)(nvmlDevice_t device,
                                                      nvmlTemperatureSensors_t sensorType,
                                                      unsigned int *temp);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetTemperatureV)(nvmlDevice_t device,
+                                                      nvmlTemperature_t *temperature);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetProcessUtilization)(
+    nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+    unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetProcessesUtilizationInfo)(
+    nvmlDevice_t device, nvmlProcessesUtilizationInfo_t *procesesUtilInfo);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetAccountingPids)(nvmlDevice_t device, unsigned int *count,
+                                                        unsigned int *pids);
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetAccountingStats)(nvmlDevice_t device, unsigned int pid,
+                                                         nvmlAccountingStats_t *stats);
+typedef nvmlReturn_t (*PFN_nvmlDeviceIsMigDeviceHandle)(nvmlDevice_t device,
+                                                        unsigned int *isMigDevice);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetTemperatureThreshold)(nvmlDevice_t device,
                                                               nvmlTemperatureThresholds_t type,
                                                               unsigned int *temp);

@@ -20,11 +20,17 @@ nvmlReturn_t nvml_process_list(const struct nvml_process_calls *c, nvmlDevice_t 
     if (!c->v3 && !c->v1)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     size_t stride = c->v3 ? sizeof(nvmlProcessInfo_t) : sizeof(nvmlProcessInfo_v1_t);
-    unsigned char *buf = calloc(*count ? *count : 1, stride);
+    unsigned capacity = *count;
+    unsigned char *buf = calloc(capacity ? capacity : 1, stride);
     if (!buf)
         return NVML_ERROR_UNKNOWN;
     nvmlReturn_t rc = c->v3 ? c->v3(d, count, (nvmlProcessInfo_t *)buf)
                             : c->v1(d, count, (nvmlProcessInfo_v1_t *)buf);
+    /* NVML's count is NVML's word: more than the room it was given, even
+     * with SUCCESS, is a list that did not fit (only `capacity` entries
+     * are ever read). */
+    if (rc == NVML_SUCCESS && *count > capacity)
+        rc = NVML_ERROR_INSUFFICIENT_SIZE;
     for (unsigned i = 0; rc == NVML_SUCCESS && i < *count; i++) {
         nvmlProcessInfo_v1_t p;
         memcpy(&p, buf + i * stride, sizeof p);
@@ -54,6 +60,10 @@ int nvml_process_read(const struct nvml_process_calls *c, nvmlDevice_t d,
         }
         free(p);
         if (*rc != NVML_ERROR_INSUFFICIENT_SIZE)
+            return -1;
+        /* Room for what NVML said, within reason: no GPU runs more
+         * processes than this, and a count near UINT_MAX must not wrap. */
+        if (count > NVML_PROCESSES_MOST - 16)
             return -1;
         cap = count + 16;
     }

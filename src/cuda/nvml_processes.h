@@ -22,15 +22,22 @@ struct nvml_process {
     uint64_t used;
 };
 
+/* The most processes a GPU's list is read with: a larger count from NVML
+ * is refused (nvml_process_read), not allocated. */
+#define NVML_PROCESSES_MOST 65536
+
 /* Up to *count entries into out. NVML's convention: with too small a
- * buffer, NVML_ERROR_INSUFFICIENT_SIZE and *count says how many there are.
+ * buffer, NVML_ERROR_INSUFFICIENT_SIZE and *count says how many there are;
+ * a count larger than the room given is taken as that, whatever NVML
+ * answered, and nothing past the room is read.
  * A process whose usage NVML does not know has used_known false, used 0. */
 nvmlReturn_t nvml_process_list(const struct nvml_process_calls *c, nvmlDevice_t d, unsigned *count,
                                struct nvml_process *out);
 
 /* The whole list, into a malloc()ed array (the caller frees it): its
  * count, or -1 with NVML's answer in *rc (NVML_ERROR_INSUFFICIENT_SIZE: it
- * kept growing while it was read). The list can change between asking its
+ * kept growing while it was read, or NVML said more than
+ * NVML_PROCESSES_MOST). The list can change between asking its
  * size and reading it: it is asked a few times, each with room for what
  * NVML last said plus some. */
 int nvml_process_read(const struct nvml_process_calls *c, nvmlDevice_t d,

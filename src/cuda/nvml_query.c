@@ -193,7 +193,8 @@ int nvml_processes_on(nvmlDevice_t d, struct nvml_process **out, char *err, size
     if (count >= 0)
         return count;
     if (rc == NVML_ERROR_INSUFFICIENT_SIZE)
-        snprintf(err, n, "NVML's list of a GPU's processes kept growing while it was read");
+        snprintf(err, n, "NVML's list of a GPU's processes did not fit the room NVML asked for "
+                 "(it kept growing while it was read, or NVML miscounts it)");
     else
         snprintf(err, n, "NVML cannot list a GPU's processes: %s", nvml_error(rc, buf));
     return -1;

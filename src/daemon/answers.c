@@ -4,13 +4,16 @@
  * daemon-level fuzzer and the handler tests drive it with a ledger.
  *
  * The connection is the grant: when it closes, for whatever reason, its
- * grants return at once (answers_gone).
+ * grants return at once (answers_gone), except a job's while processes of
+ * it live, which vramd keeps for them (job_keep.h).
  */
 #include "daemon.h"
 #include "driver_limits.h"
+#include "job_keep.h"
 
 #include "../protocol/snapshot.h"
 #include "../util/parse.h"
+#include "../util/proc.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,16 +84,13 @@ static int send_grant(struct conn *c, const char *dev, uint64_t bytes)
     return reply(c, &w);
 }
 
-static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
+/* A grant whose driver work is done (or that has none): its history
+ * begins, and it is said once the state file holds it. */
+static int grant_ready(struct conn *c, const char *dev, uint64_t bytes)
 {
     /* Every grant is answered here: the client's history begins (or goes
      * on) with it, not a second later. */
     int d = ledger_find_device(&D.L, dev);
-    /* A job's grant is the driver's limit too, where it has one: set (and
-     * vram run put in the job's cgroup) before the client hears GRANT and
-     * starts anything. */
-    if (c->client && d >= 0)
-        driver_limits_grant(&D.L, c->client, d);
     if (c->client && d >= 0) {
         uint64_t now = now_ms();
         history_note_client(&D.history, c->client, d, now);
@@ -115,6 +115,109 @@ static int reply_grant(struct conn *c, const char *dev, uint64_t bytes)
     snprintf(g->dev, sizeof g->dev, "%s", dev);
     g->bytes = bytes;
     return 0;
+}
+
+/* Messages whose answer waits for the driver's work (driver_limits.h):
+ * a job's grant (GRANT, or DENY where the driver refuses its limit) and a
+ * task's PLACE. */
+enum awaiting_kind { AWAIT_GRANT, AWAIT_PLACE };
+struct awaiting {
+    uint64_t ticket;
+    struct conn *c;
+    enum awaiting_kind kind;
+    char dev[48];
+    uint64_t bytes;
+    char placed[200]; /* a PLACE's: what vramd's log says once the driver holds it */
+};
+static struct {
+    struct awaiting *a;
+    int n, cap;
+    uint64_t tickets;
+} A;
+
+static struct awaiting *await_driver(struct conn *c, uint64_t ticket, enum awaiting_kind kind,
+                                     const char *dev, uint64_t bytes)
+{
+    if (A.n == A.cap) {
+        int cap = A.cap ? A.cap * 2 : 16;
+        struct awaiting *t = realloc(A.a, (size_t)cap * sizeof *t);
+        if (!t)
+            return NULL; /* the work goes on; the client is dropped */
+        A.a = t;
+        A.cap = cap;
+    }
+    struct awaiting *w = &A.a[A.n++];
+    *w = (struct awaiting){.ticket = ticket, .c = c, .kind = kind, .bytes = bytes};
+    snprintf(w->dev, sizeof w->dev, "%s", dev ? dev : "");
+    return w;
+}
+
+/* A job's grant: the driver's limit set first, where it holds job grants
+ * (and vram run put in the job's cgroup), off the loop, before the client
+ * hears GRANT and starts anything. `restored`: a grant given back after a
+ * restart, or a budget held while vramd was down, whose processes run. */
+static int reply_grant(struct conn *c, const char *dev, uint64_t bytes, bool restored)
+{
+    int d = ledger_find_device(&D.L, dev);
+    if (c->client && d >= 0) {
+        uint64_t ticket = ++A.tickets;
+        if (driver_limits_grant(&D.L, c->client, d, restored, ticket) == DL_WAIT)
+            return await_driver(c, ticket, AWAIT_GRANT, dev, bytes) ? 0 : -1;
+    }
+    return grant_ready(c, dev, bytes);
+}
+
+/* A grant the driver would not hold is no grant: back to the ledger. */
+static void undo_grant(struct ledger_client *lc, int d)
+{
+    if (!lc || d < 0 || !lc->use[d].grant)
+        return;
+    driver_limits_release(lc, d);
+    ledger_release(&D.L, lc, d);
+    D.state_dirty = true;
+}
+
+void answers_driver_done(uint64_t ticket, int job, int dev, enum driver_verdict v,
+                         const char *why)
+{
+    int i = 0;
+    while (i < A.n && A.a[i].ticket != ticket)
+        i++;
+    if (i == A.n) { /* its client went meanwhile */
+        if (v == DRIVER_REFUSED) {
+            undo_grant(ledger_find_client(&D.L, job), dev);
+            answers_admit_waiting();
+        }
+        return;
+    }
+    struct awaiting w = A.a[i];
+    A.a[i] = A.a[--A.n];
+    struct conn *c = w.c;
+    int rc;
+    if (w.kind == AWAIT_GRANT && v == DRIVER_REFUSED) {
+        undo_grant(c->client, ledger_find_device(&D.L, w.dev));
+        dlog(L_INFO, "pid %d (%s): refused on %s: %s", (int)c->pid,
+             c->client ? c->client->user : "?", w.dev, why);
+        rc = reply_text(c, VERB_DENY, w.dev, "%s", why);
+        answers_admit_waiting();
+    } else if (w.kind == AWAIT_GRANT) {
+        rc = grant_ready(c, w.dev, w.bytes);
+    } else if (v == DRIVER_HELD || v == DRIVER_INTERPOSER) {
+        if (v == DRIVER_HELD)
+            dlog(L_INFO, "%s", w.placed);
+        struct proto_writer pw;
+        proto_begin(&pw, VERB_OK);
+        proto_add(&pw, "backend", v == DRIVER_HELD ? "driver" : "interposer");
+        rc = reply(c, &pw);
+    } else {
+        /* A limit the driver refuses: the task must not run unheld (DENY);
+         * anything else leaves it to the interposer (ERR). */
+        rc = reply_text(c, v == DRIVER_REFUSED ? VERB_DENY : VERB_ERR, NULL, "PLACE: %s", why);
+    }
+    if (rc != 0) {
+        c->strikes = MAX_STRIKES;
+        conns_drop_struck();
+    }
 }
 
 void answers_flush_grants(void)
@@ -165,7 +268,7 @@ static void answer_waiter(struct ledger_client *lc, int dev, bool granted, uint6
     if (granted)
         dlog(L_INFO, "pid %d (%s): granted %s on %s after waiting", (int)lc->pid, lc->user,
              format_size(bytes).text, uuid);
-    int rc = granted ? reply_grant(c, uuid, bytes)
+    int rc = granted ? reply_grant(c, uuid, bytes, false)
                      : reply_text(c, VERB_DENY, uuid, "waited as long as allowed: %s", why);
     D.state_dirty = true;
     if (rc != 0)
@@ -271,6 +374,8 @@ static int on_hello(struct conn *c, const struct proto_msg *m)
     struct proto_writer w;
     proto_begin(&w, VERB_OK);
     proto_add_u64(&w, "client", (uint64_t)lc->id);
+    if (proc_in_initial_pid_namespace()) /* the host's view of the client */
+        proto_add_u64(&w, "pid", (uint64_t)c->pid);
     dlog(L_DEBUG, "pid %d uid %u (%s) joined as client %d", (int)c->pid, (unsigned)c->uid, lc->cmd,
          lc->id);
     return reply(c, &w);
@@ -302,14 +407,20 @@ static int on_request(struct conn *c, const struct proto_msg *m)
         D.state_dirty = true;
         dlog(L_INFO, "pid %d (%s): re-registered %s on %s", (int)lc->pid, lc->user,
              format_size(restore).text, uuid);
-        return reply_grant(c, uuid, restore);
+        return reply_grant(c, uuid, restore, true);
     }
     const struct policy *p = &D.L.policy;
+    char why[700];
+    /* A user's job beyond the jobs the driver holds for one user: refused
+     * rather than held by the interposer alone. */
+    if (!restore && driver_limits_admit(&D.L, lc, why, sizeof why) != 0) {
+        dlog(L_INFO, "pid %d (%s): refused on %s: %s", (int)lc->pid, lc->user, uuid, why);
+        return reply_text(c, VERB_DENY, uuid, "%s", why);
+    }
     bool may_wait = wait && p->wait && !restore;
     uint64_t longest = wait < p->wait_ms ? wait : p->wait_ms;
     uint64_t deadline = now_ms() + longest;
     uint64_t granted = 0;
-    char why[700];
     enum verdict v = restore ? ledger_register(&D.L, lc, dev, bytes, &granted, why, sizeof why)
                              : ledger_request(&D.L, lc, dev, bytes, may_wait, deadline, &granted,
                                               why, sizeof why);
@@ -317,7 +428,7 @@ static int on_request(struct conn *c, const struct proto_msg *m)
         D.state_dirty = true;
         dlog(L_INFO, "pid %d (%s, %s): granted %s on %s", (int)lc->pid, lc->user, lc->cmd,
              format_size(granted).text, uuid);
-        return reply_grant(c, uuid, granted);
+        return reply_grant(c, uuid, granted, restore != 0);
     }
     if (v == VERDICT_WAIT) {
         dlog(L_INFO, "pid %d (%s): waits for %s on %s", (int)lc->pid, lc->user,
@@ -416,8 +527,8 @@ static int on_job(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "JOB: %s", err);
     if (r == 0) {
         if (index >= (uint64_t)D.ngpus) {
-            if (reply_text(c, VERB_DENY, NULL, "GPU index %llu: NVML lists %d GPUs here",
-                           (unsigned long long)index, D.ngpus) != 0)
+            if (reply_text(c, VERB_DENY, NULL, "GPU index %llu: NVML lists %d GPU%s here",
+                           (unsigned long long)index, D.ngpus, D.ngpus == 1 ? "" : "s") != 0)
                 return -1;
             return 0;
         }
@@ -444,12 +555,12 @@ static int on_job(struct conn *c, const struct proto_msg *m)
         D.state_dirty = true;
         dlog(L_INFO, "job %s (%s): re-registered %s on %s", job, lc->user,
              format_size(restore).text, uuid);
-        return reply_grant(c, uuid, restore);
+        return reply_grant(c, uuid, restore, true);
     }
     if (ledger_request(&D.L, lc, dev, bytes, false, 0, &granted, why, sizeof why) == VERDICT_GRANT) {
         D.state_dirty = true;
         dlog(L_INFO, "job %s (%s): granted %s on %s", job, lc->user, format_size(granted).text, uuid);
-        return reply_grant(c, uuid, granted);
+        return reply_grant(c, uuid, granted, false);
     }
     dlog(L_INFO, "job %s (%s): refused on %s: %s", job, lc->user, uuid, why);
     return reply_text(c, VERB_DENY, uuid, "%s", why);
@@ -474,8 +585,10 @@ static int on_member(struct conn *c, const struct proto_msg *m)
     const char *uuid = proto_get(m, "dev");
     if (!uuid) { /* it left the job */
         struct ledger_client *gone = ledger_find_member(&D.L, lc, (pid_t)pid);
-        if (gone)
+        if (gone) {
             ledger_leave(&D.L, gone);
+            D.state_dirty = true;
+        }
         return 0;
     }
     int dev = ledger_find_device(&D.L, uuid);
@@ -493,7 +606,10 @@ static int on_member(struct conn *c, const struct proto_msg *m)
              (unsigned long long)pid, (unsigned)lc->uid);
         return 0;
     }
+    int before = lc->nmembers;
     struct ledger_client *mb = ledger_member(&D.L, lc, (pid_t)pid, pi.start);
+    if (lc->nmembers != before)
+        D.state_dirty = true; /* the state file names a job's processes, for a restart */
     /* A cap reached is not a malformed message: ERR, but no strike (the
      * holder of a large job would be dropped, and its grants with it). */
     if (!mb && lc->nmembers >= LEDGER_MAX_MEMBERS)
@@ -529,7 +645,7 @@ static int on_place(struct conn *c, const struct proto_msg *m)
         return answers_strike(c, "PLACE: job= must be a name of [A-Za-z0-9._:@+/-]");
     struct ledger_client *job = NULL;
     for (int i = 0; i < D.L.njobs && !job; i++)
-        if (D.L.jobs[i]->by_root && !D.L.jobs[i]->held_until_ms &&
+        if (D.L.jobs[i]->by_root && !D.L.jobs[i]->held_until_ms && !D.L.jobs[i]->kept &&
             strcmp(D.L.jobs[i]->job, name) == 0)
             job = D.L.jobs[i];
     if (!job)
@@ -537,7 +653,17 @@ static int on_place(struct conn *c, const struct proto_msg *m)
     /* Slurm's step cgroup, where it made one: the limits are set there. */
     const char *cgroup = proto_get(m, "cgroup");
     char why[1200];
-    int r = driver_limits_place(&D.L, job, c->pid, c->start, cgroup, why, sizeof why);
+    uint64_t ticket = ++A.tickets;
+    int r = driver_limits_place(&D.L, job, c->pid, c->start, cgroup, ticket, why, sizeof why);
+    if (r == DL_WAIT) { /* answered when the work is done */
+        struct awaiting *w = await_driver(c, ticket, AWAIT_PLACE, NULL, 0);
+        if (!w)
+            return -1;
+        snprintf(w->placed, sizeof w->placed, "job %s (%s): pid %d %s", job->job, job->user,
+                 (int)c->pid, cgroup ? "is in the step's cgroup, which holds it"
+                                     : "joined its cgroup");
+        return 0;
+    }
     if (r < 0) {
         dlog(L_WARN, "job %s (%s): %s", job->job, job->user, why);
         return reply_text(c, VERB_ERR, NULL, "PLACE: %s", why);
@@ -638,23 +764,54 @@ int answers_handle(struct conn *c, const char *buf, size_t len)
     }
 }
 
-void answers_gone(struct conn *c)
+/* A client leaves the ledger: what it held comes back. */
+static void client_over(struct ledger_client *lc)
 {
-    for (int i = 0; i < P.n; i++)
-        if (P.p[i].c == c)
-            P.p[i--] = P.p[--P.n];
-    struct ledger_client *lc = c->client;
-    if (!lc)
-        return;
     bool held = false;
     for (int d = 0; d < D.L.ndev; d++)
         held |= lc->use[d].grant != 0;
-    if (held)
+    if (held && lc->kept)
+        dlog(L_INFO, "job %s (%s): its last process is gone: its grants are back", lc->job,
+             lc->user);
+    else if (held)
         dlog(L_INFO, "pid %d (%s, %s%s%s) gone: its grants are back", (int)lc->pid, lc->user,
              lc->cmd, lc->role == ROLE_JOB ? " " : "", lc->role == ROLE_JOB ? lc->job : "");
     history_client_left(&D.history, lc->id, now_ms());
     driver_limits_end(lc);
     ledger_leave(&D.L, lc);
-    c->client = NULL;
     D.state_dirty = true;
+}
+
+void answers_job_over(struct ledger_client *lc)
+{
+    client_over(lc);
+    answers_admit_waiting();
+}
+
+void answers_gone(struct conn *c)
+{
+    for (int i = 0; i < P.n; i++)
+        if (P.p[i].c == c)
+            P.p[i--] = P.p[--P.n];
+    for (int i = 0; i < A.n; i++)
+        if (A.a[i].c == c)
+            A.a[i--] = A.a[--A.n];
+    struct ledger_client *lc = c->client;
+    if (!lc)
+        return;
+    c->client = NULL;
+    bool held = false;
+    for (int d = 0; d < D.L.ndev; d++)
+        held |= lc->use[d].grant != 0;
+    /* A job's processes that outlive its holder still charge its grant:
+     * it is kept for them. */
+    if (lc->role == ROLE_JOB && held && job_keep_lives(&D.L, lc)) {
+        ledger_keep(&D.L, lc);
+        dlog(L_INFO, "job %s (%s): its holder, pid %d, is gone; vramd keeps its grants for its "
+             "%d process%s still running", lc->job, lc->user, (int)lc->pid, lc->nmembers,
+             lc->nmembers == 1 ? "" : "es");
+        D.state_dirty = true;
+        return;
+    }
+    client_over(lc);
 }

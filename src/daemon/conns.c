@@ -239,8 +239,8 @@ void conns_tick(uint64_t now)
         closed++;
     }
     if (closed)
-        dlog_limited(&C.log_silent, L_INFO, "closed %d connections that said nothing for %llu ms",
-                     closed, (unsigned long long)D.L.policy.silent_ms);
+        dlog_limited(&C.log_silent, L_INFO, "closed %d connection%s that said nothing for %llu ms",
+                     closed, closed == 1 ? "" : "s", (unsigned long long)D.L.policy.silent_ms);
 }
 
 /* A zero-length read is the end of the connection or an empty message;

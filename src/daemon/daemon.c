@@ -1,6 +1,8 @@
 /* The daemon's shared state, its log and its clock. */
 #include "daemon.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,19 @@ void dlog_limited(struct log_limit *limit, int level, const char *fmt, ...)
         dlog(level, "%s", text);
     limit->last_ms = now;
     limit->skipped = 0;
+}
+
+int daemon_thread(void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        pthread_detach(t);
+    return rc;
 }
 
 uint64_t now_ms(void)

@@ -11,7 +11,10 @@
  *   files.c     the state file (grants, for re-registration after a
  *               restart), the metrics file and the fallback file
  *   driver_limits.c  the driver's per-cgroup limits for job grants, where
- *               NVML has them (driver_limits.h)
+ *               NVML has them (driver_limits.h); their cgroup and NVML
+ *               work on a thread of its own (driver_work.c), the
+ *               cgroups' files (cgroups.c)
+ *   job_keep.c  a job whose holder is gone, kept while its processes live
  *   reconcile.c NVML's readings, on a thread of their own
  * (NVML itself is src/cuda/nvml_query.c, which vram devices shares)
  *
@@ -24,6 +27,7 @@
 #include "../ledger/history.h"
 #include "../ledger/ledger.h"
 #include "../protocol/protocol.h"
+#include "driver_limits.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -82,6 +86,9 @@ struct log_limit {
 void dlog_limited(struct log_limit *limit, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t now_ms(void);
+/* Starts fn(arg) on a detached thread that takes no signal (they are the
+ * loop's, through its signalfd): 0, or an errno. */
+int daemon_thread(void *(*fn)(void *), void *arg);
 /* For the tests of a restart: vramd stops at once (_exit, as kill -9
  * would) when it reaches the point VRAMD_TEST_EXIT names: "admitted" (the
  * ledger granted, the state file not yet written), "written" (written, the
@@ -109,10 +116,17 @@ struct process_info {
     uid_t uid;
     pid_t ppid;
     uint64_t start;
+    char state; /* R, S, D, ... Z: a zombie, whose memory is gone */
     char comm[64];
 };
 int process_info(pid_t pid, struct process_info *out);
 bool same_process(pid_t pid, uint64_t start);
+/* The vram run command whose shared state `pid` holds open (a memfd named
+ * vram-command): with `own`, vram run's own (read and written); else one
+ * the process inherited (command_inheritable), the innermost command's.
+ * The file's device and inode, as the kernel names it; false if none.
+ * Plain reads: any thread. */
+bool process_command_state(pid_t pid, bool own, uint64_t *dev, uint64_t *ino);
 void user_name(uid_t uid, char *out, size_t n);
 
 /* answers.c */
@@ -120,8 +134,15 @@ void user_name(uid_t uid, char *out, size_t n);
 int answers_handle(struct conn *c, const char *buf, size_t len);
 /* Refuses a message with ERR; -1 when the client has run out of strikes. */
 int answers_strike(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The connection is gone: what its client held comes back. */
+/* The connection is gone: what its client held comes back (a job's is
+ * kept while processes of it live: job_keep.h). */
 void answers_gone(struct conn *c);
+/* A kept job's last process is gone: its grants come back. */
+void answers_job_over(struct ledger_client *lc);
+/* The driver's work for a message is done (driver_limits_on_done): its
+ * answer is said. */
+void answers_driver_done(uint64_t ticket, int job, int dev, enum driver_verdict v,
+                         const char *why);
 /* Admits what now fits of the wait queue. */
 void answers_admit_waiting(void);
 /* The grants of this turn of the loop: the state file written with them,

@@ -84,7 +84,11 @@ void fill_metrics(FILE *f)
  * (a process, a job root registered, or a user's command; JOB and
  * FROM-JOB are names or "-"), so that the
  * daemon after this one holds each grant for its owner until it
- * re-registers (answers.c) or RESTORE_GRACE_MS pass. */
+ * re-registers (answers.c) or RESTORE_GRACE_MS pass; and one per process
+ * of a job
+ *   m j|c HOLDER-PID HOLDER-START UID JOB PID START
+ * so that a job whose holder is gone by then is kept for them
+ * (job_keep.h). */
 static int state_line(char *buf, size_t n, const struct ledger_client *c, int d)
 {
     const struct ledger_use *u = &c->use[d];
@@ -100,6 +104,7 @@ static int state_line(char *buf, size_t n, const struct ledger_client *c, int d)
 void fill_state(FILE *f)
 {
     fprintf(f, "# vramd grants: p|j|c pid start uid gid job device bytes from-job\n");
+    fprintf(f, "# and jobs' processes: m j|c holder-pid holder-start uid job pid start\n");
     for (int d = 0; d < D.L.ndev; d++)
         fprintf(f, "d %s %llu\n", D.L.dev[d].uuid, (unsigned long long)D.L.dev[d].total);
     char line[STATE_LINE_MAX];
@@ -107,6 +112,37 @@ void fill_state(FILE *f)
         for (int d = 0; d < D.L.ndev; d++)
             if (state_line(line, sizeof line, D.L.clients[i], d))
                 fputs(line, f);
+    for (int i = 0; i < D.L.njobs; i++) {
+        const struct ledger_client *j = D.L.jobs[i];
+        for (int k = 0; k < j->nmembers; k++)
+            fprintf(f, "m %c %d %llu %u %s %d %llu\n", j->by_root ? 'j' : 'c', (int)j->pid,
+                    (unsigned long long)j->start, (unsigned)j->uid, j->job,
+                    (int)j->members[k]->pid, (unsigned long long)j->members[k]->start);
+    }
+}
+
+/* A process of a job held for its holder: "m ..." (above). 0, or -1 if
+ * the line cannot be read. */
+static int read_member(const char *line)
+{
+    char role[2], job[64];
+    int hpid, pid;
+    unsigned long long hstart, start;
+    unsigned uid;
+    if (sscanf(line, "m %1s %d %llu %u %63s %d %llu", role, &hpid, &hstart, &uid, job, &pid,
+               &start) != 7 ||
+        !strchr("jc", role[0]) || hpid <= 0 || pid <= 0 || !hstart || !start ||
+        !proto_name_ok(job))
+        return -1;
+    for (int i = 0; i < D.L.njobs; i++) {
+        struct ledger_client *j = D.L.jobs[i];
+        if (j->held_until_ms && j->by_root == (role[0] == 'j') && j->pid == hpid &&
+            j->start == hstart && j->uid == uid && strcmp(j->job, job) == 0) {
+            ledger_member(&D.L, j, (pid_t)pid, start);
+            return 0;
+        }
+    }
+    return 0; /* its job's grant is not there (dropped above): nothing to keep */
 }
 
 struct held_line {
@@ -143,6 +179,11 @@ void load_state_from(FILE *f)
             struct held_line h;
             if (line[0] == '#')
                 continue;
+            if (line[0] == 'm') {
+                if (pass == 1 && read_member(line) != 0)
+                    bad++;
+                continue;
+            }
             if (line[0] == 'd') {
                 /* Devices NVML lists keep NVML's size; without NVML, the
                  * daemon's own file is as good as root's word. */
@@ -175,10 +216,11 @@ void load_state_from(FILE *f)
         }
     }
     if (bad)
-        dlog(L_WARN, "%s: %d lines that cannot be read; ignored", D.state_path, bad);
+        dlog(L_WARN, "%s: %d line%s that cannot be read; ignored", D.state_path, bad,
+             bad == 1 ? "" : "s");
     if (held) {
-        dlog(L_INFO, "%d grants of the previous daemon are held for their owners for %d s", held,
-             RESTORE_GRACE_MS / 1000);
+        dlog(L_INFO, "%d grant%s of the previous daemon %s held for their owners for %d s",
+             held, held == 1 ? "" : "s", held == 1 ? "is" : "are", RESTORE_GRACE_MS / 1000);
         D.state_dirty = true;
     }
 }

@@ -5,6 +5,7 @@
 #include "../protocol/protocol.h"
 #include "../util/proc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -41,6 +42,7 @@ int process_info(pid_t pid, struct process_info *out)
     if (sscanf(p + 1, " %c %d", &state, &ppid) != 2)
         return -1;
     out->ppid = (pid_t)ppid;
+    out->state = state;
     int field = 2;
     for (; *p && field < 22; p++)
         if (*p == ' ')
@@ -51,6 +53,57 @@ int process_info(pid_t pid, struct process_info *out)
 }
 
 bool same_process(pid_t pid, uint64_t start) { return start && start_time(pid) == start; }
+
+/* Whether the process's descriptor `name` was opened for reading and
+ * writing (/proc/PID/fdinfo's flags). */
+static bool opened_rw(int pid, const char *name)
+{
+    char path[300], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/fdinfo/%.255s", pid, name);
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = f >= 0 ? read(f, buf, sizeof buf - 1) : -1;
+    if (f >= 0)
+        close(f);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    const char *flags = strstr(buf, "flags:");
+    return flags && (strtoul(flags + 6, NULL, 8) & O_ACCMODE) == O_RDWR;
+}
+
+bool process_command_state(pid_t pid, bool own, uint64_t *dev, uint64_t *ino)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    /* vram run's own is the one it reads and writes; of those inherited
+     * (read-only), the highest-numbered: a vram run inside a vram run's
+     * command leaves its own command a descriptor numbered above the
+     * outer one's, and a process is the innermost command's. */
+    bool found = false;
+    int highest = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char target[64];
+        struct stat st;
+        ssize_t len = readlinkat(dirfd(d), e->d_name, target, sizeof target - 1);
+        if (len <= 0 || (target[len] = 0, strncmp(target, "/memfd:vram-command", 19) != 0))
+            continue;
+        if (own ? !opened_rw((int)pid, e->d_name) : found && atoi(e->d_name) < highest)
+            continue;
+        /* The file itself (the link followed): its identity is the kernel's. */
+        if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_ino) {
+            *dev = (uint64_t)st.st_dev;
+            *ino = (uint64_t)st.st_ino;
+            highest = atoi(e->d_name);
+            found = true;
+        }
+    }
+    closedir(d);
+    return found;
+}
 
 int identity_creds(int fd, struct conn *c)
 {

@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -32,6 +31,7 @@
 
 struct reading {
     bool ok; /* NVML answered for this device */
+    char err[256]; /* else why not */
     int n;
     struct ledger_nvml_process procs[MAX_PROCESSES];
 };
@@ -63,6 +63,64 @@ static uid_t real_uid(pid_t pid)
     buf[n > 0 ? n : 0] = 0;
     const char *u = strstr(buf, "\nUid:");
     return u ? (uid_t)strtoul(u + 5, NULL, 10) : (uid_t)-1;
+}
+
+/* What each process NVML lists holds of a vram run command's state: read
+ * from /proc/PID/fd once per process (pid and start time), kept from one
+ * reading to the next. The thread's own. */
+struct inherited {
+    pid_t pid;
+    uint64_t start, dev, ino;
+};
+static struct {
+    struct inherited *was, *now;
+    int nwas, nnow, cap;
+} I;
+
+static int by_pid(const void *a, const void *b)
+{
+    pid_t x = ((const struct inherited *)a)->pid, y = ((const struct inherited *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+static void inherited_of(struct ledger_nvml_process *q)
+{
+    struct inherited key = {.pid = q->pid}, *hit = NULL;
+    if (I.nwas)
+        hit = bsearch(&key, I.was, (size_t)I.nwas, sizeof *I.was, by_pid);
+    if (hit && hit->start == q->start) {
+        key = *hit;
+    } else {
+        key.start = q->start;
+        if (!q->start || !process_command_state(q->pid, false, &key.dev, &key.ino))
+            key.dev = key.ino = 0;
+    }
+    q->state_dev = key.dev;
+    q->state_ino = key.ino;
+    if (I.nnow == I.cap) {
+        int cap = I.cap ? I.cap * 2 : 64;
+        struct inherited *w = realloc(I.was, (size_t)cap * sizeof *w);
+        struct inherited *n = w ? realloc(I.now, (size_t)cap * sizeof *n) : NULL;
+        if (w)
+            I.was = w;
+        if (!n)
+            return; /* not kept: read again next time */
+        I.now = n;
+        I.cap = cap;
+    }
+    I.now[I.nnow++] = key;
+}
+
+/* The reading's list becomes the one the next reading starts from. */
+static void inherited_next(void)
+{
+    if (I.nnow > 1)
+        qsort(I.now, (size_t)I.nnow, sizeof *I.now, by_pid);
+    struct inherited *t = I.was;
+    I.was = I.now;
+    I.now = t;
+    I.nwas = I.nnow;
+    I.nnow = 0;
 }
 
 static void *reader(void *arg)
@@ -100,6 +158,7 @@ static void *reader(void *arg)
                         ? nvml_processes_on(h, &p, err, sizeof err)
                         : -1;
             mine[d].ok = n >= 0;
+            memcpy(mine[d].err, n >= 0 ? "" : err, n >= 0 ? 1 : sizeof err);
             mine[d].n = n > MAX_PROCESSES ? MAX_PROCESSES : n > 0 ? n : 0;
             for (int k = 0; k < mine[d].n; k++) {
                 /* Who it is: gone, start 0, parent unknown, uid (uid_t)-1. */
@@ -112,9 +171,11 @@ static void *reader(void *arg)
                                                   .used = p[k].used,
                                                   .ppid = pi.ppid};
                 snprintf(q->cmd, sizeof q->cmd, "%.*s", (int)sizeof q->cmd - 1, pi.comm);
+                inherited_of(q);
             }
             free(p);
         }
+        inherited_next();
 
         pthread_mutex_lock(&R.mu);
         memcpy(R.shared, mine, (size_t)R.ngpus * sizeof *mine);
@@ -146,17 +207,7 @@ int reconcile_start(int ngpus, uint64_t period_ms)
         pthread_cond_init(&R.changed, &ca) != 0)
         return -1;
     pthread_condattr_destroy(&ca);
-    /* Signals are the loop's (its signalfd): the thread takes none. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, reader, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
-        return -1;
-    pthread_detach(t);
-    return R.event_fd;
+    return daemon_thread(reader, NULL) == 0 ? R.event_fd : -1;
 }
 
 void reconcile_period(uint64_t period_ms)
@@ -165,6 +216,26 @@ void reconcile_period(uint64_t period_ms)
     R.period_ms = period_ms;
     pthread_cond_signal(&R.changed);
     pthread_mutex_unlock(&R.mu);
+}
+
+/* A process NVML saw holds a vram run command's state: the jobs of vram
+ * run commands whose state is not known yet learn theirs, from the
+ * holder's descriptors (vram run holds it; it may have connected before
+ * making it, so this is tried until it is found). */
+static void learn_command_states(void)
+{
+    bool any = false;
+    for (int i = 0; i < R.ngpus && !any; i++)
+        for (int k = 0; R.taken[i].ok && k < R.taken[i].n && !any; k++)
+            any = R.taken[i].procs[k].state_ino != 0;
+    for (int i = 0; any && i < D.L.njobs; i++) {
+        struct ledger_client *j = D.L.jobs[i];
+        uint64_t dev, ino;
+        if (j->by_root || j->state_ino || j->held_until_ms || !j->start)
+            continue;
+        if (process_command_state(j->pid, true, &dev, &ino) && same_process(j->pid, j->start))
+            j->state_dev = dev, j->state_ino = ino;
+    }
 }
 
 void reconcile_take(void)
@@ -184,9 +255,14 @@ void reconcile_take(void)
         return;
     if (was_stalled)
         dlog(L_WARN, "NVML answers again");
+    learn_command_states();
     for (int i = 0; i < R.ngpus && i < D.L.ndev; i++) {
-        if (!R.taken[i].ok)
+        static struct log_limit unread;
+        if (!R.taken[i].ok) {
+            dlog_limited(&unread, L_WARN, "%s: %s; its figures stay those of NVML's last look",
+                         D.L.dev[i].uuid, R.taken[i].err);
             continue;
+        }
         struct ledger_client *over[16];
         bool was = D.L.dev[i].overcommitted;
         int no = ledger_reconcile(&D.L, i, R.taken[i].procs, R.taken[i].n, over, 16);

@@ -15,8 +15,10 @@
 #include "../client/client.h"
 #include "../ledger/policy.h"
 #include "../util/parse.h"
+#include "../util/text.h"
 #include "conns.h"
 #include "driver_limits.h"
+#include "job_keep.h"
 #include "reconcile.h"
 
 #include <errno.h>
@@ -38,10 +40,22 @@
 #define TICK_MS 50
 #define BUILTIN_DEFAULT_SHARE 0.25 /* dist/policy.conf.sample's default-budget */
 
-static void held_gone(const struct ledger_client *c, void *arg)
+/* A held grant of the vramd before this one that was not taken back: a
+ * job whose processes live is kept for them; the rest ends. */
+static bool held_gone(struct ledger_client *c, void *arg)
 {
     (void)arg;
     bool alive = same_process(c->pid, c->start);
+    if (c->role == ROLE_JOB && job_keep_lives(&D.L, c)) {
+        ledger_keep(&D.L, c);
+        driver_limits_keep(&D.L, c);
+        dlog(L_INFO, "job %s (%s): its holder, pid %d, %s; vramd keeps its grants for its %d "
+             "process%s still running", c->job, c->user, (int)c->pid,
+             alive ? "did not re-register in time" : "is gone", c->nmembers,
+             c->nmembers == 1 ? "" : "es");
+        D.state_dirty = true;
+        return true;
+    }
     for (int d = 0; d < D.L.ndev; d++)
         if (c->use[d].grant)
             dlog(L_INFO, "%s %d (%s%s%s) %s; its %s on %s are free",
@@ -51,6 +65,7 @@ static void held_gone(const struct ledger_client *c, void *arg)
                  format_size(c->use[d].grant).text, D.L.dev[d].uuid);
     driver_limits_end(c);
     D.state_dirty = true;
+    return false;
 }
 
 static void tick(void)
@@ -63,8 +78,10 @@ static void tick(void)
     if (D.ngpus)
         reconcile_tick(now);
     history_tick(&D.history, &D.L, now);
+    if (D.L.nkept)
+        job_keep_tick(&D.L, now, answers_job_over);
     if (driver_limits_pending())
-        driver_limits_tick();
+        driver_limits_tick(now);
     static unsigned long not_kept;
     static struct log_limit said;
     if (D.history.not_kept != not_kept) {
@@ -88,6 +105,21 @@ static int check_policy(const struct policy *p, char *err, size_t errlen)
     return policy_check_devices(p, uuids, totals, D.ngpus, err, errlen);
 }
 
+/* What a policy's rules may do that their writer may not mean: on
+ * vramd --check's output, else in the log. */
+static void warn_policy(const struct policy *p, FILE *out)
+{
+    char line[700];
+    for (int i = 0; i < p->nrules; i++) {
+        if (!policy_rule_warning(p, i, line, sizeof line))
+            continue;
+        if (out)
+            fprintf(out, "warning: %s\n", line);
+        else
+            dlog(L_WARN, "%s", line);
+    }
+}
+
 static void reload(void)
 {
     if (!D.policy_path[0]) {
@@ -108,18 +140,10 @@ static void reload(void)
             reconcile_period(p->reconcile_ms);
         dlog(L_INFO, "SIGHUP: policy %s reloaded (%d directive%s, %d rule%s)", D.policy_path,
              p->ndirectives, p->ndirectives == 1 ? "" : "s", p->nrules, p->nrules == 1 ? "" : "s");
+        warn_policy(p, NULL);
         answers_admit_waiting();
     }
     free(p);
-}
-
-/* Printable ASCII only: a GPU's name is shown on terminals. */
-static void printable(char *out, size_t n, const char *in)
-{
-    size_t k = 0;
-    for (; in[k] && k + 1 < n; k++)
-        out[k] = in[k] >= 32 && in[k] < 127 ? in[k] : '?';
-    out[k] = 0;
 }
 
 /* The node's GPUs, from NVML, into the ledger, with what describes them
@@ -151,15 +175,15 @@ static int open_gpus(const char *library, char *err, size_t errlen)
             return -1;
         }
         struct ledger_device *dv = &D.L.dev[i];
-        printable(dv->name, sizeof dv->name, a.name);
-        printable(dv->pci_bus_id, sizeof dv->pci_bus_id, a.pci_bus_id);
+        text_printable(dv->name, sizeof dv->name, a.name);
+        text_printable(dv->pci_bus_id, sizeof dv->pci_bus_id, a.pci_bus_id);
         dv->minor = a.minor;
     }
     struct nvml_versions v;
     nvml_versions(&v);
-    printable(D.node.driver, sizeof D.node.driver, v.driver);
-    printable(D.node.nvml, sizeof D.node.nvml, v.nvml);
-    printable(D.node.cuda, sizeof D.node.cuda, v.cuda);
+    text_printable(D.node.driver, sizeof D.node.driver, v.driver);
+    text_printable(D.node.nvml, sizeof D.node.nvml, v.nvml);
+    text_printable(D.node.cuda, sizeof D.node.cuda, v.cuda);
     D.ngpus = n;
     return 0;
 }
@@ -305,17 +329,19 @@ static void usage(FILE *out)
             "                        command, a Slurm step) runs in a cgroup of its own\n"
             "                        made below the one it was in (Slurm's step cgroup\n"
             "                        itself where there is one), which the driver holds to\n"
-            "                        the job's grant; off: the interposer alone holds\n"
-            "                        grants, as on older drivers\n"
+            "                        the job's grant, and which a restart keeps; off: the\n"
+            "                        interposer alone holds grants, as on older drivers\n"
             "  --log LEVEL           error, warn (default), info, debug (to stderr)\n"
             "  --help, --version\n"
             "\n"
             "The policy file: default-budget, cap user|group, reserve ... for user|group|job,\n"
             "when-full wait DURATION|fail, over-margin, reconcile-every,\n"
-            "connections-per-user, first-message-within; see the sample installed as\n"
+            "connections-per-user, first-message-within, driver-jobs-per-user; see the\n"
+            "sample installed as\n"
             "share/vram/policy.conf.sample and README.md. Beside the socket the daemon also\n"
             "writes vramd.fallback: what a process may take while the daemon is down\n"
-            "(crashed or restarting); SIGTERM and SIGINT remove it with the socket.\n",
+            "(crashed or restarting); SIGTERM and SIGINT remove it with the socket, and\n"
+            "leave what holds running jobs (their cgroups, the driver's limits) in place.\n",
             sock);
 }
 
@@ -406,7 +432,7 @@ int main(int argc, char **argv)
     ledger_init(&D.L, policy);
     char host[256] = "";
     if (gethostname(host, sizeof host) == 0)
-        printable(D.node.host, sizeof D.node.host, host);
+        text_printable(D.node.host, sizeof D.node.host, host);
     history_init(&D.history);
     char nvml_err[600] = "";
     if (nvml && open_gpus_within(nvml, nvml_err, sizeof nvml_err) != 0 && !check)
@@ -415,6 +441,7 @@ int main(int argc, char **argv)
     int checked = check_policy(policy, err, sizeof err);
     if (check) {
         policy_describe(policy, stdout);
+        warn_policy(policy, stdout);
         if (D.ngpus) {
             printf("checked against the %d GPU%s NVML lists:\n", D.ngpus, D.ngpus == 1 ? "" : "s");
             for (int d = 0; d < D.ngpus; d++)
@@ -426,6 +453,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (checked != 0)
         fprintf(stderr, "vramd: %s\n", err);
+    if (!check && checked == 0)
+        warn_policy(policy, NULL);
     free(policy);
     if (check || checked != 0)
         return checked != 0;
@@ -467,9 +496,12 @@ int main(int argc, char **argv)
                                                           nvml_error_text};
     if (driver_limits_start(D.ngpus ? &limits_nvml : NULL, D.ngpus, D.state_path) != 0)
         return 1;
+    driver_limits_on_done(answers_driver_done);
     load_state();
-    /* Owners that died while the daemon was down hold nothing. */
+    /* Owners that died while the daemon was down hold nothing, unless
+     * processes of their jobs live. */
     ledger_expire_held(&D.L, now_ms(), same_process, held_gone, NULL);
+    driver_limits_settle(&D.L);
     int listen_fd = listen_on(D.socket_path);
     if (listen_fd >= 0)
         files_fallback();
@@ -500,7 +532,13 @@ int main(int argc, char **argv)
         ev.data.fd = rfd;
         epoll_ctl(ep, EPOLL_CTL_ADD, rfd, &ev);
     }
-    dlog(L_INFO, "serving %s (%d GPUs from NVML, policy %s)", D.socket_path, D.ngpus,
+    int dfd = driver_limits_fd();
+    if (dfd >= 0) {
+        ev.data.fd = dfd;
+        epoll_ctl(ep, EPOLL_CTL_ADD, dfd, &ev);
+    }
+    dlog(L_INFO, "serving %s (%d GPU%s from NVML, policy %s)", D.socket_path, D.ngpus,
+         D.ngpus == 1 ? "" : "s",
          D.policy_path[0] ? D.policy_path : "none");
     if (!D.policy_path[0])
         dlog(L_WARN, "no policy file (no --policy, and /etc/vram/policy.conf does not exist): "
@@ -521,6 +559,8 @@ int main(int argc, char **argv)
                 conns_accept();
             } else if (fd == rfd) {
                 reconcile_take();
+            } else if (fd == dfd) {
+                driver_limits_take();
             } else if (fd == tfd) {
                 uint64_t expirations;
                 if (read(tfd, &expirations, sizeof expirations) > 0)
@@ -535,7 +575,9 @@ int main(int argc, char **argv)
                          * would hold programs to a daemon that is not
                          * coming back (the fallback file is for a crash
                          * or a restart; the state file only this daemon
-                         * reads). */
+                         * reads). The jobs' cgroups and the driver's
+                         * limits stay: a restart (systemctl restart)
+                         * must not leave a job less held. */
                         struct stat st;
                         if (stat(D.socket_path, &st) == 0 && S_ISSOCK(st.st_mode))
                             unlink(D.socket_path);

@@ -15,7 +15,11 @@ void history_destroy(struct history *h)
 {
     for (int i = 0; i < h->n; i++)
         free(h->series[i]);
+    for (int i = 0; i < h->nusers; i++)
+        free(h->users[i]);
     free(h->series);
+    free(h->users);
+    free(h->refused);
     memset(h, 0, sizeof *h);
 }
 
@@ -43,52 +47,124 @@ static struct history_series *find(const struct history *h, uint64_t key)
     return i < h->n && h->series[i]->key == key ? h->series[i] : NULL;
 }
 
-static void drop(struct history *h, int i);
+/* ------------------------------------------------------------- users */
 
-/* The ended series to give way to a new one: the oldest ended of all (uid
- * -1), or of one user. -1 if none. */
-static int oldest_ended(const struct history *h, uid_t uid)
+/* The index of uid's record, or where it would go (as ~index). */
+static int user_index(const struct history *h, uid_t uid)
 {
-    int oldest = -1;
-    for (int i = 0; i < h->n; i++) {
-        const struct history_series *s = h->series[i];
-        if (s->end_ms && s->kind != 'd' && (uid == (uid_t)-1 || s->uid == uid) &&
-            (oldest < 0 || s->end_ms < h->series[oldest]->end_ms))
-            oldest = i;
+    int lo = 0, hi = h->nusers;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (h->users[mid]->uid == uid)
+            return mid;
+        if (h->users[mid]->uid < uid)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return oldest;
+    return ~lo;
 }
 
-/* Room for a new series of `uid` (devices: -1) within the bounds: an ended
- * series gives way if need be. False if none can. */
-static bool room_for(struct history *h, uid_t uid)
+/* uid's record, added if new and `add`; NULL if none (or out of memory). */
+static struct history_user *user_of(struct history *h, uid_t uid, bool add)
 {
-    if (uid != (uid_t)-1 && uid != 0) {
-        int mine = 0;
-        for (int i = 0; i < h->n; i++)
-            mine += h->series[i]->kind != 'd' && h->series[i]->uid == uid;
-        if (mine >= HISTORY_USER_SERIES_MAX) {
-            int i = oldest_ended(h, uid);
-            if (i < 0)
-                return false;
-            drop(h, i);
+    int i = user_index(h, uid);
+    if (i >= 0 || !add)
+        return i >= 0 ? h->users[i] : NULL;
+    i = ~i;
+    if (h->nusers == h->users_cap) {
+        int cap = h->users_cap ? h->users_cap * 2 : 16;
+        struct history_user **u = realloc(h->users, (size_t)cap * sizeof *u);
+        if (!u)
+            return NULL;
+        h->users = u;
+        h->users_cap = cap;
+    }
+    struct history_user *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->uid = uid;
+    memmove(&h->users[i + 1], &h->users[i], (size_t)(h->nusers - i) * sizeof *h->users);
+    h->users[i] = w;
+    h->nusers++;
+    return w;
+}
+
+/* A user with no series left is forgotten. */
+static void user_forget_if_none(struct history *h, struct history_user *w)
+{
+    if (w->series)
+        return;
+    int i = user_index(h, w->uid);
+    if (i < 0)
+        return;
+    free(w);
+    memmove(&h->users[i], &h->users[i + 1], (size_t)(h->nusers - i - 1) * sizeof *h->users);
+    h->nusers--;
+}
+
+/* ------------------------------------------------- adding and dropping */
+
+static void drop(struct history *h, struct history_series *s)
+{
+    int i = lower_bound(h, s->key);
+    if (i >= h->n || h->series[i] != s)
+        return;
+    if (s->end_ms) {
+        if (s->ended_prev)
+            s->ended_prev->ended_next = s->ended_next;
+        else
+            h->ended_head = s->ended_next;
+        if (s->ended_next)
+            s->ended_next->ended_prev = s->ended_prev;
+        else
+            h->ended_tail = s->ended_prev;
+        h->nended--;
+    }
+    struct history_user *w = s->owner;
+    if (w) {
+        if (s->end_ms) {
+            if (s->mine_prev)
+                s->mine_prev->mine_next = s->mine_next;
+            else
+                w->ended_head = s->mine_next;
+            if (s->mine_next)
+                s->mine_next->mine_prev = s->mine_prev;
+            else
+                w->ended_tail = s->mine_prev;
         }
+        w->series--;
+        user_forget_if_none(h, w);
+    }
+    h->bytes -= sizeof *s;
+    free(s);
+    memmove(&h->series[i], &h->series[i + 1], (size_t)(h->n - i - 1) * sizeof *h->series);
+    h->n--;
+    h->room++;
+}
+
+/* Room for a new series of user w (devices: NULL) within the bounds: an
+ * ended series gives way if need be, the oldest first. False if none can. */
+static bool room_for(struct history *h, struct history_user *w)
+{
+    if (w && w->uid != 0 && w->series >= HISTORY_USER_SERIES_MAX) {
+        if (!w->ended_head)
+            return false;
+        drop(h, w->ended_head);
     }
     if (h->n >= HISTORY_SERIES_MAX) {
-        int i = oldest_ended(h, (uid_t)-1);
-        if (i < 0)
+        if (!h->ended_head)
             return false;
-        drop(h, i);
+        drop(h, h->ended_head);
     }
     return true;
 }
 
-static struct history_series *add(struct history *h, uint64_t key, uid_t uid, uint64_t now_ms)
+static struct history_series *add(struct history *h, uint64_t key, struct history_user *w,
+                                  uint64_t now_ms)
 {
-    if (!room_for(h, uid)) {
-        h->not_kept++;
+    if (!room_for(h, w))
         return NULL;
-    }
     if (h->n == h->cap) {
         int cap = h->cap ? h->cap * 2 : 64;
         struct history_series **s = realloc(h->series, (size_t)cap * sizeof *s);
@@ -101,7 +177,8 @@ static struct history_series *add(struct history *h, uint64_t key, uid_t uid, ui
     if (!s)
         return NULL;
     s->key = key;
-    s->uid = uid;
+    s->owner = w;
+    s->uid = w ? w->uid : (uid_t)-1;
     s->begin_ms = now_ms;
     s->step = now_ms / HISTORY_RECENT_MS;
     int i = lower_bound(h, key);
@@ -109,18 +186,63 @@ static struct history_series *add(struct history *h, uint64_t key, uid_t uid, ui
     h->series[i] = s;
     h->n++;
     h->bytes += sizeof *s;
+    if (w)
+        w->series++;
     return s;
 }
 
-static void drop(struct history *h, int i)
+/* --------------------------------------------- clients not kept, remembered */
+
+/* Where key is among the refused, or where it would go. */
+static int refused_slot(const struct history *h, uint64_t key, bool *found)
 {
-    if (h->series[i]->end_ms)
-        h->nended--;
-    h->bytes -= sizeof *h->series[i];
-    free(h->series[i]);
-    memmove(&h->series[i], &h->series[i + 1], (size_t)(h->n - i - 1) * sizeof *h->series);
-    h->n--;
+    int lo = 0, hi = h->nrefused;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (h->refused[mid].key < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = lo < h->nrefused && h->refused[lo].key == key;
+    return lo;
 }
+
+/* Remembers key as refused now; false if it was already (counted once). */
+static bool refuse(struct history *h, uint64_t key)
+{
+    bool found;
+    int i = refused_slot(h, key, &found);
+    if (found) {
+        h->refused[i].room = h->room;
+        return false;
+    }
+    if (h->nrefused == h->refused_cap) {
+        int cap = h->refused_cap ? h->refused_cap * 2 : 64;
+        struct history_refused *r = realloc(h->refused, (size_t)cap * sizeof *r);
+        if (!r)
+            return true; /* not remembered: tried again at the next sampling */
+        h->refused = r;
+        h->refused_cap = cap;
+    }
+    memmove(&h->refused[i + 1], &h->refused[i], (size_t)(h->nrefused - i) * sizeof *h->refused);
+    h->refused[i] = (struct history_refused){key, h->room};
+    h->nrefused++;
+    return true;
+}
+
+/* Forgets the refused keys in [lo, hi]. */
+static void unrefuse(struct history *h, uint64_t lo, uint64_t hi)
+{
+    bool found;
+    int a = refused_slot(h, lo, &found), b = a;
+    while (b < h->nrefused && h->refused[b].key <= hi)
+        b++;
+    memmove(&h->refused[a], &h->refused[b], (size_t)(h->nrefused - b) * sizeof *h->refused);
+    h->nrefused -= b - a;
+}
+
+/* ---------------------------------------------------------- the rings */
 
 static void max_into(struct history_sample *s, uint64_t used, uint64_t budget)
 {
@@ -173,8 +295,22 @@ void history_note_client(struct history *h, const struct ledger_client *c, int d
     uint64_t key = client_key(c->id, dev);
     struct history_series *s = find(h, key);
     if (!s) {
-        if (!has_standing(c, dev) || !(s = add(h, key, c->uid, now_ms)))
+        if (!has_standing(c, dev))
             return;
+        bool found;
+        int r = h->nrefused ? refused_slot(h, key, &found) : (found = false, 0);
+        if (found && h->refused[r].room == h->room)
+            return; /* refused, and no room has come since */
+        struct history_user *w = user_of(h, c->uid, true);
+        if (!w || !(s = add(h, key, w, now_ms))) {
+            if (w)
+                user_forget_if_none(h, w);
+            if (refuse(h, key))
+                h->not_kept++;
+            return;
+        }
+        if (found)
+            unrefuse(h, key, key);
         s->kind = c->role == ROLE_JOB ? 'j' : 'p';
         s->dev = dev;
         s->id = c->id;
@@ -192,7 +328,7 @@ void history_note_device(struct history *h, const struct ledger *l, int dev, uin
     uint64_t key = device_key(dev);
     struct history_series *s = find(h, key);
     if (!s) {
-        if (!(s = add(h, key, (uid_t)-1, now_ms)))
+        if (!(s = add(h, key, NULL, now_ms)))
             return;
         s->kind = 'd';
         s->dev = dev;
@@ -207,7 +343,7 @@ void history_note_device(struct history *h, const struct ledger *l, int dev, uin
 static void bound_ended(struct history *h)
 {
     while (h->nended > HISTORY_ENDED_MAX)
-        drop(h, oldest_ended(h, (uid_t)-1));
+        drop(h, h->ended_head);
 }
 
 static void end(struct history *h, struct history_series *s, uint64_t now_ms)
@@ -216,16 +352,34 @@ static void end(struct history *h, struct history_series *s, uint64_t now_ms)
         return;
     note(s, s->last.used, s->last.budget, now_ms); /* the steps up to now */
     s->end_ms = now_ms ? now_ms : 1;
+    s->ended_prev = h->ended_tail;
+    s->ended_next = NULL;
+    if (h->ended_tail)
+        h->ended_tail->ended_next = s;
+    else
+        h->ended_head = s;
+    h->ended_tail = s;
     h->nended++;
+    struct history_user *w = s->owner;
+    if (w) {
+        s->mine_prev = w->ended_tail;
+        s->mine_next = NULL;
+        if (w->ended_tail)
+            w->ended_tail->mine_next = s;
+        else
+            w->ended_head = s;
+        w->ended_tail = s;
+    }
+    h->room++;
 }
 
 void history_client_left(struct history *h, int id, uint64_t now_ms)
 {
-    for (int i = lower_bound(h, client_key(id, 0)); i < h->n; i++) {
-        if (h->series[i]->key > client_key(id, LEDGER_MAX_DEVICES - 1))
-            break;
+    uint64_t first = client_key(id, 0), last = client_key(id, LEDGER_MAX_DEVICES - 1);
+    for (int i = lower_bound(h, first); i < h->n && h->series[i]->key <= last; i++)
         end(h, h->series[i], now_ms);
-    }
+    if (h->nrefused)
+        unrefuse(h, first, last);
     bound_ended(h);
 }
 
@@ -236,19 +390,101 @@ void history_tick(struct history *h, const struct ledger *l, uint64_t now_ms)
     h->next_tick_ms = (now_ms / HISTORY_RECENT_MS + 1) * HISTORY_RECENT_MS;
     for (int d = 0; d < l->ndev; d++)
         history_note_device(h, l, d, now_ms);
-    for (int i = 0; i < l->nclients; i++)
-        for (int d = 0; d < l->ndev; d++)
-            history_note_client(h, l->clients[i], d, now_ms);
-    for (int i = 0; i < h->n;) {
-        struct history_series *s = h->series[i];
-        if (s->kind != 'd' && !s->end_ms && !ledger_find_client(l, s->id))
-            end(h, s, now_ms); /* gone without a goodbye: a held grant that expired */
-        if (s->end_ms && now_ms - s->end_ms > HISTORY_KEEP_MS)
-            drop(h, i);
-        else
-            i++;
+    /* The clients by id, the series by key (id, then device): one walk
+     * through both, a lookup only for a client without a series. */
+    for (int i = 0, j = 0; i < l->nclients; i++) {
+        const struct ledger_client *c = l->clients[i];
+        for (int d = 0; c->role != ROLE_MONITOR && d < l->ndev; d++) {
+            uint64_t key = client_key(c->id, d);
+            while (j < h->n && h->series[j]->key < key)
+                j++;
+            if (j < h->n && h->series[j]->key == key) {
+                note(h->series[j], c->use[d].used, c->use[d].grant, now_ms);
+            } else if (has_standing(c, d)) {
+                history_note_client(h, c, d, now_ms); /* may add, or drop an ended one */
+                j = lower_bound(h, key);
+            }
+        }
     }
+    for (int i = 0, k = 0; i < h->n; i++) { /* again one walk through both */
+        struct history_series *s = h->series[i];
+        while (k < l->nclients && l->clients[k]->id < s->id)
+            k++;
+        bool there = k < l->nclients && l->clients[k]->id == s->id;
+        if (s->kind != 'd' && !s->end_ms && !there)
+            end(h, s, now_ms); /* gone without a goodbye: a held grant that expired */
+    }
+    /* The refused of clients gone without a goodbye are forgotten too. */
+    for (int i = 0; i < h->nrefused;) {
+        if (ledger_find_client(l, (int)(h->refused[i].key >> 5)))
+            i++;
+        else
+            unrefuse(h, h->refused[i].key, h->refused[i].key);
+    }
+    /* Ended in order: the expired are at the head. */
+    while (h->ended_head && now_ms > h->ended_head->end_ms &&
+           now_ms - h->ended_head->end_ms > HISTORY_KEEP_MS)
+        drop(h, h->ended_head);
     bound_ended(h);
+}
+
+int history_check(const struct history *h, char *err, size_t errlen)
+{
+    int ended = 0;
+    for (int i = 0; i < h->n; i++) {
+        const struct history_series *s = h->series[i];
+        if (i && h->series[i - 1]->key >= s->key) {
+            snprintf(err, errlen, "series out of order at %d", i);
+            return -1;
+        }
+        ended += s->end_ms != 0;
+        if ((s->kind == 'd') != !s->owner || (s->owner && user_of((struct history *)h, s->owner->uid,
+                                                                  false) != s->owner)) {
+            snprintf(err, errlen, "series %llu: its user's record is wrong",
+                     (unsigned long long)s->key);
+            return -1;
+        }
+    }
+    int listed = 0;
+    for (const struct history_series *s = h->ended_head, *prev = NULL; s;
+         prev = s, s = s->ended_next, listed++)
+        if (!s->end_ms || s->ended_prev != prev || find(h, s->key) != s ||
+            (!s->ended_next && s != h->ended_tail)) {
+            snprintf(err, errlen, "the ended list is broken at %d", listed);
+            return -1;
+        }
+    if (ended != h->nended || listed != ended) {
+        snprintf(err, errlen, "%d series ended, %d counted, %d listed", ended, h->nended, listed);
+        return -1;
+    }
+    for (int k = 0; k < h->nusers; k++) {
+        const struct history_user *w = h->users[k];
+        int series = 0, mine = 0, mine_listed = 0;
+        for (int i = 0; i < h->n; i++) {
+            series += h->series[i]->owner == w;
+            mine += h->series[i]->owner == w && h->series[i]->end_ms;
+        }
+        for (const struct history_series *s = w->ended_head, *prev = NULL; s;
+             prev = s, s = s->mine_next, mine_listed++)
+            if (s->owner != w || !s->end_ms || s->mine_prev != prev ||
+                (!s->mine_next && s != w->ended_tail)) {
+                snprintf(err, errlen, "uid %u: its ended list is broken at %d", (unsigned)w->uid,
+                         mine_listed);
+                return -1;
+            }
+        if (series != w->series || !series || mine != mine_listed ||
+            (k && h->users[k - 1]->uid >= w->uid)) {
+            snprintf(err, errlen, "uid %u: %d series (counted %d), %d ended (listed %d)",
+                     (unsigned)w->uid, series, w->series, mine, mine_listed);
+            return -1;
+        }
+    }
+    for (int i = 1; i < h->nrefused; i++)
+        if (h->refused[i - 1].key >= h->refused[i].key) {
+            snprintf(err, errlen, "the refused out of order at %d", i);
+            return -1;
+        }
+    return 0;
 }
 
 bool history_job_matches(const char *name, const char *asked)

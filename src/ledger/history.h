@@ -14,7 +14,7 @@
  * (history_tick: grants, NVML's figures, and steps in which nothing was
  * reported take the value carried from the step before).
  *
- * Memory is fixed per series (HISTORY_SERIES_BYTES, 7,944 bytes), allocated
+ * Memory is fixed per series (HISTORY_SERIES_BYTES, 7,984 bytes), allocated
  * when a client first holds, waits for or uses memory on a device. When a
  * client leaves its series end but are kept, so that a job can be plotted
  * after it ended (vram plot --job): for an hour, and at most
@@ -24,9 +24,16 @@
  * (62 MiB), and a user other than root at most HISTORY_USER_SERIES_MAX of
  * them (16 MiB: 4,096 connections waiting on 16 GPUs would otherwise be
  * 500 MiB): a new series takes the place of the oldest ended one (the
- * user's own, at the user's bound) or, if none has ended, is not kept
- * (not_kept counts them). The history is in memory only: a restarted
- * daemon begins a new one.
+ * user's own, at the user's bound) or, if none has ended, is not kept.
+ * A client whose series was not kept is remembered (not_kept counts them)
+ * and tried again only once room may have come (a series ended or went).
+ *
+ * Nothing here costs in proportion to the clients at each step: series
+ * are found by key (a binary search), each user's series are counted as
+ * they come and go, and the ended ones are kept in the order they ended,
+ * all of them and each user's, so the oldest is the first. At 10,000
+ * clients the once-a-second sampling is a lookup per client.
+ * The history is in memory only: a restarted daemon begins a new one.
  *
  * Who sees what (history_page): root, every series; anyone else the
  * devices' series and their own clients', never another user's. Pure: the
@@ -56,6 +63,8 @@ struct history_sample {
     uint64_t used, budget; /* the highest within the step */
 };
 
+struct history_user;
+
 struct history_series {
     uint64_t key; /* the order of pages: a device's is dev + 1, a client's id << 5 | dev */
     char kind;    /* 'd' a device, 'p' a process, 'j' a job */
@@ -66,16 +75,41 @@ struct history_series {
     uint64_t begin_ms, end_ms; /* end_ms: 0 while the client is connected */
     uint64_t step;             /* the open recent step: time / HISTORY_RECENT_MS */
     struct history_sample last; /* the latest values, carried into later steps */
+    struct history_user *owner; /* a client's: its user's count and ended list */
+    /* Once ended: the ended series in the order they ended, all of them
+     * and the owner's. */
+    struct history_series *ended_prev, *ended_next, *mine_prev, *mine_next;
     struct history_sample recent[HISTORY_RECENT], hour[HISTORY_HOUR];
 };
 
 #define HISTORY_SERIES_BYTES sizeof(struct history_series)
 
+/* A user's series (root's too, which no bound limits): how many, and the
+ * ended ones, oldest first. */
+struct history_user {
+    uid_t uid;
+    int series;
+    struct history_series *ended_head, *ended_tail;
+};
+
+/* A client's series on a device that was not kept: not tried again until
+ * `room` differs from the history's (room may have come since). */
+struct history_refused {
+    uint64_t key;
+    uint64_t room;
+};
+
 struct history {
     struct history_series **series; /* by key */
     int n, cap;
     int nended;
-    unsigned long not_kept; /* new series refused for the bounds */
+    struct history_series *ended_head, *ended_tail; /* in the order they ended */
+    struct history_user **users; /* by uid */
+    int nusers, users_cap;
+    struct history_refused *refused; /* by key */
+    int nrefused, refused_cap;
+    uint64_t room; /* changes whenever a series ends or goes */
+    unsigned long not_kept; /* clients' series on a device not kept for the bounds */
     uint64_t next_tick_ms;
     size_t bytes; /* what the series take */
 };
@@ -115,6 +149,11 @@ struct history_query {
 typedef int (*history_send_fn)(struct proto_writer *w, void *arg);
 int history_page(struct history *h, const struct history_query *q, uint64_t now_ms,
                  int max_messages, history_send_fn send, void *arg, uint64_t *next);
+
+/* Recounts what is kept as series come and go (each user's count, the
+ * ended lists and their order, the refused clients' order) from scratch:
+ * 0 if they agree, -1 with what differs (tests and the fuzzer). */
+int history_check(const struct history *h, char *err, size_t errlen);
 
 /* True if a series of job `name` belongs to the job asked for: the same
  * name, or a step of it ("1234.0" of "1234"). */

@@ -6,6 +6,7 @@
 #include "ledger_internal.h"
 
 #include "../util/parse.h"
+#include "../util/saturate.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -37,9 +38,17 @@ bool ledger_rule_covers(const struct policy_rule *r, const struct ledger_client 
     switch (r->who) {
     case WHO_USER: return c->uid == r->id;
     case WHO_GROUP: return in_group(c, r->id);
-    /* A job name a process gives itself is a label: only a job root
-     * registered is what a reservation "for job" is for. */
-    case WHO_JOB: return c->role == ROLE_JOB && c->by_root && job_matches(r->name, c->job);
+    /* A job name a process gives itself is a label: without "of", only a
+     * job root registered is what a reservation "for job" is for. With
+     * "of user|group OWNER", any job or process of the owner's with the
+     * name (vram run --job, VRAM_JOB): the kernel says whose it is, so no
+     * one else can take it. */
+    case WHO_JOB:
+        if (c->role == ROLE_MONITOR || c->member_of || !job_matches(r->name, c->job))
+            return false;
+        if (!r->owner.given)
+            return c->role == ROLE_JOB && c->by_root;
+        return r->owner.who == WHO_USER ? c->uid == r->owner.id : in_group(c, r->owner.id);
     }
     return false;
 }
@@ -418,6 +427,8 @@ void ledger_leave(struct ledger *l, struct ledger_client *c)
     l->nclients--;
     if (c->held_until_ms)
         l->nheld--;
+    if (c->kept)
+        l->nkept--;
     for (int k = 0; k < l->njobs; k++)
         if (l->jobs[k] == c)
             l->jobs[k] = l->jobs[--l->njobs];
@@ -487,9 +498,41 @@ struct ledger_client *ledger_member(struct ledger *l, struct ledger_client *job,
     return m;
 }
 
+/* A process NVML's last look saw outside any grant that is now a client
+ * (a process that connected since, a job's member its holder reports, as
+ * after a restart of the daemon): its usage there leaves the device's
+ * unseen figure and its user's now, so that it is never counted twice, not
+ * even until NVML's next look (a user's peak would keep the double). */
+static void claim_unseen(struct ledger *l, const struct ledger_client *c, int dev)
+{
+    struct ledger_device *d = &l->dev[dev];
+    for (int k = 0; k < d->nunseen; k++) {
+        struct ledger_nvml_process *p = &d->unseen_by[k];
+        if (p->pid != c->pid || !c->start || p->start != c->start)
+            continue;
+        int i = p->uid != (uid_t)-1 ? user_index(l, p->uid) : -1;
+        if (i >= 0)
+            user_use(l->users[i], dev, p->used, -1);
+        d->unseen -= p->used;
+        d->used -= p->used;
+        memmove(p, p + 1, (size_t)(d->nunseen - k - 1) * sizeof *p);
+        d->nunseen--;
+        return;
+    }
+}
+
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak)
 {
+    /* What a client says it uses is within its grant: what it may have.
+     * Beyond, only NVML's figure counts (and says it is over): ten grants
+     * of 1 MiB each saying 12 GiB do not make a GPU show ten times its
+     * size. */
+    uint64_t granted = c->use[dev].grant;
+    if (!c->member_of && used > granted)
+        used = granted;
+    if (!c->member_of && peak > granted)
+        peak = granted;
     if (c->member_of) {
         struct ledger_use *j = &c->member_of->use[dev];
         uint64_t most = j->grant < l->dev[dev].total ? j->grant : l->dev[dev].total;
@@ -504,6 +547,8 @@ void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t 
     /* Of the kept sums only the device's in-use figure depends on it: the
      * hot message of the protocol touches no rule. */
     uint64_t before = ledger_in_use(c, dev);
+    if (!before && c->role == ROLE_PROCESS && l->dev[dev].nunseen)
+        claim_unseen(l, c, dev);
     l->dev[dev].used -= before;
     user_use(c->who, dev, before, -1);
     c->use[dev].used = used;
@@ -538,9 +583,24 @@ static struct ledger_client *job_of_parent(const struct ledger *l, struct ledger
     for (; hit && hit < sorted + n && (*hit)->pid == ppid; hit++)
         if ((*hit)->member_of)
             return (*hit)->member_of;
+    /* A holder gone (held, kept) may have left its pid to another. */
     for (int i = 0; i < l->njobs; i++)
-        if (l->jobs[i]->pid == ppid && !l->jobs[i]->held_until_ms)
+        if (l->jobs[i]->pid == ppid && !l->jobs[i]->held_until_ms && !l->jobs[i]->kept)
             return l->jobs[i];
+    return NULL;
+}
+
+/* The job whose command's state the process holds open, of the process's
+ * user (a file of the user's own, so no one else's job), or NULL. */
+static struct ledger_client *job_of_state(const struct ledger *l,
+                                          const struct ledger_nvml_process *p)
+{
+    for (int i = 0; i < l->njobs; i++) {
+        struct ledger_client *j = l->jobs[i];
+        if (j->state_ino && j->state_ino == p->state_ino && j->state_dev == p->state_dev &&
+            j->uid == p->uid && !j->held_until_ms)
+            return j;
+    }
     return NULL;
 }
 
@@ -578,6 +638,9 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
     }
     qsort(sorted, (size_t)nproc, sizeof *sorted, by_pid);
     for (int k = 0; k < n; k++) {
+        /* A process holds no more than the device has, whatever NVML says:
+         * the sums below stay within n devices' worth. */
+        uint64_t used = d->total && procs[k].used > d->total ? d->total : procs[k].used;
         struct ledger_client key = {.pid = procs[k].pid}, *kp = &key, *c = NULL;
         struct ledger_client **hit = bsearch(&kp, sorted, (size_t)nproc, sizeof *sorted, by_pid);
         /* Several clients may share a pid (a process with two connections):
@@ -589,24 +652,27 @@ int ledger_reconcile(struct ledger *l, int dev, const struct ledger_nvml_process
                 c = *hit;
         if (!c && procs[k].ppid) /* a child of a job's, not reported yet: the job's */
             c = job_of_parent(l, sorted, nproc, procs[k].ppid);
+        if (!c && procs[k].state_ino) /* one that left the tree, by what it inherited */
+            c = job_of_state(l, &procs[k]);
         if (c && c->role == ROLE_JOB) {
             ledger_account(l, c, dev, -1);
-            c->use[dev].nvml += procs[k].used;
+            c->use[dev].nvml = add_saturating(c->use[dev].nvml, used);
             ledger_account(l, c, dev, +1);
             continue;
         }
         if (!c) {
-            unseen += procs[k].used;
-            by[nby++] = procs[k];
+            unseen = add_saturating(unseen, used);
+            by[nby] = procs[k];
+            by[nby++].used = used;
             continue;
         }
         struct ledger_use *u = &c->use[dev];
         ledger_account(l, c, dev, -1);
-        u->nvml += procs[k].used;
+        u->nvml = add_saturating(u->nvml, used);
         ledger_account(l, c, dev, +1);
         if (c->member_of) { /* its job's figure too, against the job's grant (below) */
             ledger_account(l, c->member_of, dev, -1);
-            c->member_of->use[dev].nvml += procs[k].used;
+            c->member_of->use[dev].nvml = add_saturating(c->member_of->use[dev].nvml, used);
             ledger_account(l, c->member_of, dev, +1);
             continue;
         }
@@ -654,6 +720,21 @@ int ledger_check(const struct ledger *l, char *err, size_t errlen)
             snprintf(err, errlen, "clients out of order at %d", i);
             return -1;
         }
+    int nheld = 0, nkept = 0;
+    for (int i = 0; i < l->nclients; i++) {
+        nheld += l->clients[i]->held_until_ms != 0;
+        nkept += l->clients[i]->kept;
+        if (l->clients[i]->kept && (l->clients[i]->role != ROLE_JOB || l->clients[i]->owner)) {
+            snprintf(err, errlen, "client %d is kept, but not a job whose holder is gone",
+                     l->clients[i]->id);
+            return -1;
+        }
+    }
+    if (nheld != l->nheld || nkept != l->nkept) {
+        snprintf(err, errlen, "%d held (counted %d), %d kept (counted %d)", nheld, l->nheld, nkept,
+                 l->nkept);
+        return -1;
+    }
     for (int i = 0; i < l->nclients; i++) {
         const struct ledger_client *c = l->clients[i];
         int members = 0;

@@ -34,7 +34,9 @@
  * A job's members are the processes its holder reports for (vram run for
  * its command, the Slurm plugin for a step's tasks): they hold no grant and
  * no connection of their own, everything they use is inside the job's
- * grant, and NVML's figure for them is the job's.
+ * grant, and NVML's figure for them is the job's. A job whose holder is
+ * gone while members of it live is kept for them (ledger_keep; the daemon
+ * decides when, src/daemon/job_keep.h): its grants count until it leaves.
  *
  * The sums admission needs (per device, per policy rule and device, per
  * job) are kept as grants change, so a request costs O(rules), not
@@ -81,6 +83,9 @@ struct ledger_nvml_process {
     uint64_t start, used;
     pid_t ppid;
     char cmd[16];
+    /* The vram run command whose state it holds open (inherited), as the
+     * kernel names the file; 0 0: none. */
+    uint64_t state_dev, state_ino;
 };
 
 /* What happened on a device since the daemon started. */
@@ -142,6 +147,12 @@ struct ledger_client {
     /* A grant of the daemon before a restart, held for its owner until
      * then (ms) or until it re-registers; 0 for a connected client. */
     uint64_t held_until_ms;
+    /* A job a user registered for a vram run command: the command's
+     * shared state, which its processes inherit (the daemon's word, once
+     * it has read it from vram run; 0 0 until then). */
+    uint64_t state_dev, state_ino;
+    /* A job whose holder is gone, kept for its processes (ledger_keep). */
+    bool kept;
     struct ledger_use use[LEDGER_MAX_DEVICES];
 };
 
@@ -182,6 +193,7 @@ struct ledger {
     int njobs;
     struct ledger_client **jobs; /* the clients of role JOB, few */
     int nheld; /* clients held for their owners after a restart */
+    int nkept; /* jobs kept for their processes, their holders gone */
     int next_id;
     uint64_t next_seq;
     int nusers, users_cap;
@@ -241,19 +253,26 @@ struct ledger_client *ledger_hold(struct ledger *l, enum client_role role, bool 
  * held grant covers it: then it is a new request. */
 bool ledger_adopt(struct ledger *l, struct ledger_client *c, int dev, uint64_t bytes);
 /* Ends the held grants whose time is up or whose process is gone
- * (`alive` says; NULL: time only), telling `gone` of each first. The
- * caller then runs ledger_admit_waiting. */
+ * (`alive` says; NULL: time only), telling `gone` of each first, which may
+ * keep a job instead (ledger_keep) and say so (true). The caller then runs
+ * ledger_admit_waiting. */
 typedef bool (*ledger_alive_fn)(pid_t pid, uint64_t start);
 void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
-                        void (*gone)(const struct ledger_client *c, void *arg), void *arg);
+                        bool (*gone)(struct ledger_client *c, void *arg), void *arg);
+/* Job c's holder is gone (its connection closed, or its held grant is
+ * not taken back) and processes of it live: the job stays, with its
+ * grants and members, no longer anyone's connection (owner NULL), its
+ * waits ended, until it leaves (ledger_leave). */
+void ledger_keep(struct ledger *l, struct ledger_client *c);
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
 /* What the policy guarantees the client on a device: the largest
  * reservation that covers it there, at most its grant; 0 if none does. */
 uint64_t ledger_guarantee(const struct ledger *l, const struct ledger_client *c, int dev);
-/* Usage of a client, or of a member, on a device. A member's figures are
- * bounded by what its job's grant (and the device) leaves beside the other
- * members': a job's processes together never show more than the job was
- * granted, whatever its holder says. */
+/* Usage of a client, or of a member, on a device. A client's figures are
+ * bounded by its grant, a member's by what its job's grant (and the
+ * device) leaves beside the other members': a client, or a job's
+ * processes together, never show more than was granted, whatever they
+ * say (what NVML sees beyond is counted apart, as excess). */
 void ledger_report(struct ledger *l, struct ledger_client *c, int dev, uint64_t used,
                    uint64_t peak);
 
@@ -284,7 +303,10 @@ struct ledger_client *ledger_job_of(const struct ledger *l, const struct ledger_
  * its start time (0 if it could not be read), uid, parent, name and
  * usage. A client's real usage is matched by pid and start time; a process
  * not matched whose parent is a job's member or holder is the job's (a
- * process its holder has not reported yet); the rest is unseen usage, kept
+ * process its holder has not reported yet), and so is one of the job's
+ * user that holds the job's command state open (state_dev, state_ino: a
+ * process of a vram run command that cleared its environment and left the
+ * process tree, re-parented to init); the rest is unseen usage, kept
  * by process (unseen_by) and counted for its user.
  * Returns the clients that have just gone over budget by more than the
  * policy's margin, in *over (up to max). */

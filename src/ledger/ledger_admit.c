@@ -200,6 +200,63 @@ static void waiting_ahead(const struct ledger *l, const struct ledger_client *c,
     by_user_text(&b, out, n);
 }
 
+/* A rule as a refusal names it: "line 3: job critical-* of user alice". */
+static size_t rule_text(const struct policy_rule *r, char *out, size_t n)
+{
+    static const char *const who[] = {"user", "group", "job"};
+    int len = snprintf(out, n, "line %d: %s %s", r->line, who[r->who], r->name);
+    if (len >= 0 && (size_t)len < n && r->owner.given)
+        len += snprintf(out + len, n - (size_t)len, " of %s %s", who[r->owner.who], r->owner.name);
+    return len < 0 ? 0 : (size_t)len < n ? (size_t)len : n - 1;
+}
+
+/* The reservations on dev that are not c's, by line: those with an unused
+ * part (unused_only), or all of them, and what they set aside (their
+ * unused part, or all of it) in *total. */
+static void others_reservations(const struct ledger *l, const struct ledger_client *c, int dev,
+                                bool unused_only, char *out, size_t n, uint64_t *total)
+{
+    size_t len = 0;
+    *total = 0;
+    out[0] = 0;
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind != RULE_RESERVE || !policy_on_device(rule, dev, l->dev[dev].uuid) ||
+            ledger_rule_covers(rule, c))
+            continue;
+        uint64_t amount = amount_of(&rule->amount, l->dev[dev].total);
+        uint64_t part = unused_only ? (amount > l->held[r][dev] ? amount - l->held[r][dev] : 0)
+                                    : amount;
+        if (!part)
+            continue;
+        *total += part;
+        if (len + 1 < n)
+            len += (size_t)snprintf(out + len, n - len, "%s", len ? ", " : "");
+        if (len + 1 < n)
+            len += rule_text(rule, out + len, n - len);
+    }
+}
+
+/* A "for job" reservation (without "of") whose name c's job has, though c
+ * is not a job root registered: the rule, or NULL. Said in a refusal, as
+ * the reservation c may have thought was its. */
+static const struct policy_rule *job_rule_not_for(const struct ledger *l,
+                                                  const struct ledger_client *c, int dev)
+{
+    for (int r = 0; r < l->policy.nrules; r++) {
+        const struct policy_rule *rule = &l->policy.rules[r];
+        if (rule->kind == RULE_RESERVE && rule->who == WHO_JOB && !rule->owner.given &&
+            policy_on_device(rule, dev, l->dev[dev].uuid) && !ledger_rule_covers(rule, c) &&
+            strcmp(c->job, "-") != 0) {
+            size_t k = strlen(rule->name);
+            bool prefix = k && rule->name[k - 1] == '*';
+            if (prefix ? strncmp(rule->name, c->job, k - 1) == 0 : strcmp(rule->name, c->job) == 0)
+                return rule;
+        }
+    }
+    return NULL;
+}
+
 /* Why a request of w does not fit, in words. */
 static void explain(const struct ledger *l, const struct ledger_client *c, int dev, uint64_t w,
                     const struct fit *f, char *why, size_t n)
@@ -217,10 +274,11 @@ static void explain(const struct ledger *l, const struct ledger_client *c, int d
                      format_size(l->held[f->rule][dev]).text, who);
         else
             snprintf(held, sizeof held, "it holds nothing yet");
-        snprintf(why, n, "%s %s may hold %s of %s (policy line %d); %s; requested %s",
+        snprintf(why, n, "%s %s may hold %s of %s (policy line %d); %s; requested %s%s",
                  rule->who == WHO_USER ? "user" : "group", rule->name,
                  format_size(amount_of(&rule->amount, d->total)).text, d->uuid, rule->line,
-                 held, format_size(w).text);
+                 held, format_size(w).text,
+                 f->never ? ", more than the cap: waiting cannot help" : "");
     } else if (f->by == BY_QUEUE) {
         int ahead;
         waiting_ahead(l, c, dev, who, sizeof who, &ahead);
@@ -231,13 +289,39 @@ static void explain(const struct ledger *l, const struct ledger_client *c, int d
     } else {
         holders(l, dev, NULL, who, sizeof who);
         uint64_t reserved = ledger_reserved_against(l, c, dev, w), outside = d->excess + d->unseen;
-        uint64_t busy = d->granted + reserved + outside;
-        snprintf(why, n, "%s has %s: %s granted%s%s%s, %s reserved for others, %s used outside "
-                 "any grant, %s free; requested %s",
-                 d->uuid, format_size(d->total).text, format_size(d->granted).text,
-                 who[0] ? " (" : "", who, who[0] ? ")" : "",
-                 format_size(reserved).text, format_size(outside).text,
-                 format_size(busy < d->total ? d->total - busy : 0).text, format_size(w).text);
+        uint64_t busy = d->granted + reserved + outside, unused;
+        /* Which reservations, by their lines: what a person can look up. */
+        char lines[200], named[220] = "";
+        others_reservations(l, c, dev, true, lines, sizeof lines, &unused);
+        if (reserved && lines[0])
+            snprintf(named, sizeof named, " (policy %s)", lines);
+        size_t len = (size_t)snprintf(why, n, "%s has %s: %s granted%s%s%s, %s reserved for "
+                                      "others%s, %s used outside any grant, %s grantable; "
+                                      "requested %s",
+                                      d->uuid, format_size(d->total).text,
+                                      format_size(d->granted).text, who[0] ? " (" : "", who,
+                                      who[0] ? ")" : "", format_size(reserved).text, named,
+                                      format_size(outside).text,
+                                      format_size(busy < d->total ? d->total - busy : 0).text,
+                                      format_size(w).text);
+        if (f->never && len < n) {
+            uint64_t all;
+            others_reservations(l, c, dev, false, lines, sizeof lines, &all);
+            if (w > d->total)
+                len += (size_t)snprintf(why + len, n - len, ", more than the GPU has: waiting "
+                                        "cannot help");
+            else
+                len += (size_t)snprintf(why + len, n - len, ": waiting cannot help, the "
+                                        "reservations for others (policy %s) leave at most %s "
+                                        "of the GPU to it", lines,
+                                        format_size(all < d->total ? d->total - all : 0).text);
+        }
+        const struct policy_rule *mine = job_rule_not_for(l, c, dev);
+        if (mine && len < n)
+            snprintf(why + len, n - len, "; policy line %d, \"for job %s\", is for jobs root "
+                     "registers (Slurm steps), not a user's own vram run --job or VRAM_JOB such "
+                     "as %s: for those it would say \"for job %s of user %s\"", mine->line,
+                     mine->name, c->job, mine->name, c->user);
     }
 }
 

@@ -83,18 +83,36 @@ bool ledger_adopt(struct ledger *l, struct ledger_client *c, int dev, uint64_t b
 }
 
 void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive,
-                        void (*gone)(const struct ledger_client *c, void *arg), void *arg)
+                        bool (*gone)(struct ledger_client *c, void *arg), void *arg)
 {
     if (now_ms > l->now_ms)
         l->now_ms = now_ms;
     for (int i = 0; l->nheld && i < l->nclients;) {
         struct ledger_client *c = l->clients[i];
         if (c->held_until_ms && (now_ms >= c->held_until_ms || (alive && !alive(c->pid, c->start)))) {
-            if (gone)
-                gone(c, arg);
+            if (gone && gone(c, arg) && c->kept) {
+                i++;
+                continue;
+            }
             ledger_leave(l, c); /* the array closes up: the same i is the next */
         } else {
             i++;
         }
     }
+}
+
+void ledger_keep(struct ledger *l, struct ledger_client *c)
+{
+    if (c->role != ROLE_JOB || c->kept)
+        return;
+    if (c->held_until_ms) {
+        c->held_until_ms = 0;
+        l->nheld--;
+    }
+    for (int d = 0; d < l->ndev; d++)
+        if (c->use[d].waiting)
+            ledger_dequeue(l, c, d);
+    c->owner = NULL;
+    c->kept = true;
+    l->nkept++;
 }

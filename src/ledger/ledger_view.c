@@ -207,6 +207,10 @@ void ledger_snapshot_page(const struct ledger *l, uid_t viewer, uint64_t after, 
         sd->used = ld->used;
         /* Reserved: what the reservations set aside and no one entitled holds yet. */
         sd->reserved = ledger_reserved_against(l, NULL, d, 0);
+        /* What a request no reservation is for could be granted now, as
+         * admission counts it (ledger_admit.c): usage beyond grants too. */
+        uint64_t busy = ld->granted + sd->reserved + ld->excess + ld->unseen;
+        sd->grantable = busy < ld->total ? ld->total - busy : 0;
         sd->overcommitted = ld->overcommitted;
         sd->waiting = ld->nwaiting;
         sd->refused = ld->counters.refused;

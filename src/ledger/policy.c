@@ -28,6 +28,7 @@ void policy_default(struct policy *p)
     p->over_margin = 256ull << 20;
     p->reconcile_ms = 1000;
     p->connections_per_user = 4096;
+    p->driver_jobs_per_user = 32;
     p->silent_ms = 10000;
 }
 
@@ -50,7 +51,7 @@ static int parse_amount(const char *s, struct amount *a, parse_why *why)
     return 0;
 }
 
-#define MAX_WORDS 8
+#define MAX_WORDS 10
 
 struct line_ctx {
     const char *file;
@@ -90,7 +91,10 @@ static int parse_on(struct line_ctx *c, char **words, int n, int i, struct polic
     if (i == n)
         return 0;
     if (i + 2 != n || strcmp(words[i], "on") != 0)
-        return bad(c, "unexpected \"%s\"; a rule may end with \"on DEVICE\"", words[i]);
+        return bad(c, "unexpected \"%s\"; a rule may end with \"on DEVICE\"%s", words[i],
+                   r->kind == RULE_RESERVE && r->who == WHO_JOB && !r->owner.given
+                       ? ", a job reservation with \"of user|group OWNER\" before it"
+                       : "");
     if (strlen(words[i + 1]) >= sizeof r->device)
         return bad(c, "device \"%.60s\" is too long for an index or a UUID", words[i + 1]);
     snprintf(r->device, sizeof r->device, "%s", words[i + 1]);
@@ -147,6 +151,14 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
                        n > 1 ? w[1] : "", n > 1 && why.text[0] ? why.text : "must be more than 0");
         return 0;
     }
+    if (strcmp(d, "driver-jobs-per-user") == 0) {
+        p->driver_jobs_line = c->line;
+        if (n != 2 || parse_uint(w[1], 1000000, &p->driver_jobs_per_user, &why) != 0 ||
+            p->driver_jobs_per_user == 0)
+            return bad(c, "driver-jobs-per-user \"%s\": %s; accepted: a number from 1 to 1000000",
+                       n > 1 ? w[1] : "", n > 1 && why.text[0] ? why.text : "must be more than 0");
+        return 0;
+    }
     if (strcmp(d, "first-message-within") == 0) {
         p->silent_line = c->line;
         if (n != 2 || parse_duration(w[1], &p->silent_ms, &why) != 0 || p->silent_ms == 0)
@@ -159,7 +171,7 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
     if (!cap && !reserve)
         return bad(c, "unknown directive \"%s\"; accepted: default-budget, cap, reserve, "
                       "when-full, over-margin, reconcile-every, connections-per-user, "
-                      "first-message-within",
+                      "first-message-within, driver-jobs-per-user",
                    d);
     if (p->nrules == POLICY_MAX_RULES)
         return bad(c, "more than %d rules", POLICY_MAX_RULES);
@@ -182,6 +194,28 @@ static int parse_line(struct line_ctx *c, char **w, int n, struct policy *p)
         if (parse_who(c, w[3], &r->who, true) != 0)
             return -1;
         name = w[4], amount = w[1], rest = 5;
+        /* for job NAME of user|group OWNER: whose jobs of that name */
+        if (rest < n && strcmp(w[rest], "of") == 0) {
+            static const char *const form =
+                "reserve AMOUNT for job NAME of user|group OWNER [on DEVICE]";
+            if (r->who != WHO_JOB)
+                return bad(c, "\"of\" after \"for %s %s\": only a job reservation says whose "
+                              "jobs it is for; accepted: %s", w[3], name, form);
+            if (rest + 3 > n)
+                return bad(c, "\"of\" takes \"user NAME\" or \"group NAME\"; accepted: %s", form);
+            if (parse_who(c, w[rest + 1], &r->owner.who, false) != 0)
+                return -1;
+            const char *owner = w[rest + 2];
+            if (strlen(owner) >= sizeof r->owner.name)
+                return bad(c, "the name \"%.60s...\" is too long", owner);
+            snprintf(r->owner.name, sizeof r->owner.name, "%s", owner);
+            uint64_t oid;
+            r->owner.numeric = parse_uint(owner, UINT32_MAX - 1, &oid, &why) == 0;
+            if (r->owner.numeric)
+                r->owner.id = (uint32_t)oid;
+            r->owner.given = true;
+            rest += 3;
+        }
     }
     if (strlen(name) >= sizeof r->name)
         return bad(c, "the name \"%.60s...\" is too long", name);
@@ -278,6 +312,16 @@ static int resolve_names(struct policy *q, const char *path, char *err, size_t e
 {
     for (int i = 0; i < q->nrules; i++) {
         struct policy_rule *r = &q->rules[i];
+        if (r->owner.given && !r->owner.numeric) {
+            struct passwd *pw = r->owner.who == WHO_USER ? getpwnam(r->owner.name) : NULL;
+            struct group *gr = r->owner.who == WHO_GROUP ? getgrnam(r->owner.name) : NULL;
+            if (!pw && !gr) {
+                snprintf(err, errlen, "%s:%d: no %s named \"%s\" on this machine", path, r->line,
+                         r->owner.who == WHO_USER ? "user" : "group", r->owner.name);
+                return -1;
+            }
+            r->owner.id = pw ? pw->pw_uid : gr->gr_gid;
+        }
         if (r->who == WHO_JOB || r->numeric)
             continue;
         if (r->who == WHO_USER) {
@@ -301,20 +345,64 @@ static int resolve_names(struct policy *q, const char *path, char *err, size_t e
     return 0;
 }
 
+/* What was opened, for messages: " (a link to REAL)" when path is a
+ * link, "" when it is the file itself. */
+static void opened_as(int fd, const char *path, char *out, size_t n)
+{
+    char link[64], real[300];
+    struct stat st;
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t len = lstat(path, &st) == 0 && S_ISLNK(st.st_mode)
+                      ? readlink(link, real, sizeof real - 1)
+                      : -1;
+    out[0] = 0;
+    if (len > 0) {
+        real[len] = 0;
+        snprintf(out, n, " (a link to %s)", real);
+    }
+}
+
+/* Whether the file opened may be a policy: a regular file that only root
+ * (or the daemon's own user) can change. Checked on what was opened, not
+ * on the name: a link (Kubernetes ConfigMaps are ..data/ links, config
+ * management keeps links too) is followed, and its target is what counts. */
+static int trusted(int fd, const struct stat *st, const char *path, char *err, size_t errlen)
+{
+    char as[320];
+    opened_as(fd, path, as, sizeof as);
+    mode_t m = st->st_mode;
+    if (!S_ISREG(m)) {
+        snprintf(err, errlen, "%s%s: not a regular file but %s; the policy is a plain file", path,
+                 as, S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket"
+                 : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "something else");
+        return -1;
+    }
+    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+        snprintf(err, errlen, "%s%s: owned by uid %u; the policy must be root's%s, so that no "
+                 "one else can change it", path, as, (unsigned)st->st_uid,
+                 geteuid() ? " or the daemon's own user's" : "");
+        return -1;
+    }
+    if ((m & S_IWOTH) || ((m & S_IWGRP) && st->st_gid != 0 && st->st_gid != getegid())) {
+        snprintf(err, errlen, "%s%s: writable by %s (mode %04o); the policy must be writable by "
+                 "its owner only (chmod go-w)", path, as,
+                 m & S_IWOTH ? "every user" : "its group", (unsigned)(m & 07777));
+        return -1;
+    }
+    return 0;
+}
+
 int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
 {
     /* How to change a policy without the daemon ever reading half of one. */
     static const char *const atomically =
         "write the new policy to another file and rename it over this one";
-    /* Checked before it is read: a FIFO put in its place would block the
-     * daemon in open or read, and a link would make it read what the link's
-     * owner chooses. Non-blocking until it is known to be a regular file. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    /* Non-blocking until it is known to be a regular file: a FIFO put in
+     * its place would block the daemon in open or read. A link is followed;
+     * what was opened is then checked (trusted). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        if (errno == ELOOP)
-            snprintf(err, errlen, "%s: a symbolic link; name the policy file itself", path);
-        else
-            snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot open the policy file: %s", path, strerror(errno));
         return -1;
     }
     struct stat before, after;
@@ -323,11 +411,7 @@ int policy_load(const char *path, struct policy *p, char *err, size_t errlen)
         close(fd);
         return -1;
     }
-    if (!S_ISREG(before.st_mode)) {
-        mode_t m = before.st_mode;
-        snprintf(err, errlen, "%s: not a regular file but %s; the policy is a plain file", path,
-                 S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" : S_ISSOCK(m) ? "a socket"
-                 : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "something else");
+    if (trusted(fd, &before, path, err, errlen) != 0) {
         close(fd);
         return -1;
     }
@@ -452,8 +536,9 @@ void policy_describe(const struct policy *p, FILE *out)
     for (;;) {
         int next = 0;
         const int lines[] = {p->default_line, p->wait_line,  p->margin_line,
-                             p->reconcile_line, p->conns_line, p->silent_line};
-        for (size_t k = 0; k < 6; k++)
+                             p->reconcile_line, p->conns_line, p->silent_line,
+                             p->driver_jobs_line};
+        for (size_t k = 0; k < sizeof lines / sizeof *lines; k++)
             if (lines[k] > last && (!next || lines[k] < next))
                 next = lines[k];
         for (int i = 0; i < p->nrules; i++)
@@ -481,6 +566,9 @@ void policy_describe(const struct policy *p, FILE *out)
         } else if (next == p->conns_line) {
             fprintf(out, "connections-per-user %llu: more from one user (not root) are refused\n",
                     (unsigned long long)p->connections_per_user);
+        } else if (next == p->driver_jobs_line) {
+            fprintf(out, "driver-jobs-per-user %llu: where the driver holds job grants, more jobs "
+                    "of one user's own are refused\n", (unsigned long long)p->driver_jobs_per_user);
         } else if (next == p->silent_line) {
             fprintf(out, "first-message-within ");
             print_duration(out, p->silent_ms);
@@ -505,11 +593,18 @@ void policy_describe(const struct policy *p, FILE *out)
                     fprintf(out, "reserve ");
                     print_amount(out, &r->amount);
                     fprintf(out, " for %s %s%s", who[r->who], r->name, id);
+                    if (r->owner.given && r->owner.numeric)
+                        fprintf(out, " of %s %s", who[r->owner.who], r->owner.name);
+                    else if (r->owner.given)
+                        fprintf(out, " of %s %s (%s %u)", who[r->owner.who], r->owner.name,
+                                r->owner.who == WHO_USER ? "uid" : "gid", (unsigned)r->owner.id);
                 }
                 if (r->device[0])
-                    fprintf(out, " on %s\n", r->device);
+                    fprintf(out, " on %s", r->device);
                 else
-                    fprintf(out, " on each GPU\n");
+                    fprintf(out, " on each GPU");
+                bool root_only = r->kind == RULE_RESERVE && r->who == WHO_JOB && !r->owner.given;
+                fprintf(out, "%s\n", root_only ? " (jobs root registers only: Slurm steps)" : "");
             }
         }
     }
@@ -525,9 +620,24 @@ void policy_describe(const struct policy *p, FILE *out)
     if (!p->conns_line)
         fprintf(out, "  (default) connections-per-user %llu\n",
                 (unsigned long long)p->connections_per_user);
+    if (!p->driver_jobs_line)
+        fprintf(out, "  (default) driver-jobs-per-user %llu\n",
+                (unsigned long long)p->driver_jobs_per_user);
     if (!p->silent_line) {
         fprintf(out, "  (default) first-message-within ");
         print_duration(out, p->silent_ms);
         fprintf(out, "\n");
     }
+}
+
+bool policy_rule_warning(const struct policy *p, int i, char *out, size_t n)
+{
+    const struct policy_rule *r = &p->rules[i];
+    if (r->kind != RULE_RESERVE || r->who != WHO_JOB || r->owner.given)
+        return false;
+    snprintf(out, n, "%s:%d: \"reserve ... for job %s\" matches only jobs root registers (Slurm "
+             "steps), never a user's own vram run --job %s or VRAM_JOB=%s; for those, say whose "
+             "they are: \"for job %s of user NAME\" or \"of group NAME\"",
+             p->file, r->line, r->name, r->name, r->name, r->name);
+    return true;
 }

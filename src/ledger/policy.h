@@ -9,9 +9,14 @@
  *   cap user|group NAME AMOUNT [on DEVICE]
  *                                     the most one user (all their processes
  *                                     together) or one group may hold on a device
- *   reserve AMOUNT for user|group|job NAME [on DEVICE]
+ *   reserve AMOUNT for user|group NAME [on DEVICE]
+ *   reserve AMOUNT for job NAME [of user|group OWNER] [on DEVICE]
  *                                     memory no one else may take; a job NAME
- *                                     may end in '*' to match a prefix
+ *                                     may end in '*' to match a prefix. A job
+ *                                     without "of" is one root registers (a
+ *                                     Slurm step); with it, any job or process
+ *                                     of that name of the owner's (vram run
+ *                                     --job, VRAM_JOB), and no one else's
  *   when-full wait DURATION | fail    a request that does not fit waits (at most
  *                                     DURATION) or fails at once
  *   over-margin SIZE                  report a process whose real usage (NVML)
@@ -21,6 +26,10 @@
  *                                     have open to the daemon (default 4096)
  *   first-message-within DURATION     a connection that says nothing for this long
  *                                     is closed (default 10s)
+ *   driver-jobs-per-user N            where the driver holds job grants (per-cgroup
+ *                                     limits), the most jobs of one user's own
+ *                                     (not root's) it holds at once, each in a
+ *                                     cgroup of its own; more are refused (default 32)
  *
  * policy_parse() checks the text alone (what the fuzzer drives);
  * policy_load() reads the file and also resolves user and group names, so
@@ -48,12 +57,22 @@ uint64_t amount_of(const struct amount *a, uint64_t device_total);
 enum rule_kind { RULE_CAP, RULE_RESERVE };
 enum rule_who { WHO_USER, WHO_GROUP, WHO_JOB };
 
+/* Whose the jobs of a "for job NAME of user|group OWNER" reservation are. */
+struct rule_owner {
+    bool given;     /* "of" was said */
+    enum rule_who who; /* WHO_USER or WHO_GROUP */
+    char name[64];
+    uint32_t id;    /* the uid or gid, once resolved */
+    bool numeric;   /* the name is the id */
+};
+
 struct policy_rule {
     enum rule_kind kind;
     enum rule_who who;
     char name[64];
     uint32_t id; /* the uid or gid, once resolved */
     bool numeric; /* the name is the id */
+    struct rule_owner owner; /* a job reservation's */
     struct amount amount;
     char device[48]; /* "" for every device */
     int line;
@@ -64,6 +83,7 @@ struct policy {
     int ndirectives;
     /* The lines of the settings (0: not in the file). */
     int default_line, wait_line, margin_line, reconcile_line, conns_line, silent_line;
+    int driver_jobs_line;
     bool has_default;
     struct amount default_budget;
     bool wait;         /* when-full wait */
@@ -71,6 +91,7 @@ struct policy {
     uint64_t over_margin;
     uint64_t reconcile_ms;
     uint64_t connections_per_user;
+    uint64_t driver_jobs_per_user;
     uint64_t silent_ms; /* first-message-within */
     int nrules;
     struct policy_rule rules[POLICY_MAX_RULES];
@@ -82,9 +103,12 @@ void policy_default(struct policy *p);
 /* 0, or -1 with "FILE:LINE: reason" in err; p is written only on success. */
 int policy_parse(const char *text, size_t len, const char *file, struct policy *p, char *err,
                  size_t errlen);
-/* Reads the file: it must be a regular file, not empty, ending with a
- * newline and unchanged while read, so that one caught half-written is
- * refused rather than read as a policy with fewer rules. */
+/* Reads the file: it must be a regular file, not empty and unchanged while
+ * read, so that one caught half-written is refused rather than read as a
+ * policy with fewer rules; and one only root (or the daemon's own user)
+ * can change: owned by them, writable by no one else. A symbolic link is
+ * followed (Kubernetes ConfigMaps, config management) and what it leads
+ * to is what is checked. */
 int policy_load(const char *path, struct policy *p, char *err, size_t errlen);
 
 /* Checks the rules against the node's GPUs (their UUIDs and sizes): every
@@ -95,6 +119,12 @@ int policy_check_devices(const struct policy *p, const char *const *uuids,
 
 /* What the policy says, one line per directive, as understood. */
 void policy_describe(const struct policy *p, FILE *out);
+
+/* What a rule may do that its writer may not mean: a "for job" reservation
+ * without "of" matches only jobs root registers (Slurm steps), never a
+ * user's own vram run --job or VRAM_JOB. Into out (n bytes), "FILE:LINE:
+ * ..." and true if rule i has something to say. */
+bool policy_rule_warning(const struct policy *p, int i, char *out, size_t n);
 
 /* True if a rule's device selector names this device. */
 bool policy_on_device(const struct policy_rule *r, int index, const char *uuid);

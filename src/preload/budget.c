@@ -1,6 +1,7 @@
 #include "budget.h"
 #include "../command/command.h"
 #include "driver_memory.h"
+#include "real.h"
 
 #include "../core/options.h"
 #include "../cuda/uuid.h"
@@ -32,9 +33,8 @@ static struct {
     uint64_t limit[BUDGET_MAX_DEVICES];
     _Atomic int cdev[BUDGET_MAX_DEVICES]; /* the device's entry in the command's state, or -1 */
     char *denied[BUDGET_MAX_DEVICES]; /* why the daemon granted nothing */
+    bool unbudgeted[BUDGET_MAX_DEVICES]; /* ... or rather the setting gave others a budget */
     _Atomic bool stopped[BUDGET_MAX_DEVICES]; /* vramd does not take the budget back (agent.h) */
-    uint64_t (*total_of)(int dev);
-    int (*uuid_of)(int dev, char *uuid);
 } b = {.resolve = PTHREAD_MUTEX_INITIALIZER};
 
 /* Live allocations, sharded so that threads allocating at once rarely meet
@@ -64,11 +64,9 @@ __attribute__((constructor)) static void budget_load(void)
     command_open_from_environment();
 }
 
-int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uuid))
+int budget_setup(void)
 {
     command_set_margin(DRIVER_MEMORY_MARGIN);
-    b.total_of = total_of;
-    b.uuid_of = uuid_of;
     options_clear(&b.env);
     /* Quiet unless asked: the level is set before anything could warn. */
     log_set_level(LOG_OFF);
@@ -93,6 +91,7 @@ int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uu
         if (var[0])
             rc = options_set(&b.env, var, value, err, sizeof err);
     } else {
+        options_warn_unknown(); /* outside a command: no vram run said it */
         rc = options_from_environment(&b.env, err, sizeof err);
     }
     if (rc != 0) {
@@ -123,7 +122,7 @@ static int ask_daemon(int dev, const char *uuid, int s)
 {
     char why[1024];
     uint64_t granted = 0;
-    switch (agent_request(dev, uuid, b.total_of(dev), s == 2 ? b.limit[dev] : 0, usage_of,
+    switch (agent_request(dev, uuid, real_device_total(dev), s == 2 ? b.limit[dev] : 0, usage_of,
                           allow, &granted, why, sizeof why)) {
     case AGENT_ALONE: return s;
     case AGENT_GRANTED: b.limit[dev] = granted; return 2;
@@ -174,14 +173,14 @@ static bool check_configuration(void)
 {
     int present = 0;
     for (int d = 0; d < OPT_MAX_DEVICES && d < BUDGET_MAX_DEVICES; d++)
-        present += b.total_of(d) > 0;
+        present += real_device_total(d) > 0;
     if (present == 0)
         return false;
     struct options none;
     options_clear(&none);
     for (int d = 0; d < OPT_MAX_DEVICES && d < BUDGET_MAX_DEVICES && !b.config_bad; d++) {
         const struct limit_setting *l = options_limit(&none, &b.env, d);
-        uint64_t total = b.total_of(d);
+        uint64_t total = real_device_total(d);
         if (total == 0 && l == &b.env.limit[d] && l->kind != LIMIT_NONE) {
             fprintf(stderr, "vram: error: %s names device %d, but this program sees only "
                             "device%s 0%s%.0d; every GPU allocation will be refused\n",
@@ -206,6 +205,31 @@ static bool check_configuration(void)
     return true;
 }
 
+/* A device left without a budget where the setting gives others one
+ * (VRAM_MEMORY_LIMIT=1=4GiB on two GPUs), and no vramd gives it one: the
+ * program would take it whole, unseen. Refused, said whatever VRAM_LOG
+ * says (vram run refuses it before starting; this is for the interposer
+ * preloaded by hand). True when refused. */
+static bool unbudgeted_beside_budgets(int dev, const char *uuid)
+{
+    int other = -1;
+    for (int d = 0; d < OPT_MAX_DEVICES && other < 0; d++)
+        if (d != dev && b.env.limit[d].kind != LIMIT_NONE)
+            other = d;
+    if (other < 0 || b.env.limit_all.kind != LIMIT_NONE)
+        return false;
+    char why[512];
+    snprintf(why, sizeof why, "%s gives device %d a budget and device %d (%s) none; give each "
+             "GPU a budget (one for all: SIZE; or one per GPU: 0=SIZE,1=SIZE), or hide device %d "
+             "with CUDA_VISIBLE_DEVICES", b.env.limit[other].origin, other, dev, uuid, dev);
+    fprintf(stderr, "vram: error: %s; every GPU allocation on device %d will be refused\n", why,
+            dev);
+    b.denied[dev] = strdup(why);
+    b.unbudgeted[dev] = true;
+    b.limit[dev] = 0;
+    return true;
+}
+
 /* This process's answer for a device (2 limited, 1 unlimited), then the
  * command's: with one budget per command, the budget the command's first
  * process on this device (by UUID) registered holds for all. */
@@ -222,17 +246,19 @@ static int resolve_device(int dev)
     if (l->kind == LIMIT_BYTES)
         b.limit[dev] = l->bytes;
     else if (l->kind == LIMIT_FRACTION)
-        b.limit[dev] = (uint64_t)((double)b.total_of(dev) * l->fraction);
+        b.limit[dev] = (uint64_t)((double)real_device_total(dev) * l->fraction);
     else
         s = 1;
     char uuid[UUID_TEXT_SIZE], why[512];
-    bool known = b.uuid_of && b.uuid_of(dev, uuid) == 0;
+    bool known = real_device_uuid(dev, uuid) == 0;
     if (!known) /* a driver that cannot say: the ordinal is all we have */
         snprintf(uuid, sizeof uuid, "device-%d", dev);
     else if (command_granted())
         s = granted_to_command(dev, uuid);
     else
         s = ask_daemon(dev, uuid, s);
+    if (s == 1 && unbudgeted_beside_budgets(dev, uuid))
+        return 2;
     if (b.denied[dev])
         return 2;
     uint64_t budget = 0;
@@ -250,6 +276,8 @@ static int resolve_device(int dev)
         s = 2;
     }
     atomic_store(&b.cdev[dev], c);
+    if (c >= 0)
+        driver_memory_account(dev, c);
     return s;
 }
 
@@ -283,56 +311,41 @@ bool budget_limited(int dev) { return resolve(dev) == 2; }
 uint64_t budget_limit(int dev) { return budget_limited(dev) ? b.limit[dev] : UINT64_MAX; }
 
 /* A reservation that came near the budget, or was refused: what the driver
- * holds is read first (driver_memory.h). */
-__attribute__((noinline, cold)) static int reserve_near(int dev, int c, uint64_t bytes, int rc)
+ * holds is read first (driver_memory.h). `pending`: what of the
+ * reservation the driver has not been asked for yet. */
+__attribute__((noinline, cold)) static int reserve_near(int dev, int c, uint64_t bytes,
+                                                        uint64_t pending, int rc, bool count)
 {
     if (rc > 0) {
-        /* Inside a pool's, graph's, context's or module's call the
-         * reservation may settle what the driver took already. */
-        bool inside = driver_memory_in_call();
-        if (driver_memory_settle(dev, inside ? 0 : bytes) < 0)
+        if (driver_memory_settle(dev, pending) < 0)
             return 0;
         return command_recheck(c, b.limit[dev], bytes);
     }
     /* Refused: the driver may have given back what it held. */
     if (driver_memory_part(dev) == 0 || driver_memory_settle(dev, 0) <= 0)
         return -1;
-    rc = command_reserve(c, b.limit[dev], bytes);
+    rc = count ? command_reserve(c, b.limit[dev], bytes)
+               : command_try_reserve(c, b.limit[dev], bytes);
     return rc <= 0 ? rc : command_recheck(c, b.limit[dev], bytes);
 }
 
-int budget_reserve(int dev, uint64_t bytes)
+static inline int reserve(int dev, uint64_t bytes, uint64_t pending, bool count)
 {
     int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
     if (c < 0 || atomic_load_explicit(&b.stopped[dev], memory_order_relaxed))
         return -1; /* limited but not accounted (a budget that could not be set up), or stopped */
-    int rc = command_reserve(c, b.limit[dev], bytes);
+    int rc = count ? command_reserve(c, b.limit[dev], bytes)
+                   : command_try_reserve(c, b.limit[dev], bytes);
     if (__builtin_expect(rc == 0, 1))
         return 0;
-    return reserve_near(dev, c, bytes, rc);
+    return reserve_near(dev, c, bytes, pending, rc, count);
 }
 
-void budget_force_part(int dev, uint64_t bytes, enum command_part part)
-{
-    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
-    if (c < 0)
-        return;
-    command_force(c, bytes);
-    command_part(c, part, bytes, true);
-}
+int budget_reserve(int dev, uint64_t bytes) { return reserve(dev, bytes, bytes, true); }
 
-uint64_t budget_own_used(int dev)
-{
-    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
-    return c >= 0 ? command_own_used(c) : 0;
-}
+int budget_reserve_held(int dev, uint64_t bytes) { return reserve(dev, bytes, 0, true); }
 
-void budget_note_nvml(int dev, uint64_t bytes)
-{
-    int c = atomic_load_explicit(&b.cdev[dev], memory_order_relaxed);
-    if (c >= 0)
-        command_note_nvml(c, bytes);
-}
+int budget_try_reserve(int dev, uint64_t bytes) { return reserve(dev, bytes, bytes, false); }
 
 void budget_release(int dev, uint64_t bytes)
 {
@@ -369,9 +382,9 @@ bool budget_forget(uint64_t key, int *dev, uint64_t *bytes, enum charge_kind *ki
 
 /* ------------------------------------------------- contexts and modules */
 
-int budget_reserve_part(int dev, uint64_t bytes, enum command_part part)
+int budget_reserve_part(int dev, uint64_t bytes, enum command_part part, bool held)
 {
-    if (budget_reserve(dev, bytes) != 0)
+    if (reserve(dev, bytes, held ? 0 : bytes, true) != 0)
         return -1;
     command_part(atomic_load_explicit(&b.cdev[dev], memory_order_relaxed), part, bytes, true);
     return 0;
@@ -550,7 +563,7 @@ static bool say_refusal(int dev, unsigned *since)
  * their own index, which may not be this program's. */
 static const char *uuid_text_of(int dev, char *buf)
 {
-    if (!b.uuid_of || b.uuid_of(dev, buf) != 0)
+    if (real_device_uuid(dev, buf) != 0)
         snprintf(buf, UUID_TEXT_SIZE, "device-%d", dev);
     return buf;
 }
@@ -600,8 +613,8 @@ void budget_report_oom(int dev, uint64_t requested, const char *call)
         vlog(LOG_ERROR, "%s refused on device %d (%s): the budget configuration is invalid (see "
              "above)%s", call, dev, uuid, more);
     else if (b.denied[dev])
-        vlog(LOG_ERROR, "%s refused on device %d (%s): vramd granted no memory: %s%s", call, dev,
-             uuid, b.denied[dev], more);
+        vlog(LOG_ERROR, "%s refused on device %d (%s): %s%s%s", call, dev, uuid,
+             b.unbudgeted[dev] ? "" : "vramd granted no memory: ", b.denied[dev], more);
     else if (c < 0 || command_claim_error())
         vlog(LOG_ERROR, "%s refused on device %d (%s): %s%s", call, dev, uuid,
              c < 0 ? "the device has no budget accounting" : command_claim_error(), more);
@@ -635,7 +648,7 @@ unsigned budget_refusal(int dev, uint64_t *in_use)
     if (b.config_bad)
         return RECORD_BAD_SETTINGS;
     if (b.denied[dev])
-        return RECORD_NOT_GRANTED;
+        return b.unbudgeted[dev] ? RECORD_BAD_SETTINGS : RECORD_NOT_GRANTED;
     if (atomic_load(&b.cdev[dev]) < 0 || command_claim_error())
         return RECORD_NO_ACCOUNTING;
     return RECORD_OVER_BUDGET;

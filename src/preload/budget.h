@@ -19,6 +19,10 @@
  * the command holds on the device (processes that died are reclaimed
  * first); used for cuMemGetInfo and NVML alike so the views always agree,
  * and budget_total() gives the same total for cuDeviceTotalMem.
+ *
+ * Below the budget are the command's state (command.h), what the driver
+ * holds beyond the charges (driver_memory.h) and the real driver (real.h);
+ * it calls nothing above it.
  */
 #ifndef VRAM_BUDGET_H
 #define VRAM_BUDGET_H
@@ -43,24 +47,31 @@ enum charge_kind {
     CHARGE_KINDS
 };
 
-/* Reads VRAM_MEMORY_LIMIT / VRAM_MEMORY_FRACTION once. `total_of` gives a
- * device's physical total (for fractions), `uuid_of` its UUID (for the
- * daemon; 0 or -1). Returns 0, or -1 after printing the configuration error
- * to stderr (a bad budget is never silently ignored: allocations then
- * fail).
+/* Reads VRAM_MEMORY_LIMIT / VRAM_MEMORY_FRACTION once (a fraction is of
+ * the device's total as the real driver gives it). Returns 0, or -1 after
+ * printing the configuration error to stderr (a bad budget is never
+ * silently ignored: allocations then fail).
  *
  * When vramd runs, a device's budget is what the daemon grants when the
  * device is first touched (the local setting is what is asked for; none
  * asks for the policy's default), and usage is reported to it in the
  * background (src/client/agent.h). */
-int budget_setup(uint64_t (*total_of)(int dev), int (*uuid_of)(int dev, char *uuid));
+int budget_setup(void);
 
 /* False if no budget applies to this device (pass everything through). */
 bool budget_limited(int dev);
 uint64_t budget_limit(int dev);
 
-/* 0 if `bytes` fit and are now charged; -1 if the budget is exhausted. */
+/* 0 if `bytes` fit and are now charged; -1 if the budget is exhausted.
+ * Before the driver is asked for them; budget_reserve_held() for memory the
+ * driver holds already (a pool that grew more than was reserved, a
+ * context measured larger), which the reading of the driver's part near
+ * the budget must count as charged, not as the driver's own. */
 int budget_reserve(int dev, uint64_t bytes);
+int budget_reserve_held(int dev, uint64_t bytes);
+/* As budget_reserve, for a caller with another way to the memory if this
+ * is refused (a pool's next chunk): the refusal is not counted. */
+int budget_try_reserve(int dev, uint64_t bytes);
 /* Records a successful allocation (key: its address or handle). */
 void budget_commit(int dev, uint64_t key, uint64_t bytes, enum charge_kind kind);
 /* Forgets an allocation and returns its charge; false if unknown. The
@@ -70,19 +81,14 @@ bool budget_forget(uint64_t key, int *dev, uint64_t *bytes, enum charge_kind *ki
 void budget_release(int dev, uint64_t bytes);
 
 /* Contexts and modules (contexts.c, modules.c): charged like allocations,
- * reserve before the driver is called, and also counted as their part
- * (COMMAND_CONTEXTS, COMMAND_MODULES) for the peak line. */
-int budget_reserve_part(int dev, uint64_t bytes, enum command_part part);
+ * reserve before the driver is called (`held`: after, as above), and also
+ * counted as their part (COMMAND_CONTEXTS, COMMAND_MODULES) for the peak
+ * line. */
+int budget_reserve_part(int dev, uint64_t bytes, enum command_part part, bool held);
 void budget_release_part(int dev, uint64_t bytes, enum command_part part);
 /* What one context takes on the device as the command knows it (0 when
  * unknown), and a measure of it to share with the command's processes. */
 uint64_t budget_context_size(int dev);
-/* What the driver holds beyond the charges (driver_memory.c): charged
- * whatever the budget says, as `part`; what this process holds on dev; the
- * command's NVML figure there, for its peak. */
-void budget_force_part(int dev, uint64_t bytes, enum command_part part);
-uint64_t budget_own_used(int dev);
-void budget_note_nvml(int dev, uint64_t bytes);
 void budget_note_context_size(int dev, uint64_t bytes);
 /* A context of `bytes` refused on dev by `call`. When the budget cannot hold
  * one context and 1 MiB beside it, that is said whatever VRAM_LOG says

@@ -93,7 +93,7 @@ static CUresult charged(const struct maker *m, const char *call, CUcontext *out,
     /* Also when nothing is known yet: a process that cannot charge the
      * budget at all (a bad setting, no grant) is refused before the driver
      * makes anything. */
-    if (budget_reserve_part(dev, expected, COMMAND_CONTEXTS) != 0) {
+    if (budget_reserve_part(dev, expected, COMMAND_CONTEXTS, false) != 0) {
         refuse(dev, expected, call);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -114,7 +114,8 @@ static CUresult charged(const struct maker *m, const char *call, CUcontext *out,
     if (cost > cx.size[dev])
         cx.size[dev] = cost;
     budget_note_context_size(dev, cost);
-    if (cost > expected && budget_reserve_part(dev, cost - expected, COMMAND_CONTEXTS) != 0) {
+    if (cost > expected &&
+        budget_reserve_part(dev, cost - expected, COMMAND_CONTEXTS, true) != 0) {
         m->unmake(m, *out);
         budget_release_part(dev, expected, COMMAND_CONTEXTS);
         refuse(dev, cost, call);

@@ -20,6 +20,10 @@
  * driver holds is charged even past the budget (it is on the device
  * already); the next allocations are refused until it is back under.
  *
+ * It sits below the budget (real.h has the order): it reads NVML through
+ * nvml_reader.h and charges the command's state (command.h) itself, at the
+ * device's entry the budget names when it resolves the device.
+ *
  * The same reading sums NVML's figures for every process of the command
  * (the slots' processes and those whose parent chain leads to vram run but
  * that escaped the interposer) as the command's NVML peak, and charges
@@ -34,14 +38,20 @@
 
 #define DRIVER_MEMORY_PERIOD_MS 100
 #define DRIVER_MEMORY_MARGIN (64ull << 20)
+#define DRIVER_MEMORY_MAX_DEVICES 64
+
+/* CUDA device `dev` is counted at `entry` of the command's state (the
+ * budget resolved it): its part is charged there. */
+void driver_memory_account(int dev, int entry);
 
 /* A context was charged on CUDA device `dev`: read it from now on. */
 void driver_memory_watch(int dev);
 
-/* Reads NVML for `dev` now and settles the driver's part; `pending` is a
- * reservation of the caller's that the driver has not been asked for yet
- * (NVML cannot show it). 1 if the part went down, 0 if not, -1 when NVML
- * cannot say. */
+/* Reads NVML for `dev` now and settles the driver's part; `pending` is
+ * what the caller has reserved and not asked the driver for yet (NVML
+ * cannot show it; memory the driver already holds is not pending). 1 if
+ * the part went down, 0 if not, -1 when NVML cannot say (or dev is not
+ * watched or not accounted). */
 int driver_memory_settle(int dev, uint64_t pending);
 
 /* This process's driver part on `dev` now. */
@@ -53,8 +63,6 @@ uint64_t driver_memory_part(int dev);
  * (it would count what the call is about to charge). */
 void driver_memory_enter(void);
 void driver_memory_leave(void);
-/* The calling thread is inside such a call. */
-bool driver_memory_in_call(void);
 
 /* In a child after fork(): no reader, nothing watched. */
 void driver_memory_after_fork(void);

@@ -1,103 +1,29 @@
 /* footprint: measuring what the device gives this process (footprint.h). */
-#include "driver_memory.h"
 #include "footprint.h"
-#include "interposer.h"
-
-#include "../util/parse.h"
-#include "../util/report.h"
+#include "budget.h"
+#include "driver_memory.h"
+#include "nvml_reader.h"
+#include "real.h"
 
 #include "../cuda/context_cost.h"
-#include "../cuda/nvml_processes.h"
-#include "../cuda/uuid.h"
+#include "../record/recorder.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-static struct {
-    pthread_mutex_t event; /* one measured event at a time */
-    pthread_mutex_t handles; /* handle[], known[]: measures and driver_memory.c's readings */
-    pthread_once_t once;
-    bool nvml; /* loaded and started */
-    PFN_nvmlDeviceGetHandleByUUID by_uuid;
-    struct nvml_process_calls list;
-    nvmlDevice_t handle[BUDGET_MAX_DEVICES];
-    signed char known[BUDGET_MAX_DEVICES]; /* 0 not asked, 1 handle, -1 NVML does not know it */
-} fp = {.event = PTHREAD_MUTEX_INITIALIZER, .handles = PTHREAD_MUTEX_INITIALIZER,
-        .once = PTHREAD_ONCE_INIT};
+static pthread_mutex_t event = PTHREAD_MUTEX_INITIALIZER; /* one measured event at a time */
 
 /* A context or module being made may hold more than it was charged until
  * it is measured: no reading of the driver's part may count that. */
 void footprint_lock(void)
 {
-    pthread_mutex_lock(&fp.event);
+    pthread_mutex_lock(&event);
     driver_memory_enter();
 }
 void footprint_unlock(void)
 {
     driver_memory_leave();
-    pthread_mutex_unlock(&fp.event);
-}
-
-static void load_nvml(void)
-{
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-        return;
-    PFN_nvmlInit_v2 init = (PFN_nvmlInit_v2)real_symbol(lib, "nvmlInit_v2");
-    fp.by_uuid = (PFN_nvmlDeviceGetHandleByUUID)real_symbol(lib, "nvmlDeviceGetHandleByUUID");
-    fp.list.v3 = (PFN_nvmlDeviceGetComputeRunningProcesses_v3)real_symbol(
-        lib, "nvmlDeviceGetComputeRunningProcesses_v3");
-    fp.list.v1 = (PFN_nvmlDeviceGetComputeRunningProcesses)real_symbol(
-        lib, "nvmlDeviceGetComputeRunningProcesses");
-    /* Kept loaded: the program may use NVML too, and counts its own start. */
-    fp.nvml = init && fp.by_uuid && (fp.list.v3 || fp.list.v1) && init() == NVML_SUCCESS;
-    if (!fp.nvml)
-        vlog(LOG_INFO, "NVML cannot say what this process holds; contexts and modules are "
-                       "measured from the device's free memory");
-}
-
-/* NVML's handle of dev, or NULL when NVML cannot say. */
-static bool nvml_handle(int dev, nvmlDevice_t *out)
-{
-    pthread_once(&fp.once, load_nvml);
-    if (!fp.nvml || dev < 0 || dev >= BUDGET_MAX_DEVICES)
-        return false;
-    pthread_mutex_lock(&fp.handles);
-    if (!fp.known[dev]) {
-        CUuuid u;
-        char text[UUID_TEXT_SIZE];
-        fp.known[dev] = -1;
-        if (real.cuDeviceGetUuid && real.cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS) {
-            uuid_text((const unsigned char *)u.bytes, text);
-            if (fp.by_uuid(text, &fp.handle[dev]) == NVML_SUCCESS)
-                fp.known[dev] = 1;
-        }
-    }
-    bool known = fp.known[dev] > 0;
-    *out = fp.handle[dev];
-    pthread_mutex_unlock(&fp.handles);
-    return known;
-}
-
-/* What NVML says this process holds on dev: 1 (listed), 0 (not listed),
- * -1 (NVML cannot say). */
-static int nvml_usage(int dev, uint64_t *bytes)
-{
-    nvmlDevice_t h;
-    if (!nvml_handle(dev, &h))
-        return -1;
-    *bytes = 0;
-    return nvml_process_usage(&fp.list, h, (unsigned)getpid(), bytes);
-}
-
-int footprint_nvml_read(int dev, struct nvml_process **out)
-{
-    nvmlDevice_t h;
-    nvmlReturn_t rc;
-    *out = NULL;
-    return nvml_handle(dev, &h) ? nvml_process_read(&fp.list, h, out, &rc) : -1;
+    pthread_mutex_unlock(&event);
 }
 
 static int free_in(CUcontext ctx, uint64_t *bytes)
@@ -116,7 +42,7 @@ static int free_in(CUcontext ctx, uint64_t *bytes)
 void footprint_begin(struct footprint *f, int dev, CUcontext ctx)
 {
     f->dev = dev;
-    f->listed = nvml_usage(dev, &f->used);
+    f->listed = nvml_reader_own(dev, &f->used);
     /* Not listed yet: NVML may not see this process at all, so the free
      * memory is read too, where there is a context to read it in. */
     f->has_free = f->listed <= 0 && free_in(ctx, &f->free) == 0;
@@ -125,7 +51,7 @@ void footprint_begin(struct footprint *f, int dev, CUcontext ctx)
 int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *bytes)
 {
     uint64_t now;
-    if (f->listed >= 0 && nvml_usage(f->dev, &now) > 0) {
+    if (f->listed >= 0 && nvml_reader_own(f->dev, &now) > 0) {
         *bytes = now > f->used ? now - f->used : 0;
         return 0;
     }
@@ -142,11 +68,7 @@ int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *byte
     return context_cost_by_scratch(&c, ctx, f->dev, bytes);
 }
 
-void footprint_after_fork(void)
-{
-    pthread_mutex_init(&fp.event, NULL);
-    pthread_mutex_init(&fp.handles, NULL);
-}
+void footprint_after_fork(void) { pthread_mutex_init(&event, NULL); }
 
 /* ---------------------------------------------------------------- charges */
 

@@ -17,9 +17,8 @@
  *   3. A process's first context on a device, when NVML cannot say: there is
  *      no context to read the free memory in before it, so a scratch context
  *      is made beside it and destroyed (src/cuda/context_cost.h).
- * NVML is loaded for this on the first measure (never for a program that
- * makes no context), and started with nvmlInit_v2, which the program's own
- * use of NVML counts beside ours.
+ * NVML is read through nvml_reader.h, loaded at the first measure (never
+ * for a program that makes no context).
  *
  * What each context and module was charged is kept here too (struct
  * footprint_charges), for contexts.c and modules.c alike.
@@ -54,12 +53,6 @@ void footprint_begin(struct footprint *f, int dev, CUcontext ctx);
  * live context on the device now; `fresh` says the call created it, which
  * allows way 3. 0, or -1 when nothing could measure it. */
 int footprint_end(struct footprint *f, CUcontext ctx, bool fresh, uint64_t *bytes);
-
-/* NVML's list of the processes holding memory on dev, read whole (loading
- * NVML the first time): its count and a malloc()ed array in *out, or -1
- * when NVML cannot say. Any thread, any time (driver_memory.c). */
-struct nvml_process;
-int footprint_nvml_read(int dev, struct nvml_process **out);
 
 /* In a child after fork(). */
 void footprint_after_fork(void);

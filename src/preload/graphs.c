@@ -62,7 +62,7 @@ static void graph_settle(int dev, uint64_t pre, CUstream stream)
     uint64_t had = graph_charged[dev] + pre;
     if (now < had)
         budget_release(dev, had - now);
-    else if (now > had && budget_reserve(dev, now - had) != 0)
+    else if (now > had && budget_reserve_held(dev, now - had) != 0)
         /* The launch already happened: it cannot be refused any more. */
         budget_report_oom(dev, now - had, "graph launch (over budget after the fact)");
     record_resize(RECORD_GRAPH, dev, (uint64_t)dev + 1, graph_charged[dev], now, (uintptr_t)stream);

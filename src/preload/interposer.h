@@ -1,16 +1,17 @@
-/* interposer: what the parts of libvram-preload.so share.
+/* interposer: what the governed calls of libvram-preload.so share
+ * (governed.c), and the hooks themselves, with the driver's own names.
  *
- * resolve.c loads the real driver and decides which function a program
- * gets (dlsym, cuGetProcAddress); the other files each govern one family
- * of entry points against budget.c. Internal to the library: nothing here
- * is exported except the hooks, which carry the driver's own names.
- *
- * resolve.c and the family files call each other on purpose: its table of
- * governed entry points names every hook (to hand it out by identity from
- * dlsym and cuGetProcAddress), and the hooks use its helpers (real(),
- * need_real(), governed_refusal()). The table is the one list of what the
- * interposer governs; spread over the families, it could not be read or
- * checked in one place.
+ * The parts, from the bottom (real.h says it whole): the real driver
+ * (real.c), NVML's readings (nvml_reader.c), the driver's part
+ * (driver_memory.c), the budget (budget.c), what every governed call
+ * shares (governed.c: the budgets' setup, the device of the current
+ * context, frees, refusals) and the measures of contexts and modules
+ * (footprint.c); then one file per family of governed entry points
+ * (memory.c, pools.c, vmm.c, graphs.c, nvml.c, contexts.c, modules.c); on
+ * top, resolve.c, whose table of governed entry points names every hook
+ * to hand it out by identity from dlsym and cuGetProcAddress. Each part
+ * calls only parts below it. Internal to the library: nothing here is
+ * exported except the hooks.
  */
 #ifndef VRAM_INTERPOSER_H
 #define VRAM_INTERPOSER_H
@@ -23,99 +24,13 @@
 #include "../cuda/nvml_abi.h"
 #include "../record/recorder.h"
 #include "budget.h"
+#include "real.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #define EXPORT __attribute__((visibility("default")))
-
-/* The real driver's entry points: those we wrap (filled by name from
- * libcuda.so.1 / libnvidia-ml.so.1) and those we call. */
-struct real_driver {
-    PFN_cuCtxGetDevice cuCtxGetDevice;
-    PFN_cuDeviceTotalMem_v2 cuDeviceTotalMem_v2;
-    PFN_cuGetProcAddress cuGetProcAddress;
-    PFN_cuGetProcAddress_v2 cuGetProcAddress_v2;
-    PFN_cuMemAlloc_v2 cuMemAlloc_v2;
-    PFN_cuMemAlloc cuMemAlloc;
-    PFN_cuMemAllocPitch_v2 cuMemAllocPitch_v2;
-    PFN_cuMemAllocPitch cuMemAllocPitch;
-    PFN_cuMemAllocManaged cuMemAllocManaged;
-    PFN_cuMemFree_v2 cuMemFree_v2;
-    PFN_cuMemFree cuMemFree;
-    PFN_cuMemGetInfo_v2 cuMemGetInfo_v2;
-    PFN_cuMemGetInfo cuMemGetInfo;
-    PFN_cuDeviceTotalMem cuDeviceTotalMem;
-    PFN_cuMemAllocAsync cuMemAllocAsync, cuMemAllocAsync_ptsz;
-    PFN_cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz;
-    PFN_cuMemFreeAsync cuMemFreeAsync, cuMemFreeAsync_ptsz;
-    PFN_cuMemPoolTrimTo cuMemPoolTrimTo;
-    PFN_cuMemPoolDestroy cuMemPoolDestroy;
-    PFN_cuMemPoolSetAttribute cuMemPoolSetAttribute;
-    PFN_cuMemCreate cuMemCreate;
-    PFN_cuMemRelease cuMemRelease;
-    PFN_cuMemMap cuMemMap;
-    PFN_cuMemUnmap cuMemUnmap;
-    PFN_cuArrayCreate_v2 cuArrayCreate_v2;
-    PFN_cuArray3DCreate_v2 cuArray3DCreate_v2;
-    PFN_cuArrayDestroy cuArrayDestroy;
-    PFN_cuMipmappedArrayCreate cuMipmappedArrayCreate;
-    PFN_cuMipmappedArrayDestroy cuMipmappedArrayDestroy;
-    PFN_cuCtxCreate cuCtxCreate;
-    PFN_cuCtxCreate_v2 cuCtxCreate_v2;
-    PFN_cuCtxCreate_v3 cuCtxCreate_v3;
-    PFN_cuCtxCreate_v4 cuCtxCreate_v4;
-    PFN_cuCtxDestroy cuCtxDestroy;
-    PFN_cuCtxDestroy_v2 cuCtxDestroy_v2;
-    PFN_cuCtxAttach cuCtxAttach;
-    PFN_cuCtxDetach cuCtxDetach;
-    PFN_cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRetain;
-    PFN_cuDevicePrimaryCtxRelease cuDevicePrimaryCtxRelease;
-    PFN_cuDevicePrimaryCtxRelease_v2 cuDevicePrimaryCtxRelease_v2;
-    PFN_cuDevicePrimaryCtxReset cuDevicePrimaryCtxReset;
-    PFN_cuDevicePrimaryCtxReset_v2 cuDevicePrimaryCtxReset_v2;
-    PFN_cuModuleLoad cuModuleLoad;
-    PFN_cuModuleLoadData cuModuleLoadData;
-    PFN_cuModuleLoadDataEx cuModuleLoadDataEx;
-    PFN_cuModuleLoadFatBinary cuModuleLoadFatBinary;
-    PFN_cuModuleUnload cuModuleUnload;
-    PFN_cuLibraryLoadData cuLibraryLoadData;
-    PFN_cuLibraryLoadFromFile cuLibraryLoadFromFile;
-    PFN_cuLibraryUnload cuLibraryUnload;
-    /* Called, not governed. */
-    PFN_cuCtxGetCurrent cuCtxGetCurrent;
-    PFN_cuCtxPushCurrent_v2 cuCtxPushCurrent_v2;
-    PFN_cuCtxPopCurrent_v2 cuCtxPopCurrent_v2;
-    PFN_cuDeviceGetName cuDeviceGetName;
-    PFN_cuDeviceGetMemPool cuDeviceGetMemPool;
-    PFN_cuMemPoolGetAttribute cuMemPoolGetAttribute;
-    PFN_cuArrayGetMemoryRequirements cuArrayGetMemoryRequirements;
-    PFN_cuMipmappedArrayGetMemoryRequirements cuMipmappedArrayGetMemoryRequirements;
-    PFN_cuGraphAddMemAllocNode cuGraphAddMemAllocNode;
-    PFN_cuGraphInstantiateWithFlags cuGraphInstantiateWithFlags;
-    PFN_cuGraphLaunch cuGraphLaunch, cuGraphLaunch_ptsz;
-    PFN_cuGraphUpload cuGraphUpload, cuGraphUpload_ptsz;
-    PFN_cuDeviceGraphMemTrim cuDeviceGraphMemTrim;
-    PFN_cuDeviceGetGraphMemAttribute cuDeviceGetGraphMemAttribute;
-    PFN_cuInit cuInit;
-    PFN_cuDeviceGetCount cuDeviceGetCount;
-    PFN_cuDeviceGetUuid cuDeviceGetUuid;
-    PFN_nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo;
-    PFN_nvmlDeviceGetMemoryInfo_v2 nvmlDeviceGetMemoryInfo_v2;
-    PFN_nvmlDeviceGetUUID nvmlDeviceGetUUID;
-    PFN_nvmlDeviceGetComputeRunningProcesses nvmlDeviceGetComputeRunningProcesses;
-    PFN_nvmlDeviceGetComputeRunningProcesses_v2 nvmlDeviceGetComputeRunningProcesses_v2;
-    PFN_nvmlDeviceGetComputeRunningProcesses_v3 nvmlDeviceGetComputeRunningProcesses_v3;
-};
-extern struct real_driver real;
-
-/* Resolves the driver's functions (once); NVML's once the program loaded it. */
-void need_real(void);
-void need_nvml(void);
-/* A symbol of a library the interposer opened itself, from the real dlsym
- * (ours would swap in hooks). */
-void *real_symbol(void *lib, const char *name);
 
 /* Budgets are read on the first governed call. */
 extern pthread_once_t budget_once;
@@ -220,6 +135,15 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsi
                                                             nvmlProcessInfo_t *infos);
 EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
                                                             nvmlProcessInfo_t *infos);
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
+                                                    nvmlProcessUtilizationSample_t *samples,
+                                                    unsigned int *count, unsigned long long last_seen);
+EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t d,
+                                                          nvmlProcessesUtilizationInfo_t *info);
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t d, unsigned int *count,
+                                                unsigned int *pids);
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t d, unsigned int pid,
+                                                 nvmlAccountingStats_t *stats);
 EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
                                        size_t ndeps, CUDA_MEM_ALLOC_NODE_PARAMS *params);
 EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g, unsigned long long flags);

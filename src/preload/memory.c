@@ -53,7 +53,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t w, 
     uint64_t actual = device_charge((uint64_t)*pPitch * h);
     if (actual < bound)
         budget_release(dev, bound - actual);
-    else if (actual > bound && budget_reserve(dev, actual - bound) != 0) {
+    else if (actual > bound && budget_reserve_held(dev, actual - bound) != 0) {
         /* The driver padded more than any device we know; over budget. */
         real.cuMemFree_v2(*dptr);
         budget_release(dev, bound);

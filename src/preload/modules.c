@@ -73,7 +73,7 @@ static CUresult charged_load(const struct loader *l, void **out)
         return CUDA_ERROR_OUT_OF_MEMORY; /* no host memory to remember it by */
     }
     uint64_t expected = l->estimate;
-    if (expected && budget_reserve_part(dev, expected, COMMAND_MODULES) != 0) {
+    if (expected && budget_reserve_part(dev, expected, COMMAND_MODULES, false) != 0) {
         footprint_unlock();
         governed_refusal(dev, RECORD_MODULE, expected, 0, l->call, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -86,7 +86,7 @@ static CUresult charged_load(const struct loader *l, void **out)
         cost = expected;
     bool refused = false; /* by the budget, not by the driver */
     if (rc == CUDA_SUCCESS && cost > expected &&
-        budget_reserve_part(dev, cost - expected, COMMAND_MODULES) != 0) {
+        budget_reserve_part(dev, cost - expected, COMMAND_MODULES, true) != 0) {
         l->unload(*out);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         refused = true;

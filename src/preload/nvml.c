@@ -1,5 +1,5 @@
-/* nvml: NVML's memory figures and process list, through the same view as
- * CUDA's.
+/* nvml: NVML's memory figures, process list, per-process utilisation and
+ * accounting, through the same view as CUDA's.
  *
  * Inside a budget NVML answers with the command's own view, as CUDA does:
  * the device is the budget. Its total is the budget; its free is what
@@ -10,10 +10,13 @@
  * command's processes at their size, then other processes, each shown only
  * as far as it fits in what remains of used (in NVML's order), and left out
  * when nothing remains. A monitor run under `vram run` thus never shows a
- * 2 GiB device with someone else's 3 GiB process on it. Without a budget
- * every call passes through unchanged. */
+ * 2 GiB device with someone else's 3 GiB process on it. The per-process
+ * utilisation and accounting queries list the processes that list lists
+ * and no other, so that every query shows one view. Without a budget every call passes
+ * through unchanged. */
 #include "interposer.h"
 #include "../cuda/uuid.h"
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,85 +130,121 @@ static nvmlReturn_t real_list(enum layout l, nvmlDevice_t d, unsigned *count, vo
     }
 }
 
-static size_t entry_size(enum layout l)
+static bool have_list(enum layout l)
 {
-    return l == V1 ? sizeof(nvmlProcessInfo_v1_t) : sizeof(nvmlProcessInfo_t);
+    return l == V1   ? real.nvmlDeviceGetComputeRunningProcesses != NULL
+           : l == V2 ? real.nvmlDeviceGetComputeRunningProcesses_v2 != NULL
+                     : real.nvmlDeviceGetComputeRunningProcesses_v3 != NULL;
 }
 
-/* NVML's list, into a malloc()ed array (*n entries); the real call's error. */
-static nvmlReturn_t read_list(enum layout l, nvmlDevice_t d, struct entry **out, unsigned *n)
+/* One of NVML's lists, whole: read(d, arg, buffer, &count) into buffers of
+ * `size`-byte entries, larger each time the list grew while it was read,
+ * into a malloc()ed array of *n entries; the real call's error. */
+typedef nvmlReturn_t (*list_reader)(nvmlDevice_t d, const void *arg, void *buffer, unsigned *count);
+static nvmlReturn_t read_all(list_reader read, nvmlDevice_t d, const void *arg, size_t size,
+                             void **out, unsigned *n)
 {
     unsigned room = 64;
     for (int tries = 0; tries < 4; tries++) {
-        void *raw = calloc(room, entry_size(l));
-        *out = calloc(room, sizeof **out);
-        if (!raw || !*out) {
-            free(raw);
-            free(*out);
+        *out = calloc(room, size);
+        if (!*out)
             return NVML_ERROR_UNKNOWN;
-        }
         unsigned count = room;
-        nvmlReturn_t rc = real_list(l, d, &count, raw);
+        nvmlReturn_t rc = read(d, arg, *out, &count);
         if (rc == NVML_SUCCESS) {
-            for (unsigned i = 0; i < count; i++) {
-                if (l == V1) {
-                    nvmlProcessInfo_v1_t *p = (nvmlProcessInfo_v1_t *)raw + i;
-                    (*out)[i] = (struct entry){p->pid, p->usedGpuMemory, 0xFFFFFFFFu, 0xFFFFFFFFu};
-                } else {
-                    nvmlProcessInfo_t *p = (nvmlProcessInfo_t *)raw + i;
-                    (*out)[i] = (struct entry){p->pid, p->usedGpuMemory, p->gpuInstanceId,
-                                               p->computeInstanceId};
-                }
-            }
             *n = count;
+            return rc;
         }
-        free(raw);
-        if (rc != NVML_SUCCESS)
-            free(*out);
+        free(*out);
         if (rc != NVML_ERROR_INSUFFICIENT_SIZE)
             return rc;
-        room = count + 16; /* the list grew while it was read */
+        room = count + 16;
     }
     return NVML_ERROR_INSUFFICIENT_SIZE;
+}
+
+static nvmlReturn_t read_processes(nvmlDevice_t d, const void *layout, void *buffer, unsigned *count)
+{
+    return real_list(*(const enum layout *)layout, d, count, buffer);
+}
+
+/* NVML's compute processes, in one form, into a malloc()ed array (*n
+ * entries); the real call's error. */
+static nvmlReturn_t read_list(enum layout l, nvmlDevice_t d, struct entry **out, unsigned *n)
+{
+    void *raw;
+    nvmlReturn_t rc =
+        read_all(read_processes, d, &l, l == V1 ? sizeof(nvmlProcessInfo_v1_t) : sizeof(nvmlProcessInfo_t),
+                 &raw, n);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    *out = calloc(*n + 1, sizeof **out);
+    for (unsigned i = 0; *out && i < *n; i++) {
+        if (l == V1) {
+            nvmlProcessInfo_v1_t *p = (nvmlProcessInfo_v1_t *)raw + i;
+            (*out)[i] = (struct entry){p->pid, p->usedGpuMemory, 0xFFFFFFFFu, 0xFFFFFFFFu};
+        } else {
+            nvmlProcessInfo_t *p = (nvmlProcessInfo_t *)raw + i;
+            (*out)[i] = (struct entry){p->pid, p->usedGpuMemory, p->gpuInstanceId, p->computeInstanceId};
+        }
+    }
+    free(raw);
+    return *out ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+/* The budget's view of d's processes, the one every per-process query
+ * shows: NVML's compute processes (layout l) cut to add up to the budget's
+ * used, the command's first at their size, then the others in what is
+ * left of used, left out when nothing is; into a malloc()ed array of
+ * *shown entries, or *rc, the real call's error. False, with nothing
+ * allocated, when d has no budget: the caller passes the call through. */
+static bool budget_view_of(enum layout l, nvmlDevice_t d, struct entry **e, unsigned *shown,
+                           nvmlReturn_t *rc)
+{
+    nvmlMemory_t m;
+    unsigned long long total, free_b;
+    if (!real.nvmlDeviceGetMemoryInfo || !have_list(l) ||
+        real.nvmlDeviceGetMemoryInfo(d, &m) != NVML_SUCCESS ||
+        !budget_of(d, m.free, m.total, &total, &free_b))
+        return false;
+    unsigned n;
+    *rc = read_list(l, d, e, &n);
+    if (*rc != NVML_SUCCESS)
+        return true;
+    unsigned long long left = total - free_b;
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (command_member((int)(*e)[i].pid)) {
+            left -= (*e)[i].used < left ? (*e)[i].used : left;
+            struct entry t = (*e)[k];
+            (*e)[k++] = (*e)[i];
+            (*e)[i] = t;
+        }
+    for (unsigned i = k; i < n; i++) {
+        unsigned long long part = (*e)[i].used < left ? (*e)[i].used : left;
+        if (part == 0)
+            continue;
+        left -= part;
+        (*e)[k] = (*e)[i];
+        (*e)[k++].used = part;
+    }
+    *shown = k;
+    return true;
 }
 
 static nvmlReturn_t processes(enum layout l, nvmlDevice_t d, unsigned *count, void *infos)
 {
     need_real();
     need_nvml();
-    nvmlMemory_t m;
-    bool have = l == V1   ? real.nvmlDeviceGetComputeRunningProcesses != NULL
-                : l == V2 ? real.nvmlDeviceGetComputeRunningProcesses_v2 != NULL
-                          : real.nvmlDeviceGetComputeRunningProcesses_v3 != NULL;
-    if (!real.nvmlDeviceGetMemoryInfo || !have)
+    if (!real.nvmlDeviceGetMemoryInfo || !have_list(l))
         return NVML_ERROR_UNINITIALIZED;
-    unsigned long long total, free_b;
-    if (!count || real.nvmlDeviceGetMemoryInfo(d, &m) != NVML_SUCCESS ||
-        !budget_of(d, m.free, m.total, &total, &free_b))
-        return real_list(l, d, count, infos);
     struct entry *e;
-    unsigned n;
-    nvmlReturn_t rc = read_list(l, d, &e, &n);
+    unsigned shown;
+    nvmlReturn_t rc;
+    if (!count || !budget_view_of(l, d, &e, &shown, &rc))
+        return real_list(l, d, count, infos);
     if (rc != NVML_SUCCESS)
         return rc;
-    /* The command's first, then the others in what is left of used. */
-    unsigned long long left = total - free_b;
-    unsigned shown = 0;
-    for (unsigned i = 0; i < n; i++)
-        if (command_member((int)e[i].pid)) {
-            left -= e[i].used < left ? e[i].used : left;
-            struct entry t = e[shown];
-            e[shown++] = e[i];
-            e[i] = t;
-        }
-    for (unsigned i = shown; i < n; i++) {
-        unsigned long long part = e[i].used < left ? e[i].used : left;
-        if (part == 0)
-            continue;
-        left -= part;
-        e[shown] = e[i];
-        e[shown++].used = part;
-    }
     if (!infos || *count < shown) {
         *count = shown;
         free(e);
@@ -238,4 +277,158 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsi
                                                             nvmlProcessInfo_t *infos)
 {
     return processes(V3, d, count, infos);
+}
+
+/* ------------------------------------- process utilisation and accounting */
+
+/* The budget's view of d as a set of pids, from the newest list the real
+ * NVML has; false when d has no budget. */
+static bool budget_pids(nvmlDevice_t d, struct entry **e, unsigned *n, nvmlReturn_t *rc)
+{
+    enum layout l = real.nvmlDeviceGetComputeRunningProcesses_v3 ? V3 : V1;
+    return budget_view_of(l, d, e, n, rc);
+}
+
+static bool in_view(const struct entry *e, unsigned n, unsigned pid)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (e[i].pid == pid)
+            return true;
+    return false;
+}
+
+/* One of NVML's per-process lists of d, read whole by `read` (entries of
+ * `size` bytes, each with its pid at `pid_at`), cut to the processes of
+ * the budget's view, into the caller's array of *count entries, NVML's
+ * way: none left is `none` (NVML_ERROR_NOT_FOUND for samples: none
+ * newer), too many for the array NVML_ERROR_INSUFFICIENT_SIZE with *count
+ * the entries needed; *rc says which. False when d has no budget: the
+ * caller passes the call through. */
+static bool viewed_list(nvmlDevice_t d, list_reader read, const void *arg, size_t size,
+                        size_t pid_at, void *out, unsigned *count, nvmlReturn_t none,
+                        nvmlReturn_t *rc)
+{
+    struct entry *view;
+    unsigned shown, n, k = 0;
+    if (!budget_pids(d, &view, &shown, rc))
+        return false;
+    if (*rc != NVML_SUCCESS)
+        return true; /* no view to cut to: NVML's error */
+    void *all;
+    *rc = read_all(read, d, arg, size, &all, &n);
+    if (*rc == NVML_SUCCESS) {
+        for (unsigned i = 0; i < n; i++) {
+            char *s = (char *)all + i * size;
+            unsigned pid;
+            memcpy(&pid, s + pid_at, sizeof pid);
+            if (in_view(view, shown, pid))
+                memmove((char *)all + k++ * size, s, size);
+        }
+        if (k == 0)
+            *rc = none;
+        else if (!out || *count < k)
+            *rc = NVML_ERROR_INSUFFICIENT_SIZE;
+        else
+            memcpy(out, all, k * size);
+        *count = k;
+        free(all);
+    }
+    free(view);
+    return true;
+}
+
+static nvmlReturn_t read_utilization(nvmlDevice_t d, const void *last_seen, void *buffer,
+                                     unsigned *count)
+{
+    return real.nvmlDeviceGetProcessUtilization(d, buffer, count,
+                                                *(const unsigned long long *)last_seen);
+}
+
+/* Per-process utilisation lists the processes the memory queries list,
+ * and no other: a monitor under `vram run` shows the same processes in
+ * both. */
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
+                                                    nvmlProcessUtilizationSample_t *samples,
+                                                    unsigned int *count, unsigned long long last_seen)
+{
+    need_real();
+    need_nvml();
+    if (!real.nvmlDeviceGetProcessUtilization)
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t rc;
+    if (count && viewed_list(d, read_utilization, &last_seen, sizeof *samples,
+                             offsetof(nvmlProcessUtilizationSample_t, pid), samples, count,
+                             NVML_ERROR_NOT_FOUND, &rc))
+        return rc;
+    return real.nvmlDeviceGetProcessUtilization(d, samples, count, last_seen);
+}
+
+static nvmlReturn_t read_utilization_info(nvmlDevice_t d, const void *last_seen, void *buffer,
+                                          unsigned *count)
+{
+    nvmlProcessesUtilizationInfo_v1_t q = {.version = nvmlProcessesUtilizationInfo_v1,
+                                           .processSamplesCount = *count,
+                                           .lastSeenTimeStamp = *(const unsigned long long *)last_seen,
+                                           .procUtilArray = buffer};
+    nvmlReturn_t rc = real.nvmlDeviceGetProcessesUtilizationInfo(d, &q);
+    *count = q.processSamplesCount;
+    return rc;
+}
+
+/* The same in the versioned form. A version this file does not know the
+ * layout of passes through. */
+EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t d,
+                                                          nvmlProcessesUtilizationInfo_t *info)
+{
+    need_real();
+    need_nvml();
+    if (!real.nvmlDeviceGetProcessesUtilizationInfo)
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t rc;
+    if (info && info->version == nvmlProcessesUtilizationInfo_v1 &&
+        viewed_list(d, read_utilization_info, &info->lastSeenTimeStamp, sizeof *info->procUtilArray,
+                    offsetof(nvmlProcessUtilizationInfo_v1_t, pid), info->procUtilArray,
+                    &info->processSamplesCount, NVML_ERROR_NOT_FOUND, &rc))
+        return rc;
+    return real.nvmlDeviceGetProcessesUtilizationInfo(d, info);
+}
+
+static nvmlReturn_t read_accounted(nvmlDevice_t d, const void *unused, void *buffer, unsigned *count)
+{
+    (void)unused;
+    return real.nvmlDeviceGetAccountingPids(d, count, buffer);
+}
+
+/* Accounting (where the administrator turned it on) lists the processes
+ * of the view, and has no stats for any other. */
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t d, unsigned int *count,
+                                                unsigned int *pids)
+{
+    need_real();
+    need_nvml();
+    if (!real.nvmlDeviceGetAccountingPids)
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t rc;
+    if (count && viewed_list(d, read_accounted, NULL, sizeof *pids, 0, pids, count, NVML_SUCCESS, &rc))
+        return rc;
+    return real.nvmlDeviceGetAccountingPids(d, count, pids);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t d, unsigned int pid,
+                                                 nvmlAccountingStats_t *stats)
+{
+    need_real();
+    need_nvml();
+    if (!real.nvmlDeviceGetAccountingStats)
+        return NVML_ERROR_UNINITIALIZED;
+    struct entry *view;
+    unsigned shown;
+    nvmlReturn_t rc;
+    if (stats && budget_pids(d, &view, &shown, &rc) && rc == NVML_SUCCESS) {
+        bool seen = in_view(view, shown, pid);
+        free(view);
+        if (!seen)
+            return NVML_ERROR_NOT_FOUND;
+    }
+    return real.nvmlDeviceGetAccountingStats(d, pid, stats);
 }

@@ -28,13 +28,18 @@ static struct vmm_handle *vmm_find(CUmemGenericAllocationHandle h)
     return NULL;
 }
 
-static void vmm_maybe_uncharge(struct vmm_handle *v)
+/* The last of a handle's release and its unmaps gives its memory back.
+ * Its free is recorded before the driver is asked (governed_free says
+ * why), and recorded as held again if the driver refused. */
+static bool vmm_last(const struct vmm_handle *v, bool releasing, bool unmapping)
 {
-    if (v->released && v->maps == 0) {
-        budget_release(v->dev, v->bytes);
-        record_free(RECORD_VMM, v->dev, v->handle, v->bytes, 0);
-        *v = vmm[--nvmm];
-    }
+    return (v->released || releasing) && v->maps - (unmapping ? 1 : 0) == 0;
+}
+
+static void vmm_uncharge(struct vmm_handle *v)
+{
+    budget_release(v->dev, v->bytes);
+    *v = vmm[--nvmm];
 }
 
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -68,16 +73,20 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     need_real();
-    CUresult rc = real.cuMemRelease(handle);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     pthread_mutex_lock(&vmm_mu);
     struct vmm_handle *v = vmm_find(handle);
-    if (v) {
+    bool last = v && !v->released && vmm_last(v, true, false);
+    if (last)
+        record_free(RECORD_VMM, v->dev, handle, v->bytes, 0);
+    CUresult rc = real.cuMemRelease(handle);
+    if (rc != CUDA_SUCCESS) {
+        if (last)
+            record_alloc(RECORD_VMM, v->dev, handle, v->bytes, 0);
+    } else if (last) {
+        vmm_uncharge(v);
+    } else if (v && !v->released) {
         v->released = true;
-        if (v->maps)
-            record_release(v->dev, handle, v->bytes);
-        vmm_maybe_uncharge(v);
+        record_release(v->dev, handle, v->bytes);
     }
     pthread_mutex_unlock(&vmm_mu);
     return rc;
@@ -100,23 +109,37 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     return rc;
 }
 
+/* The handle mapped at ptr, and which of its mappings it is; NULL if none. */
+static struct vmm_handle *vmm_mapped_at(CUdeviceptr ptr, int *m)
+{
+    for (int i = 0; i < nvmm; i++)
+        for (*m = 0; *m < vmm[i].maps; ++*m)
+            if (vmm[i].mapped_at[*m] == ptr)
+                return &vmm[i];
+    return NULL;
+}
+
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     need_real();
-    CUresult rc = real.cuMemUnmap(ptr, size);
-    if (rc != CUDA_SUCCESS)
-        return rc;
     pthread_mutex_lock(&vmm_mu);
-    for (int i = 0; i < nvmm; i++) {
-        struct vmm_handle *v = &vmm[i];
-        for (int m = 0; m < v->maps; m++)
-            if (v->mapped_at[m] == ptr) {
-                v->mapped_at[m] = v->mapped_at[--v->maps];
-                record_unmap(v->dev, ptr, size);
-                vmm_maybe_uncharge(v);
-                i = nvmm; /* done */
-                break;
-            }
+    int m = 0;
+    struct vmm_handle *v = vmm_mapped_at(ptr, &m);
+    bool last = v && vmm_last(v, false, true);
+    if (v)
+        record_unmap(v->dev, ptr, size);
+    if (last)
+        record_free(RECORD_VMM, v->dev, v->handle, v->bytes, 0);
+    CUresult rc = real.cuMemUnmap(ptr, size);
+    if (rc != CUDA_SUCCESS) {
+        if (last)
+            record_alloc(RECORD_VMM, v->dev, v->handle, v->bytes, 0);
+        if (v)
+            record_map(v->dev, ptr, size, v->handle);
+    } else if (v) {
+        v->mapped_at[m] = v->mapped_at[--v->maps];
+        if (last)
+            vmm_uncharge(v);
     }
     pthread_mutex_unlock(&vmm_mu);
     return rc;
@@ -157,7 +180,7 @@ static CUresult governed_array(const char *name, uint64_t estimate, void **handl
     uint64_t exact = actual(*handle, dev);
     if (exact && exact < estimate) {
         budget_release(dev, estimate - exact);
-    } else if (exact > estimate && budget_reserve(dev, exact - estimate) != 0) {
+    } else if (exact > estimate && budget_reserve_held(dev, exact - estimate) != 0) {
         destroy(*handle);
         budget_release(dev, estimate);
         governed_refusal(dev, RECORD_ARRAY, exact, 0, name, 0);

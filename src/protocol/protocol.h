@@ -47,7 +47,13 @@
  *                       the devices' and the live clients' series the reader
  *                       may see; with it, that job's (live or ended)
  * Daemon to client:
- *   OK [client=ID]   GRANT dev= bytes= [backend=driver: the driver's limit holds
+ *   OK [client=ID] [pid=N]
+ *                    to HELLO, pid= is the client's pid as the kernel gave
+ *                    it to vramd (SO_PEERCRED), said only where vramd runs
+ *                    in the host's pid namespace: the pid an NVML before
+ *                    R535 lists a process in a container under
+ *                    (src/cuda/nvml_pid.h)
+ *                    GRANT dev= bytes= [backend=driver: the driver's limit holds
  *                    it too]   WAIT dev= until=MS text=   DENY dev= text=
  *   ERR text=        and for STATUS: NODE ..., DEV ..., PROC ..., END [next=CURSOR]
  *                    (NODE and DEV on the first page only; next=: ask again

@@ -1,6 +1,7 @@
 #include "snapshot.h"
 
 #include "history_view.h"
+#include "../util/text.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -81,6 +82,7 @@ int snapshot_encode_device(const struct snap_device *d, struct proto_writer *w)
     proto_add_u64(w, "granted", d->granted);
     proto_add_u64(w, "used", d->used);
     proto_add_u64(w, "unseen", d->unseen);
+    proto_add_u64(w, "grantable", d->grantable);
     if (d->overcommitted)
         proto_add_u64(w, "overcommitted", 1);
     proto_add_u64(w, "waiting", (uint64_t)d->waiting);
@@ -206,6 +208,15 @@ int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, si
         d->waiting = (int)c[1];
         d->refused = c[2], d->reclaimed = c[3], d->reclaimed_bytes = c[4];
         d->waits = c[5], d->waited_ms = c[6];
+        /* A vramd from before it said: what the picture itself tells. */
+        uint64_t busy = d->granted + d->reserved + d->unseen;
+        d->grantable = busy < d->total ? d->total - busy : 0;
+        uint64_t grantable;
+        int said = proto_get_u64(m, "grantable", d->total, &grantable, err, errlen);
+        if (said < 0)
+            return -1;
+        if (said == 0)
+            d->grantable = grantable;
         d->minor = -1;
         int r = proto_get_u64(m, "minor", 1u << 20, &minor, err, errlen);
         if (r < 0)
@@ -219,10 +230,7 @@ int snapshot_decode(struct snapshot *s, const struct proto_msg *m, char *err, si
         }
         snprintf(d->pci_bus_id, sizeof d->pci_bus_id, "%s", pci ? pci : "");
         /* The model's name, printable only: it is shown on terminals. */
-        size_t k = 0;
-        for (; name && name[k] && k + 1 < sizeof d->name; k++)
-            d->name[k] = name[k] >= 32 && name[k] < 127 ? name[k] : '?';
-        d->name[k] = 0;
+        text_printable(d->name, sizeof d->name, name ? name : "");
         s->ndev++;
         return 0;
     }

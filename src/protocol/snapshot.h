@@ -28,6 +28,11 @@ struct snap_device {
     char uuid[48], name[64], pci_bus_id[32]; /* name, bus id: "" unknown */
     int minor;                               /* N of /dev/nvidiaN; -1 unknown */
     uint64_t total, reserved, granted, used, unseen;
+    /* What vramd would grant now to a request no reservation is for: the
+     * device less its grants, what reservations set aside and the usage
+     * outside grants (as a refusal counts it). "free" is physical: total
+     * less used. */
+    uint64_t grantable;
     bool overcommitted; /* grants and usage outside them exceed the device */
     int waiting;        /* requests waiting for it now */
     /* Since the daemon started: requests refused (at once or after
@@ -80,6 +85,11 @@ const char *snapshot_backend_name(char backend);
 struct history_view;
 
 struct snapshot {
+    /* Not vramd's ledger but NVML's figures and the commands' own budgets
+     * (tools/nvml_view.h: no vramd runs): the ledger's own figures
+     * (reserved, grantable, unseen on a device, waiting, the counters) are
+     * not known. */
+    bool nvml_view;
     struct snap_node node;
     int ndev;
     struct snap_device dev[SNAP_MAX_DEVICES];

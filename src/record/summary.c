@@ -99,14 +99,14 @@ static double seconds(uint64_t ns) { return (double)ns / 1e9; }
 void summary_print(const struct recording *r, const struct summary *s, const char *name,
                    FILE *out)
 {
-    fprintf(out, "%s: %zu events of %zu process%s (%zu thread%s) over %.3f s\n", name, s->events,
-            s->processes, s->processes == 1 ? "" : "es", s->threads, s->threads == 1 ? "" : "s",
+    fprintf(out, "%s: %zu event%s of %zu process%s (%zu thread%s) over %.3f s\n", name, s->events,
+            s->events == 1 ? "" : "s", s->processes, s->processes == 1 ? "" : "es", s->threads, s->threads == 1 ? "" : "s",
             seconds(s->duration));
     for (size_t i = 0; i < r->nimages; i++) {
         char who[300];
         recording_image_name(&r->images[i], who, sizeof who);
-        fprintf(out, "  process %s: %llu events%s\n", who,
-                (unsigned long long)r->images[i].events,
+        fprintf(out, "  process %s: %llu event%s%s\n", who,
+                (unsigned long long)r->images[i].events, r->images[i].events == 1 ? "" : "s",
                 r->images[i].exited ? "" : ", no exit record");
     }
     for (int d = 0; d < s->ndevices; d++) {
@@ -119,8 +119,8 @@ void summary_print(const struct recording *r, const struct summary *s, const cha
             fprintf(out, "; budget %s", format_size(sd->budget_peak).text);
         if (sd->nvml)
             fprintf(out, "; NVML's peak %s", format_size(sd->nvml_peak).text);
-        fprintf(out, "; %llu allocations, %llu refused\n", (unsigned long long)sd->allocations,
-                (unsigned long long)sd->refusals);
+        fprintf(out, "; %llu allocation%s, %llu refused\n", (unsigned long long)sd->allocations,
+                sd->allocations == 1 ? "" : "s", (unsigned long long)sd->refusals);
         fprintf(out, "  peak by family:");
         for (int f = 1; f < RECORD_FAMILIES; f++)
             if (sd->family_peak[f])
@@ -133,8 +133,9 @@ void summary_print(const struct recording *r, const struct summary *s, const cha
                 format_size(s->peak_all).text, (unsigned long long)s->peak_all,
                 seconds(s->peak_all_time - r->start));
     if (s->unmatched)
-        fprintf(out, "%llu frees of allocations the recording does not hold were ignored\n",
-                (unsigned long long)s->unmatched);
+        fprintf(out, "%llu free%s of allocations the recording does not hold %s ignored\n",
+                (unsigned long long)s->unmatched, s->unmatched == 1 ? "" : "s",
+                s->unmatched == 1 ? "was" : "were");
     if (r->notes[0])
         fprintf(out, "note: %s\n", r->notes);
 }

@@ -275,8 +275,8 @@ static int choose_processes(const struct recording *r, const struct survey *s, i
     }
     ch->nseries = (int)named;
     if (n > named || n == 0) {
-        snprintf(ch->names[named], sizeof ch->names[named], n ? "other (%zu processes)" : "none",
-                 n - named);
+        snprintf(ch->names[named], sizeof ch->names[named], n ? "other (%zu process%s)" : "none",
+                 n - named, n - named == 1 ? "" : "es");
         ch->family[named] = -1;
         ch->pid[named] = 0;
         ch->nseries++;

@@ -10,7 +10,13 @@
  * hpc_job for a job (DCGM's label for a Slurm job's GPUs).
  *
  * Families (gauges unless they end in _total):
- *   per GPU   vram_gpu_memory_{total,reserved,granted,used,unseen}_bytes,
+ *   the source vram_vramd_up: 1 for vramd's ledger, 0 for NVML's view where
+ *             no vramd answered (vram status --prometheus without vramd),
+ *             which leaves out the ledger's own families (reserved,
+ *             unseen and grantable memory, overcommitted, waiting, the
+ *             counters, peaks)
+ *   per GPU   vram_gpu_memory_{total,reserved,granted,used,unseen,
+ *             grantable}_bytes,
  *             vram_gpu_overcommitted, vram_gpu_waiting_requests,
  *             vram_refusals_total, vram_reclaims_total,
  *             vram_reclaimed_bytes_total, vram_waits_total,
@@ -26,6 +32,7 @@
  */
 #include "metrics.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +88,7 @@ static void family(FILE *out, const char *name, const char *type, const char *he
 struct device_metric {
     const char *name, *type, *help;
     double (*of)(const struct snap_device *d);
+    bool ledger; /* the ledger's own figure: not in NVML's view (no vramd) */
 };
 
 #define FIELD(f) static double f##_of(const struct snap_device *d) { return (double)d->f; }
@@ -89,6 +97,7 @@ FIELD(reserved)
 FIELD(granted)
 FIELD(used)
 FIELD(unseen)
+FIELD(grantable)
 FIELD(overcommitted)
 FIELD(waiting)
 FIELD(refused)
@@ -99,41 +108,50 @@ FIELD(waits)
 static double waited_of(const struct snap_device *d) { return (double)d->waited_ms / 1000.0; }
 
 static const struct device_metric device_metrics[] = {
-    {"vram_gpu_memory_total_bytes", "gauge", "Memory of the GPU.", total_of},
+    {"vram_gpu_memory_total_bytes", "gauge", "Memory of the GPU.", total_of, false},
     {"vram_gpu_memory_reserved_bytes", "gauge",
      "Memory reserved by the policy for named users or jobs and not yet held by them.",
-     reserved_of},
-    {"vram_gpu_memory_granted_bytes", "gauge", "Memory granted as budgets.", granted_of},
+     reserved_of, true},
+    {"vram_gpu_memory_granted_bytes", "gauge",
+     "Memory granted as budgets (without vramd: the budgets of the reader's vram run commands).",
+     granted_of, false},
     {"vram_gpu_memory_used_bytes", "gauge",
      "Memory in use (each process's own figure or NVML's, whichever is larger, and usage "
      "outside grants).",
-     used_of},
+     used_of, false},
     {"vram_gpu_memory_unseen_bytes", "gauge",
-     "Memory NVML shows in use by processes that hold no grant.", unseen_of},
+     "Memory NVML shows in use by processes that hold no grant.", unseen_of, true},
+    {"vram_gpu_memory_grantable_bytes", "gauge",
+     "Memory vramd would grant now to a request no reservation is for: the GPU less its "
+     "grants, reservations and usage outside grants (free memory is total less used).",
+     grantable_of, true},
     {"vram_gpu_overcommitted", "gauge",
      "1 when grants and usage outside them exceed the GPU: some budget cannot be had in full.",
-     overcommitted_of},
+     overcommitted_of, true},
     {"vram_gpu_waiting_requests", "gauge", "Requests for memory waiting to be granted.",
-     waiting_of},
+     waiting_of, true},
     {"vram_refusals_total", "counter",
-     "Requests for memory refused, at once or after waiting, since vramd started.", refused_of},
+     "Requests for memory refused, at once or after waiting, since vramd started.", refused_of,
+     true},
     {"vram_reclaims_total", "counter",
      "Grants taken back from processes that ended (exit, crash, kill) since vramd started.",
-     reclaimed_of},
+     reclaimed_of, true},
     {"vram_reclaimed_bytes_total", "counter",
      "Bytes of the grants taken back from processes that ended since vramd started.",
-     reclaimed_bytes_of},
+     reclaimed_bytes_of, true},
     {"vram_waits_total", "counter",
      "Requests that waited for memory, counted when their wait ended, since vramd started.",
-     waits_of},
+     waits_of, true},
     {"vram_wait_seconds_total", "counter",
-     "Time requests spent waiting for memory, together, since vramd started.", waited_of},
+     "Time requests spent waiting for memory, together, since vramd started.", waited_of, true},
 };
 
 static void devices(const struct snapshot *s, FILE *out)
 {
     for (size_t k = 0; k < sizeof device_metrics / sizeof *device_metrics; k++) {
         const struct device_metric *m = &device_metrics[k];
+        if (m->ledger && s->nvml_view)
+            continue;
         family(out, m->name, m->type, m->help);
         for (int d = 0; d < s->ndev; d++) {
             fprintf(out, "%s{", m->name);
@@ -149,6 +167,7 @@ static void devices(const struct snapshot *s, FILE *out)
 struct entry_metric {
     const char *name, *help;
     uint64_t (*of)(const struct snap_entry *e);
+    bool ledger; /* the ledger's own figure: not in NVML's view (no vramd) */
 };
 
 static uint64_t grant_of(const struct snap_entry *e) { return e->grant; }
@@ -165,10 +184,11 @@ static const struct entry_metric user_metrics[] = {
      "What the user's processes use on the GPU together, usage outside grants included.",
      e_used_of},
     {"vram_user_peak_bytes",
-     "The most the user's processes used on the GPU at once since vramd started.", peak_of},
+     "The most the user's processes used on the GPU at once since vramd started.", peak_of,
+     true},
     {"vram_user_unseen_bytes", "What the user's processes without a grant use on the GPU.",
      e_unseen_of},
-    {"vram_user_waiting_bytes", "Memory the user's requests wait for.", want_of},
+    {"vram_user_waiting_bytes", "Memory the user's requests wait for.", want_of, true},
     {"vram_user_processes", "The user's processes on the GPU (with a grant or not).", procs_of},
 };
 
@@ -178,7 +198,7 @@ static const struct entry_metric process_metrics[] = {
      "Memory the process reports in use (for role unseen: NVML's figure).", e_used_of},
     {"vram_process_peak_bytes", "The most the process has had in use.", peak_of},
     {"vram_process_nvml_used_bytes", "Memory NVML shows for the process.", nvml_of},
-    {"vram_process_waiting_bytes", "Memory the process waits to be granted.", want_of},
+    {"vram_process_waiting_bytes", "Memory the process waits to be granted.", want_of, true},
 };
 
 static void user_labels(FILE *out, const struct snapshot *s, const struct snap_entry *e)
@@ -224,8 +244,16 @@ static int heaviest_first(const void *a, const void *b)
 
 void snapshot_prometheus(const struct snapshot *s, FILE *out)
 {
+    family(out, "vram_vramd_up", "gauge",
+           "1: these figures are vramd's ledger; 0: no vramd answered, and they are NVML's and "
+           "the reader's vram run commands' (the ledger's own families are left out).");
+    fprintf(out, "vram_vramd_up{");
+    label(out, true, "Hostname", s->node.host);
+    fprintf(out, "} %d\n", s->nvml_view ? 0 : 1);
     devices(s, out);
     for (size_t k = 0; k < sizeof user_metrics / sizeof *user_metrics; k++) {
+        if (user_metrics[k].ledger && s->nvml_view)
+            continue;
         family(out, user_metrics[k].name, "gauge", user_metrics[k].help);
         for (int i = 0; i < s->n; i++)
             if (s->e[i].role == 'u') {
@@ -249,6 +277,8 @@ void snapshot_prometheus(const struct snapshot *s, FILE *out)
     if (n > METRICS_MAX_PROCESSES)
         n = METRICS_MAX_PROCESSES;
     for (size_t k = 0; k < sizeof process_metrics / sizeof *process_metrics; k++) {
+        if (process_metrics[k].ledger && s->nvml_view)
+            continue;
         family(out, process_metrics[k].name, "gauge", process_metrics[k].help);
         for (int i = 0; i < n; i++) {
             fprintf(out, "%s{", process_metrics[k].name);

@@ -165,7 +165,8 @@ static int header(const struct ctx *c, FILE *out)
     struct tm tm;
     if (localtime_r(&c->v->now, &tm))
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-    snprintf(part[n++], sizeof part[0], "vram top  %s  %s", node->host[0] ? node->host : "-", when);
+    snprintf(part[n++], sizeof part[0], "%s  %s  %s", c->v->title ? c->v->title : "vram top",
+             node->host[0] ? node->host : "-", when);
     if (node->driver[0])
         snprintf(part[n++], sizeof part[0], "driver %s", node->driver);
     if (node->cuda[0])
@@ -188,12 +189,21 @@ static int header(const struct ctx *c, FILE *out)
         at += (at ? 2 : 0) + w;
     }
     fputc('\n', out);
-    /* A problem is said whole, over up to three lines. */
+    /* A problem is said whole, over up to three lines, broken between
+     * words where it can be. */
     const char *p = c->v->problem;
     for (int k = 0; p && *p && k < 3; k++, lines++) {
         int len = text_width(p) > c->v->width ? c->v->width : text_width(p);
-        fprintf(out, "%.*s\n", len, p);
-        p += len;
+        int cut = len;
+        if (p[len])
+            while (cut > c->v->width / 2 && p[cut] != ' ')
+                cut--;
+        if (p[cut] != ' ' || !p[len])
+            cut = len;
+        fprintf(out, "%.*s\n", cut, p);
+        p += cut;
+        while (*p == ' ')
+            p++;
     }
     return lines;
 }
@@ -222,6 +232,7 @@ DEVICE_SIZE(reserved)
 DEVICE_SIZE(granted)
 DEVICE_SIZE(used)
 DEVICE_SIZE(unseen)
+DEVICE_SIZE(grantable)
 #undef DEVICE_SIZE
 static void d_free(const struct ctx *c, const void *r, char *b, size_t n)
 {
@@ -264,8 +275,12 @@ static void d_limit(const struct ctx *c, const void *r, char *b, size_t n)
 }
 
 /* Drops, the highest first: NVML's figures before the memory, the ledger's
- * waiting and unseen before what is reserved, and that before what is free. */
-enum { D_UTIL = 9 }; /* the first of NVML's figures */
+ * waiting and unseen before what is reserved, that before what is free,
+ * and that before what vramd would grant: FREE (physical: total less used)
+ * and GRANTABLE (what a request could have now, the figure a refusal
+ * gives) stay side by side longest, so that neither is taken for the
+ * other. */
+enum { D_UTIL = 10 }; /* the first of NVML's figures */
 static const struct column device_columns[] = {
     {"GPU", 3, 0, 0, 0, true, d_index, BOTH},
     {"NAME", 0, 8, 40, 0, false, d_name, BOTH},
@@ -275,6 +290,7 @@ static const struct column device_columns[] = {
     {"USED", 11, 0, 0, 0, true, d_used, BOTH},
     {"UNSEEN", 11, 0, 0, 5, true, d_unseen, LEDGER},
     {"FREE", 11, 0, 0, 2, true, d_free, BOTH},
+    {"GRANTABLE", 11, 0, 0, 1, true, d_grantable, LEDGER},
     {"BUDGETS", 11, 0, 0, 2, true, d_granted, NVML_VIEW}, /* the commands' on it */
     {"UTIL", 4, 0, 0, 8, true, d_util, BOTH},             /* D_UTIL */
     {"TEMP", 4, 0, 0, 7, true, d_temp, BOTH},

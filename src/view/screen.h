@@ -35,6 +35,7 @@ struct top_pick {
 };
 
 struct top_view {
+    const char *title; /* the header's first word: "vram status"; NULL: "vram top" */
     int width;  /* columns; 80 at least is assumed */
     int height; /* lines; 0: as many as it takes (not a terminal) */
     enum top_sort sort;

@@ -1,9 +1,17 @@
 /* snapshot_json.c: the ledger as one JSON object, for `vram status --json`.
  *
  * Every section of the vram top screen, sizes in bytes:
+ *   vramd      true: vramd's ledger; false: NVML's view where no vramd
+ *              runs (the ledger's own figures are null there: reserved,
+ *              grantable, a device's unseen, overcommitted, waiting and
+ *              the counters, a user's peak, waiting_for, over_budget;
+ *              granted and budget are the reader's vram run commands'
+ *              budgets)
  *   host, driver_version, nvml_version, cuda_driver_version  (null: unknown)
  *   devices    index, uuid, name, pci_bus_id, total, reserved, granted,
- *              used, unseen, free, overcommitted, waiting (requests now),
+ *              used, unseen, free (physical: total less used), grantable
+ *              (what vramd would grant now to a request no reservation is
+ *              for), overcommitted, waiting (requests now),
  *              and since the daemon started: refused, reclaimed,
  *              reclaimed_bytes, waits, waited_seconds
  *   users      device, uid, user, processes, budget, used, peak, unseen,
@@ -93,6 +101,16 @@ static void uid_field(FILE *out, uint32_t uid)
 
 static unsigned long long u(uint64_t v) { return (unsigned long long)v; }
 
+/* "key":N, or "key":null where the figure is the ledger's and the picture
+ * is NVML's view (no vramd). */
+static void ledger_u64(FILE *out, const struct snapshot *s, const char *key, uint64_t v)
+{
+    if (s->nvml_view)
+        fprintf(out, ",\"%s\":null", key);
+    else
+        fprintf(out, ",\"%s\":%llu", key, (unsigned long long)v);
+}
+
 static void devices(const struct snapshot *s, FILE *out)
 {
     fprintf(out, "\"devices\":[");
@@ -102,15 +120,25 @@ static void devices(const struct snapshot *s, FILE *out)
         json_text(out, "uuid", x->uuid, false);
         json_text(out, "name", x->name, false);
         json_text(out, "pci_bus_id", x->pci_bus_id, false);
-        fprintf(out,
-                "\"total\":%llu,\"reserved\":%llu,\"granted\":%llu,\"used\":%llu,\"unseen\":%llu,"
-                "\"free\":%llu,\"overcommitted\":%s,\"waiting\":%d,\"refused\":%llu,"
-                "\"reclaimed\":%llu,\"reclaimed_bytes\":%llu,\"waits\":%llu,"
-                "\"waited_seconds\":%.3f",
-                u(x->total), u(x->reserved), u(x->granted), u(x->used), u(x->unseen),
-                u(x->total > x->used ? x->total - x->used : 0), x->overcommitted ? "true" : "false",
-                x->waiting, u(x->refused), u(x->reclaimed), u(x->reclaimed_bytes), u(x->waits),
-                (double)x->waited_ms / 1000.0);
+        fprintf(out, "\"total\":%llu", u(x->total));
+        ledger_u64(out, s, "reserved", x->reserved);
+        fprintf(out, ",\"granted\":%llu,\"used\":%llu", u(x->granted), u(x->used));
+        ledger_u64(out, s, "unseen", x->unseen);
+        fprintf(out, ",\"free\":%llu", u(x->total > x->used ? x->total - x->used : 0));
+        ledger_u64(out, s, "grantable", x->grantable);
+        if (s->nvml_view)
+            fputs(",\"overcommitted\":null,\"waiting\":null", out);
+        else
+            fprintf(out, ",\"overcommitted\":%s,\"waiting\":%d",
+                    x->overcommitted ? "true" : "false", x->waiting);
+        ledger_u64(out, s, "refused", x->refused);
+        ledger_u64(out, s, "reclaimed", x->reclaimed);
+        ledger_u64(out, s, "reclaimed_bytes", x->reclaimed_bytes);
+        ledger_u64(out, s, "waits", x->waits);
+        if (s->nvml_view)
+            fputs(",\"waited_seconds\":null", out);
+        else
+            fprintf(out, ",\"waited_seconds\":%.3f", (double)x->waited_ms / 1000.0);
         json_history(out, s->history, history_view_device(s->history, x->index));
         fputc('}', out);
     }
@@ -128,10 +156,12 @@ static void users(const struct snapshot *s, FILE *out)
         fprintf(out, "%s{\"device\":%d,", first ? "" : ",", e->dev);
         uid_field(out, e->uid);
         json_text(out, "user", e->user, false);
-        fprintf(out,
-                "\"processes\":%d,\"budget\":%llu,\"used\":%llu,\"peak\":%llu,\"unseen\":%llu,"
-                "\"waiting_for\":%llu}",
-                e->procs, u(e->grant), u(e->used), u(e->peak), u(e->unseen), u(e->want));
+        fprintf(out, "\"processes\":%d,\"budget\":%llu,\"used\":%llu", e->procs, u(e->grant),
+                u(e->used));
+        ledger_u64(out, s, "peak", e->peak);
+        fprintf(out, ",\"unseen\":%llu", u(e->unseen));
+        ledger_u64(out, s, "waiting_for", e->want);
+        fputc('}', out);
         first = false;
     }
     fprintf(out, "]");
@@ -152,11 +182,13 @@ static void processes(const struct snapshot *s, FILE *out)
         json_text(out, "role", snapshot_role_name(e->role), false);
         json_text(out, "command", e->cmd, false);
         json_text(out, "job", e->job, false);
-        fprintf(out,
-                "\"budget\":%llu,\"used\":%llu,\"peak\":%llu,\"nvml_used\":%llu,"
-                "\"waiting_for\":%llu,\"over_budget\":%s",
-                u(e->grant), u(e->used), u(e->peak), u(e->nvml), u(e->want),
-                e->over ? "true" : "false");
+        fprintf(out, "\"budget\":%llu,\"used\":%llu,\"peak\":%llu,\"nvml_used\":%llu",
+                u(e->grant), u(e->used), u(e->peak), u(e->nvml));
+        ledger_u64(out, s, "waiting_for", e->want);
+        if (s->nvml_view)
+            fputs(",\"over_budget\":null", out);
+        else
+            fprintf(out, ",\"over_budget\":%s", e->over ? "true" : "false");
         const char *backend = snapshot_backend_name(e->backend);
         if (backend)
             fprintf(out, ",\"backend\":\"%s\"", backend);
@@ -222,6 +254,7 @@ static void unseen(const struct snapshot *s, FILE *out)
 void snapshot_json(const struct snapshot *s, FILE *out)
 {
     fputc('{', out);
+    fprintf(out, "\"vramd\":%s,", s->nvml_view ? "false" : "true");
     json_text(out, "host", s->node.host, false);
     json_text(out, "driver_version", s->node.driver, false);
     json_text(out, "nvml_version", s->node.nvml, false);

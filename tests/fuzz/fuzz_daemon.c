@@ -63,6 +63,10 @@ static uint64_t fingerprint(void)
         D.history.nended > HISTORY_ENDED_MAX)
         abort(); /* the history's memory is its series', and bounded */
     char err[256];
+    if (history_check(&D.history, err, sizeof err) != 0) {
+        fprintf(stderr, "history_check: %s\n", err);
+        abort(); /* what the history keeps as series come and go differs from a recount */
+    }
     if (ledger_check(&D.L, err, sizeof err) != 0) {
         fprintf(stderr, "ledger_check: %s\n", err);
         abort(); /* the kept sums differ from a count made from scratch */

@@ -30,10 +30,11 @@ if ! command -v "$cc" >/dev/null ||
      "$cc" -x c -fsanitize=fuzzer - -o "$scratch_root/probe" 2>/dev/null; then
   missing "no clang with libFuzzer here (scripts/test-deps.sh installs clang and libclang-rt-14-dev)"
 fi
-common="src/util/parse.c src/util/report.c" # relative to $src, where they are compiled
+common="src/util/parse.c src/util/report.c src/util/text.c" # relative to $src, where they are compiled
 ledger="src/protocol/protocol.c src/protocol/snapshot.c src/client/client.c
         src/protocol/history_view.c src/view/trend.c"
 daemon="src/daemon/daemon.c src/daemon/identity.c src/daemon/answers.c src/daemon/driver_limits.c
+        src/daemon/driver_work.c src/daemon/cgroups.c src/daemon/job_keep.c
         src/daemon/files.c src/ledger/ledger.c src/ledger/ledger_admit.c
         src/ledger/ledger_held.c src/ledger/ledger_view.c src/ledger/policy.c
         src/view/metrics.c src/ledger/history.c src/util/proc.c

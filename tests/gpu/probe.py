@@ -3,16 +3,34 @@
     python probe.py FRAMEWORK [MODE]
 
 Prints one line: FRAMEWORK MODE total=<bytes the framework reports as the
-device size> got=<bytes it could allocate, in 64 MiB steps, before
-out-of-memory> nvml=<bytes nvidia-smi lists for this process then, while
-it holds them all; -1 if it does not list it> error=<the exception's first
-line>. Run by tests/gpu/run.sh.
+device size> free=<what it said was free before> got=<bytes it could
+allocate, in 64 MiB steps, before out-of-memory (a stream-ordered pool's
+modes go on in halving steps down to 2 MiB)> nvml=<bytes nvidia-smi lists
+for this process then, while it holds them all; -1 if it does not list it>
+error=<the exception's first line>. Run by tests/gpu/run.sh.
 """
 import os
 import subprocess
 import sys
 
 STEP = 64 << 20
+GRAIN = 2 << 20
+
+
+def fill(alloc, halving):
+    """Allocates STEP at a time until refused (then, for a pool, halving down
+    to GRAIN); returns the bytes got, what is held, the last error."""
+    held, got, err, step = [], 0, "", STEP
+    while step >= GRAIN:
+        try:
+            held.append(alloc(step))
+            got += step
+        except Exception as e:  # the framework's out-of-memory error
+            err = str(e).splitlines()[0] if str(e) else type(e).__name__
+            if not halving:
+                break
+            step //= 2
+    return got, held, err
 
 
 def nvml_own():
@@ -33,14 +51,9 @@ def nvml_own():
 def torch_probe(mode):
     import torch
     free, total = torch.cuda.mem_get_info()
-    held, got, err = [], 0, ""
-    try:
-        while True:
-            held.append(torch.empty(STEP, dtype=torch.uint8, device="cuda"))
-            got += STEP
-    except Exception as e:  # torch.cuda.OutOfMemoryError
-        err = str(e).splitlines()[0]
-    return total, got, nvml_own(), err
+    got, held, err = fill(lambda n: torch.empty(n, dtype=torch.uint8, device="cuda"),
+                          mode == "cudaMallocAsync")
+    return total, free, got, nvml_own(), err
 
 
 def jax_probe(mode):
@@ -49,31 +62,22 @@ def jax_probe(mode):
     dev = jax.devices()[0]
     stats = dev.memory_stats() or {}
     total = stats.get("bytes_limit", 0)
-    held, got, err = [], 0, ""
-    try:
-        while True:
-            held.append(jnp.zeros((STEP,), dtype=jnp.uint8).block_until_ready())
-            got += STEP
-    except Exception as e:
-        err = str(e).splitlines()[0]
-    return total, got, nvml_own(), err
+    got, held, err = fill(lambda n: jnp.zeros((n,), dtype=jnp.uint8).block_until_ready(), False)
+    return total, -1, got, nvml_own(), err
 
 
 def cupy_probe(mode):
     import cupy
+    if mode == "MemoryAsyncPool":  # cudaMallocFromPoolAsync on the device's current pool
+        cupy.cuda.set_allocator(cupy.cuda.MemoryAsyncPool().malloc)
     free, total = cupy.cuda.runtime.memGetInfo()
-    held, got, err = [], 0, ""
-    try:
-        while True:
-            held.append(cupy.empty(STEP, dtype=cupy.uint8))
-            got += STEP
-    except Exception as e:  # cupy.cuda.memory.OutOfMemoryError
-        err = str(e).splitlines()[0]
-    return total, got, nvml_own(), err
+    got, held, err = fill(lambda n: cupy.empty(n, dtype=cupy.uint8), mode == "MemoryAsyncPool")
+    return total, free, got, nvml_own(), err
 
 
 if __name__ == "__main__":
     fw = sys.argv[1]
     mode = sys.argv[2] if len(sys.argv) > 2 else "default"
-    total, got, nvml, err = {"torch": torch_probe, "jax": jax_probe, "cupy": cupy_probe}[fw](mode)
-    print(f"{fw} {mode} total={total} got={got} nvml={nvml} error={err[:160]}")
+    total, free, got, nvml, err = {"torch": torch_probe, "jax": jax_probe,
+                                   "cupy": cupy_probe}[fw](mode)
+    print(f"{fw} {mode} total={total} free={free} got={got} nvml={nvml} error={err[:160]}")

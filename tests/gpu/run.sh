@@ -5,8 +5,13 @@
 # context and modules are inside it). For each, the line also says what its
 # contexts and modules took (vram run --summary) and what nvidia-smi listed
 # for the process while it held everything, against the budget: the
-# tolerance README.md speaks of ("over" when it passed the budget). Record
-# what you ran and saw in docs/gpu-validation.md.
+# tolerance README.md speaks of ("over" when it passed the budget; a line
+# more than the tolerance over is BAD). Stream-ordered pools (the runtime's
+# cudaMallocAsync and cudaMallocFromPoolAsync, PyTorch's cudaMallocAsync
+# backend, CuPy's MemoryAsyncPool) fill in halving steps down to 2 MiB and
+# must get what the program was told was free to within a pool's chunk
+# (32 MiB), with nvidia-smi's figure within the budget, or the line is BAD.
+# Record what you ran and saw in docs/gpu-validation.md.
 #
 #   tests/gpu/run.sh [BUDGET [train]]   default budget 4GiB; "train": only
 #                                       the training check
@@ -31,35 +36,46 @@ echo "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format
 echo "budget: $budget ($bytes bytes)"
 
 rc=0
+# README.md, "The tolerance": what the driver can take between two of the
+# interposer's readings.
+tolerance_mib=${VRAM_GPU_TOLERANCE_MIB:-32}
 judged() { # prints what it is given; a BAD line fails the script
   echo "$1"
   case "$1" in *"  BAD "*) rc=1 ;; esac
 }
 verdict() { judged "$(verdict_of "$@")"; }
-verdict_of() { # LINE SUMMARY: checks total == budget and budget - 1 GiB <= got <= budget;
+verdict_of() { # LINE SUMMARY: checks total == budget and budget - 1 GiB <= got <= budget
+  # (a pool's line: free - 32 MiB <= got <= free, and nvidia-smi within the budget);
   # says what the contexts and modules took and NVML's figure against the budget
-  python3 - "$1" "$bytes" "$2" <<'PY'
+  python3 - "$1" "$bytes" "$2" "$tolerance_mib" <<'PY'
 import json, re, sys
-line, budget, summary = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+line, budget, summary, tol = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]) << 20
 t = re.search(r"total=(\d+)", line); g = re.search(r"got=(\d+)", line)
-n = re.search(r"nvml=(-?\d+)", line)
+n = re.search(r"nvml=(-?\d+)", line); f = re.search(r"free=(-?\d+)", line)
 if not t or not g:
     print("  ??  " + line); sys.exit(0)
 total, got = int(t.group(1)), int(g.group(1))
+pool = line.split()[1] in ("async", "pool", "cudaMallocAsync", "MemoryAsyncPool")
 # XLA takes 75% of the device it is shown (XLA_PYTHON_CLIENT_MEM_FRACTION's
 # default): under vram, 75% of the budget is right, not a fault.
 xla = line.startswith("jax") and abs(total - budget * 3 // 4) <= (2 << 20)
 ok_total = abs(total - budget) <= (2 << 20) or total == 0 or xla
 ok_got = (total if xla else budget) - (1 << 30) <= got <= budget
+free = int(f.group(1)) if f else -1
+if pool and free >= 0:  # to within a pool's chunk of what it was told was free
+    ok_got = free - (32 << 20) <= got <= free
+nvml = int(n.group(1)) if n else -1
+ok_nvml = nvml <= budget + (0 if pool else tol)
 note = "  (XLA's default: 75% of the budget)" if xla else ""
-print(("  ok  " if ok_total and ok_got else "  BAD ") + line + note)
+if pool and free >= 0:
+    note += f"  (short of what was free by {(free - got) / (1 << 20):.0f} MiB)"
+print(("  ok  " if ok_total and ok_got and ok_nvml else "  BAD ") + line + note)
 mib = lambda b: f"{b / (1 << 20):.0f} MiB"
 try:
     d = json.load(open(summary))["devices"][0]
     part = f"context {mib(d['context'])}, modules {mib(d['modules'])}, peak {mib(d['peak'])}"
 except (OSError, ValueError, KeyError, IndexError):
     part = "no summary"
-nvml = int(n.group(1)) if n else -1
 if nvml < 0:
     seen = "nvidia-smi did not list the process"
 elif nvml <= budget:
@@ -88,7 +104,11 @@ if [ "$only" != train ]; then
 if command -v nvcc >/dev/null; then
   # The driver's own figures (what sim/config.h's H100 is calibrated to).
   nvcc -o "$out/facts" tests/gpu/facts.cu && "$out/facts"
-  nvcc -o "$out/alloc_runtime" tests/gpu/alloc_runtime.cu && run runtime -- "$out/alloc_runtime"
+  if nvcc -o "$out/alloc_runtime" tests/gpu/alloc_runtime.cu; then
+    run runtime -- "$out/alloc_runtime"
+    run runtime-async -- "$out/alloc_runtime" async
+    run runtime-pool -- "$out/alloc_runtime" pool
+  fi
   nvcc -o "$out/alloc_driver" tests/gpu/alloc_driver.c -lcuda && run driver -- "$out/alloc_driver"
 else
   echo "  skipped: nvcc not found"
@@ -108,6 +128,7 @@ else
 fi
 if have cupy; then
   run cupy -- python3 tests/gpu/probe.py cupy
+  run cupy-async -- python3 tests/gpu/probe.py cupy MemoryAsyncPool
 else
   echo "  skipped: CuPy not installed"
 fi
@@ -129,7 +150,6 @@ fi
 # the process passes the budget by more than the tolerance README.md states
 # ("The tolerance"): what the driver can take between two of the
 # interposer's readings.
-tolerance_mib=${VRAM_GPU_TOLERANCE_MIB:-32}
 train() { # NAME BUDGET|none
   local name=$1 limit=$2 pid max line s
   python3 tests/gpu/sample.py 100 >"$out/$name.nvml" 2>"$out/$name.nvml.err" &

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # vram_spank.so in a real single-node Slurm (Debian's slurm-wlm, munge on a
 # private socket and key, all state in a temporary folder) on two simulated
-# GPUs, with vramd: srun/sbatch --gpu-mem budgets, refusal of a bad value,
+# GPUs, which slurmd finds through NVML as sites configure it (AutoDetect=nvml,
+# Debian contrib's gpu/nvml plugin, unpacked by scripts/test-deps.sh; where it
+# is not, gres.conf names them), with vramd: srun/sbatch --gpu-mem budgets,
+# refusal of a bad value,
 # shards mapped to budgets, two jobs on one GPU held to their own, a step as
 # one job of the ledger with its processes (one budget per task, whatever
 # the task starts; the peak in the job's output), a cancelled job's grant
@@ -84,7 +87,27 @@ start_vramd
 wait_for 10 test -S "$S" || { cat "$W/log/vramd.log"; echo "FAIL: vramd"; exit 1; }
 export VRAM_DAEMON=$S
 
-# --- Slurm: one node, 8 CPUs, 2 fake GPUs with 4 shards each ---------------------
+# --- Slurm: one node, 8 CPUs, 2 GPUs with 4 shards each -------------------------
+# The GPUs as slurmd detects them through NVML (AutoDetect=nvml), with
+# Debian's gpu/nvml plugin beside Slurm's own (PluginDir lists both): the
+# simulated H100s, their type cut to slurm.conf's h100 (Slurm keeps what
+# names a substring of NVML's "nvidia_h100_80gb_hbm3"), /dev/nvidia0 and 1
+# by their minor numbers. Without the plugin, gres.conf names them.
+nvml_plugin=${VRAM_DEB_CACHE:-$(cd "$(dirname "$0")/../.." && pwd)/.cache/debian}/root/usr/lib/x86_64-linux-gnu/slurm-wlm
+slurm_plugins=$(dirname "$(ls /usr/lib/*/slurm-wlm/gres_gpu.so /usr/lib*/slurm/gres_gpu.so 2>/dev/null | head -1)")
+if [ -f "$nvml_plugin/gpu_nvml.so" ] && [ "$slurm_plugins" != . ]; then
+  gres_conf="AutoDetect=nvml
+NodeName=localhost Name=shard Count=8"
+  plugin_dir="PluginDir=$slurm_plugins:$nvml_plugin"
+  gpu_type=h100
+else
+  echo "(no gpu_nvml.so in $nvml_plugin: scripts/test-deps.sh fetches it from Debian's contrib, as root; the GPUs are named in gres.conf, AutoDetect=nvml is not tried)"
+  gres_conf="AutoDetect=off
+NodeName=localhost Name=gpu Type=fake File=$W/dev/nvidia[0-1]
+NodeName=localhost Name=shard Count=8 File=$W/dev/nvidia[0-1]"
+  plugin_dir=
+  gpu_type=fake
+fi
 # Ports of our own, free now, so that this test runs beside a node's real
 # Slurm or another run of itself (Slurm's defaults are 6817 and 6818).
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -125,23 +148,44 @@ ReturnToService=2
 SlurmdParameters=config_overrides
 GresTypes=gpu,shard
 PlugStackConfig=$W/etc/plugstack.conf
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=2000 Gres=gpu:fake:2,shard:8 State=UNKNOWN
+$plugin_dir
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=2000 Gres=gpu:$gpu_type:2,shard:8 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=10 State=UP
 EOC
-cat >"$W/etc/gres.conf" <<EOC
-AutoDetect=off
-NodeName=localhost Name=gpu Type=fake File=$W/dev/nvidia[0-1]
-NodeName=localhost Name=shard Count=8 File=$W/dev/nvidia[0-1]
-EOC
+printf '%s\n' "$gres_conf" >"$W/etc/gres.conf"
 echo "required $build/vram_spank.so preload=$build/libvram-preload.so shard_mem=2G socket=$S default=none" \
   >"$W/etc/plugstack.conf"
 export SLURM_CONF=$W/etc/slurm.conf
+if [ -n "$plugin_dir" ]; then
+  # What slurmd detects (-G prints it and exits): each GPU, near the CPUs
+  # NVML names, which on this host are those of the node the simulator
+  # puts it on: on a host of one NUMA node every online CPU, so every core
+  # slurm.conf gives the node (Slurm maps the host's CPUs onto its 8).
+  # Before the simulated NVML answered nvmlDeviceGetCpuAffinity, slurmd -G
+  # died: "fatal: _set_cpu_set_bitstr: cpu_set_bitstr is empty!". (Its
+  # errors about stat(/dev/nvidia0) are the device files this machine has
+  # not: Slurm names them by NVML's minor numbers.)
+  timeout 60 slurmd -G -N localhost >"$W/out/gres" 2>&1
+  check "slurmd -G with AutoDetect=nvml ends normally" test $? = 0
+  check "no fatal error, none from NVML" sh -c "! grep -E 'fatal|Failed to get|NVML' '$W/out/gres'"
+  check "gpu/nvml detects the two GPUs" contains "$W/out/gres" "2 GPU system device(s) detected"
+  cores=[0-9][-,0-9]*
+  [ "$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)" -le 1 ] && cores=0-7
+  for i in 0 1; do
+    check "GPU $i: type h100, /dev/nvidia$i, its cores ($cores), no NVLink" contains "$W/out/gres" \
+      "Gres Name=gpu Type=h100 Count=1 Index=$i ID=[0-9]* File=/dev/nvidia$i Cores=$cores CoreCnt=8 Links=$( [ $i = 0 ] && echo -1,0 || echo 0,-1)$"
+  done
+  check "and the shards over them" contains "$W/out/gres" "Gres Name=shard Type=h100 Count=4 Index=0 .*File=/dev/nvidia0"
+  grep 'Gres Name=' "$W/out/gres"
+fi
 slurmctld -D -c -i >"$W/log/slurmctld.out" 2>&1 & PIDS+=($!)
 slurmd -D -N localhost >"$W/log/slurmd.out" 2>&1 & PIDS+=($!)
 if ! wait_for 30 sh -c '[ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ]'; then
   tail -5 "$W/log/slurmctld.log" "$W/log/slurmd.log"
   echo "FAIL: the Slurm node did not become idle"; exit 1
 fi
+sinfo -h -N -o %G >"$W/out/node-gres"
+check "the node has its two GPUs, of type $gpu_type, and the shards: $(cat "$W/out/node-gres")" grep -q "gpu:$gpu_type:2[(,].*shard:\($gpu_type:\)\?8" "$W/out/node-gres"
 grab=$build/vram-demo-grab member=$build/tests/member
 ledger() { "$build/vram" status --json; }
 # A task's CUDA context (the simulated H100's, sim/config.h) is inside its
@@ -167,6 +211,14 @@ check "sbatch: the batch task has the budget" contains "$W/out/s-$jid" "RESULT S
 check "sbatch: the peak in the job's output" contains "$W/out/s-$jid" "^vram: GPU 0 (GPU-[-0-9a-f]*): peak 5.00 GiB of 5.00 GiB budget (context 518.00 MiB)$"
 timeout 60 srun --gpu-mem=0=2G "$grab" P 1 >"$W/out/p" 2>&1
 check "the per-device form" contains "$W/out/p" "RESULT P 2147483648 0 OOM"
+# A budget for one of the step's two GPUs: the step is refused, naming the
+# GPU left without one (before: it started with GPU 0 unusable, "was not
+# one of" the GPUs it could see).
+timeout 60 srun --gres=gpu:2 --gpu-mem=1=2G "$grab" Q 1 >"$W/out/q" 2>&1; rc=$?
+check "--gpu-mem for one of two GPUs: refused" sh -c "[ $rc != 0 ] && ! grep -q 'RESULT Q' '$W/out/q'"
+check "naming the GPU without a budget" \
+  contains "$W/out/q" "gpu-mem=1=2G gives GPU 0 (the step's device 0) no budget, and the step has 2 GPUs"
+check "not as a GPU the step could not see" sh -c "! grep -q 'was not one of' '$W/out/q'"
 
 # --- shards: N × shard_mem; more than they allow is refused -----------------------------
 timeout 60 srun --gres=shard:2 "$grab" H 1 >"$W/out/h" 2>&1
@@ -272,7 +324,7 @@ if [ -n "$cgroot" ]; then
     '$build/vram' status --json >'$W/out/d-ledger'
     '$build/tests/nvml_limits' '$cgmnt'\$(cat '$W/out/d-cg') >'$W/out/d-get'" >"$W/out/d" 2>&1
   check "the step's task runs in the step's cgroup, made below slurmstepd's (task/none), never out of it" \
-    grep -q "^/vram-slurm-$$/vram-job-[0-9]*-[0-9]*$" "$W/out/d-cg"
+    grep -q "^/vram-slurm-$$/vram-job-[0-9]*\\.0$" "$W/out/d-cg"
   check "it joined it itself, as root" grep -q "job [0-9]*\.0 (root): pid [0-9]* joined its cgroup" "$W/log/vramd.log"
   check "NVML: the cgroup's hard limit is the step's grant" grep -q "^soft=0 hard=$((4 * G)) " "$W/out/d-get"
   check "without the interposer, below the grant: allocated" contains "$W/out/d-below" "^HELD"
