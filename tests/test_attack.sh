@@ -79,6 +79,10 @@ start_daemon "reserve 8GiB for job critical-* of user $user_a\nwhen-full fail\n"
 check "27.9: no warning for a reservation that says whose jobs" sh -c "! grep -q warning '$tmp/check8'"
 "${as_a[@]}" "$kit/vram" run --job critical-1 --limit 10GiB -- "$kit/vram-demo-grab" J 1 >"$tmp/a8" 2>&1
 check "27.9: its user's vram run --job critical-1 may use it" contains "$tmp/a8" "^RESULT J 10737418240 .* ok"
+# critical-1's memory gone from the ledger first: what NVML last said of its
+# process stays until vramd's next reading, and this policy fails rather
+# than waits.
+check "27.9: critical-1's memory back" wait_for 10 sh -c "'$vram' status --json | grep -q '\"granted\":0,\"used\":0,'"
 "${as_a[@]}" VRAM_JOB=critical-2 VRAM_MEMORY_LIMIT=10GiB LD_PRELOAD="$kit/libvram-preload.so" \
   "$kit/vram-demo-grab" K 1 >"$tmp/a8k" 2>&1
 check "27.9: and a process of hers with VRAM_JOB=critical-2" contains "$tmp/a8k" "^RESULT K 10737418240 .* ok"
