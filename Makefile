@@ -3,6 +3,9 @@
 MAKEFLAGS += --no-print-directory
 BUILD   ?= build
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+# Tests at once: twice the cores, since most tests wait (on daemons,
+# timeouts, each other) far more than they compute.
+TEST_JOBS ?= $(shell echo $$((2 * $(JOBS))))
 CMAKE_FLAGS ?=
 ifeq ($(CI),true)
 CMAKE_FLAGS += -DVRAM_WERROR=ON
@@ -20,8 +23,12 @@ demo: build
 	@demo/demo.sh "$(BUILD)"
 
 # Every test, plainly, then under AddressSanitizer + UndefinedBehaviorSanitizer,
-# then the threaded tests under ThreadSanitizer.
-test: test-deps test-plain test-asan test-tsan
+# then the threaded tests under ThreadSanitizer (scripts/test-all.sh): the
+# sanitizers' trees are built while the plain tests run, a stage that fails
+# does not stop the next, and the run ends with the time of each stage and
+# fails naming those that failed.
+test:
+	@JOBS="$(JOBS)" TEST_JOBS="$(TEST_JOBS)" CMAKE_FLAGS="$(CMAKE_FLAGS)" scripts/test-all.sh "$(BUILD)"
 
 # Debian packages some tests need (clang's libFuzzer, Slurm); see the script.
 test-deps:
@@ -30,17 +37,17 @@ test-deps:
 # scripts/ctest.sh runs ctest with a /tmp of the tests' own and fails the run
 # if anything is left there.
 test-plain: build
-	scripts/ctest.sh "$(BUILD)" --output-on-failure -j $(JOBS)
+	scripts/ctest.sh "$(BUILD)" --output-on-failure -j $(TEST_JOBS)
 
 test-asan:
 	@cmake -S . -B "$(BUILD)-asan" $(CMAKE_FLAGS) -DVRAM_SANITIZE=address,undefined >/dev/null
 	@cmake --build "$(BUILD)-asan" -j $(JOBS)
-	scripts/ctest.sh "$(BUILD)-asan" --output-on-failure -j $(JOBS)
+	scripts/ctest.sh "$(BUILD)-asan" --output-on-failure -j $(TEST_JOBS)
 
 test-tsan:
 	@cmake -S . -B "$(BUILD)-tsan" $(CMAKE_FLAGS) -DVRAM_SANITIZE=thread >/dev/null
 	@cmake --build "$(BUILD)-tsan" -j $(JOBS)
-	scripts/ctest.sh "$(BUILD)-tsan" --output-on-failure -j $(JOBS) -L threads
+	scripts/ctest.sh "$(BUILD)-tsan" --output-on-failure -j $(TEST_JOBS) -L threads
 
 # make bench: the allocator on the W1 and W2 traces (those in TRACES when
 # they are there, else written by vram-tracegen), the interposer's overhead,

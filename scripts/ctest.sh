@@ -20,23 +20,14 @@
 # its environment escapes this; none of ours does.)
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
+. "$src/scripts/leftovers.sh"
 if [ "${1:-}" = --inside ]; then
   build=$2; shift 2
-  # The real /tmp stays reachable through descriptor 9 once the tmpfs hides it.
-  exec 9</tmp
-  mount -t tmpfs -o mode=1777 vram-tests /tmp || exit 3
-  kept=()
-  for d in "$src" "$build"; do
-    case $d in /tmp/?*) ;; *) continue ;; esac
-    rel=${d#/tmp/}
-    # --no-canonicalize: mount would otherwise resolve the path to its text
-    # (/tmp/...), which names the new, empty /tmp.
-    if ! mkdir -p "/tmp/$rel" || ! mount --no-canonicalize --bind "/proc/self/fd/9/$rel" "/tmp/$rel"; then
-      echo "ctest.sh: cannot show $d inside the tests' private /tmp"; exit 1
-    fi
-    kept+=("${rel%%/*}")
-  done
-  exec 9<&-
+    private_tmp "$src" "$build"
+  case $? in
+    1) exit 3 ;;
+    2) echo "ctest.sh: the tests' /tmp would hide them"; exit 1 ;;
+  esac
   tmp=/tmp
 else
   build=$(cd "${1:?usage: ctest.sh BUILD_DIR [CTEST_ARGS...]}" && pwd) || exit 1
@@ -57,33 +48,21 @@ export CTEST_VRAM_RUN=$token
 (cd "$build" && ctest "$@")
 rc=$?
 
-# The processes of this run still there (this shell aside), into `strays`.
+# The processes of this run still there (this shell aside), into `running`.
 find_strays() {
   local p v env
-  strays=()
+  running=()
   for p in /proc/[0-9]*; do
     p=${p#/proc/}
     [ "$p" = $$ ] && continue
     mapfile -t -d '' env 2>/dev/null <"/proc/$p/environ" || continue
     for v in "${env[@]}"; do
-      [ "$v" = "CTEST_VRAM_RUN=$token" ] && { strays+=("$p"); break; }
+      [ "$v" = "CTEST_VRAM_RUN=$token" ] && { running+=("$p"); break; }
     done
   done
 }
-for _ in $(seq 50); do   # a process killed at a test's end takes a moment to go
-  find_strays
-  [ ${#strays[@]} = 0 ] && break
-  sleep 0.1
-done
 status=$rc
-if [ ${#strays[@]} != 0 ]; then
-  echo "FAIL: the tests left these processes running (each test stops what it starts):"
-  for p in "${strays[@]}"; do
-    echo "  pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
-  done
-  kill -9 "${strays[@]}" 2>/dev/null
-  status=1
-fi
+stop_left find_strays "the tests" || status=1
 
 left=$(cd "$tmp" && ls -A)
 for k in "${kept[@]}"; do

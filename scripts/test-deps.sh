@@ -120,7 +120,8 @@ fetch_unpacked() {
   echo "fetching for the tests, from $archive $suite contrib/non-free into $cache: ${pkgs[*]}"
   local log
   log=$(mktemp "${TMPDIR:-/tmp}/vram-test-deps.XXXXXX.log")
-  if { apt-get "${opts[@]}" update -qq && (cd "$apt/debs" && apt-get "${opts[@]}" download "${pkgs[@]}") &&
+  if { "$root/scripts/apt-wait.sh" "${opts[@]}" update -qq &&
+       (cd "$apt/debs" && "$root/scripts/apt-wait.sh" "${opts[@]}" download "${pkgs[@]}") &&
        for deb in "$apt"/debs/*.deb; do dpkg -x "$deb" "$cache/root" || exit 1; done; } >"$log" 2>&1; then
     rm -rf "$log" "$apt/debs" "$apt/archives"
   else
@@ -139,10 +140,15 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing for the tests: ${want[*]}"
   export DEBIAN_FRONTEND=noninteractive
   log=$(mktemp "${TMPDIR:-/tmp}/vram-test-deps.XXXXXX.log")
-  if { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${want[@]}"; } >"$log" 2>&1; then
+  # Another apt-get or dpkg may be at work (another person's make test, an
+  # upgrade): waited for (scripts/apt-wait.sh), not given up on at once with
+  # the tests that need these packages then skipped.
+  if { "$root/scripts/apt-wait.sh" update -qq &&
+       "$root/scripts/apt-wait.sh" install -y -qq --no-install-recommends "${want[@]}"; } >"$log"; then
     rm -f "$log"
   else
-    echo "could not install ${want[*]} (see $log); the tests needing them will be skipped"
+    echo "could not install ${want[*]} (see $log); the tests needing them will be skipped" \
+         "(under CI=true: will fail)"
   fi
 else
   echo "not installed: ${want[*]} (needs root and apt-get); the tests needing them will be skipped"

@@ -200,14 +200,16 @@ static struct {
 } kept[KEPT_MAX];
 
 /* A fork() while another thread holds kept_lock must not leave the
- * child's copy of it held: it is taken around fork() (in the simulated
- * NVML too, which has no fork handler of its own). */
-static void kept_before_fork(void) { pthread_mutex_lock(&kept_lock); }
-static void kept_after_fork(void) { pthread_mutex_unlock(&kept_lock); }
-static void kept_at_first_use(void)
-{
-    pthread_atfork(kept_before_fork, kept_after_fork, kept_after_fork);
-}
+ * child's copy of it held (in the simulated NVML too, which has no fork
+ * handler of its own): the child makes it anew. It is not taken around
+ * fork(): the interposer reads NVML while holding its own lock, which its
+ * fork handler takes, and this handler, registered later, would take
+ * kept_lock first, the other way round (a fork beside a context being made
+ * could deadlock; ThreadSanitizer said so). The child keeps none of its
+ * parent's records (each names its pid), so one half written at the fork
+ * is only a slot to reuse. */
+static void kept_after_fork_child(void) { pthread_mutex_init(&kept_lock, NULL); }
+static void kept_at_first_use(void) { pthread_atfork(NULL, NULL, kept_after_fork_child); }
 
 /* Whether `name` is a record of this process: proc-<pid>-<pidns>-... */
 static bool names_this_process(const char *name, int64_t pid, uint64_t ns)

@@ -12,7 +12,8 @@
 # (-v DIR:DIR). Sourced after lib.sh.
 #
 #   need_podman             skips the test (exit 77, with why) unless podman
-#                           can start a container here
+#                           can start a container here (podman or runc not
+#                           installed: lib.sh's missing, a failure under CI=true)
 #   in_private_cdi DIR "$0" "$@"
 #                           runs the test again in a mount namespace of its own
 #                           where /etc/cdi shows only DIR and /run/cdi nothing:
@@ -39,8 +40,8 @@ container_skip() {
 
 need_podman() {
   [ "$(id -u)" = 0 ] || container_skip "the container tests run podman as root (rootless podman needs subordinate ids set up)"
-  command -v podman >/dev/null || container_skip "podman is not installed (scripts/test-deps.sh installs Debian's)"
-  command -v runc >/dev/null || container_skip "runc is not installed (scripts/test-deps.sh installs Debian's)"
+  command -v podman >/dev/null || missing "podman is not installed (scripts/test-deps.sh installs Debian's)"
+  command -v runc >/dev/null || missing "runc is not installed (scripts/test-deps.sh installs Debian's)"
   local out
   if ! out=$(podman run --rm "${podman_flags[@]}" --rootfs /:O true 2>&1); then
     container_skip "podman cannot start a container here: $(echo "$out" | tail -1)"

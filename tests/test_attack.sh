@@ -10,9 +10,9 @@ build=${1:?usage: test_attack.sh BUILD_DIR PEER HOLDER STALLING_NVML} peer=${2:?
 stalling_nvml=${4:?}
 vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root to make test users"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root to make test users"
 for c in useradd userdel groupadd setpriv pkill; do
-  command -v $c >/dev/null || { echo "SKIP: $c not installed"; exit 77; }
+  command -v $c >/dev/null || missing "$c is not installed"
 done
 daemon_test attack "$build"
 G=$((1 << 30))
@@ -79,6 +79,10 @@ start_daemon "reserve 8GiB for job critical-* of user $user_a\nwhen-full fail\n"
 check "27.9: no warning for a reservation that says whose jobs" sh -c "! grep -q warning '$tmp/check8'"
 "${as_a[@]}" "$kit/vram" run --job critical-1 --limit 10GiB -- "$kit/vram-demo-grab" J 1 >"$tmp/a8" 2>&1
 check "27.9: its user's vram run --job critical-1 may use it" contains "$tmp/a8" "^RESULT J 10737418240 .* ok"
+# critical-1's memory gone from the ledger first: what NVML last said of its
+# process stays until vramd's next reading, and this policy fails rather
+# than waits.
+check "27.9: critical-1's memory back" wait_for 10 sh -c "'$vram' status --json | grep -q '\"granted\":0,\"used\":0,'"
 "${as_a[@]}" VRAM_JOB=critical-2 VRAM_MEMORY_LIMIT=10GiB LD_PRELOAD="$kit/libvram-preload.so" \
   "$kit/vram-demo-grab" K 1 >"$tmp/a8k" 2>&1
 check "27.9: and a process of hers with VRAM_JOB=critical-2" contains "$tmp/a8k" "^RESULT K 10737418240 .* ok"
@@ -219,22 +223,29 @@ else
 fi
 # A "daemon" of user a's own that answers HELLO and then never a request,
 # or WAIT again and again past the time it said: every wait is bounded, and
-# the program runs with its own budget.
-mkdir "$tmp/own"; chown "$uid_a" "$tmp/own"
+# the program runs with its own budget. The two at once (each is a wait of
+# 10 s): a daemon and a folder each.
+declare -A fake run
 for mode in silent wait; do
-  rm -f "$tmp/own/vramd.sock"   # the last one's: the wait below is for this one
-  "${bare_a[@]}" "$kit/peer" "$tmp/own/vramd.sock" serve "$tmp/own/seen" ${mode#silent} &
-  fake=$!
-  wait_for 5 test -S "$tmp/own/vramd.sock"
-  timeout 40 "${bare_a[@]}" VRAM_DAEMON="$tmp/own/vramd.sock" "$kit/vram" run --limit 1GiB -- \
-    "$kit/vram-demo-grab" M11 1 >"$tmp/m11.$mode" 2>&1; rc=$?
+  mkdir "$tmp/own-$mode"; chown "$uid_a" "$tmp/own-$mode"
+  "${bare_a[@]}" "$kit/peer" "$tmp/own-$mode/vramd.sock" serve "$tmp/own-$mode/seen" ${mode#silent} &
+  fake[$mode]=$!
+done
+for mode in silent wait; do
+  wait_for 5 test -S "$tmp/own-$mode/vramd.sock"
+  timeout 40 "${bare_a[@]}" VRAM_DAEMON="$tmp/own-$mode/vramd.sock" "$kit/vram" run --limit 1GiB -- \
+    "$kit/vram-demo-grab" M11 1 >"$tmp/m11.$mode" 2>&1 &
+  run[$mode]=$!
+done
+for mode in silent wait; do
+  wait ${run[$mode]}; rc=$?
   case $mode in
     silent) what="never answers" ;;
     wait) what="keeps a request waiting for ever" ;;
   esac
   check "item 11: a daemon that $what does not hold a program for ever" test $rc != 124
   check "item 11: it runs with its own budget ($mode)" contains "$tmp/m11.$mode" "RESULT M11 $G "
-  kill -9 $fake; wait $fake 2>/dev/null
+  kill -9 ${fake[$mode]}; wait ${fake[$mode]} 2>/dev/null
 done
 
 # --- item 14 (the daemon's part): NVML is never waited for on the loop ------------

@@ -133,7 +133,7 @@ if [ -x /usr/bin/python3 ]; then
     kill %1" 2>/dev/null
   check "Python subprocess: still one budget" contains "$tmp/b" "^REFUSED"
 else
-  echo "SKIP (one check): /usr/bin/python3 is not installed (scripts/test-deps.sh installs it)"
+  missing_for_check "/usr/bin/python3 is not installed (scripts/test-deps.sh installs it)"
 fi
 
 fresh
@@ -232,7 +232,7 @@ check "peak: JSON exit and command" sh -c "grep -q '\"exit\": {\"code\": 3}' '$t
 if [ -x /usr/bin/python3 ]; then
   check "peak: the summary is JSON" /usr/bin/python3 -m json.tool "$tmp/s.json" >/dev/null
 else
-  echo "SKIP (one check): /usr/bin/python3 is not installed (scripts/test-deps.sh installs it)"
+  missing_for_check "/usr/bin/python3 is not installed (scripts/test-deps.sh installs it)"
 fi
 "$vram" run --limit 4GiB --log off -- "$member" hold $GiB 0 >/dev/null 2>"$tmp/err"
 check "peak: nothing with --log off" test ! -s "$tmp/err"

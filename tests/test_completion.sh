@@ -7,11 +7,8 @@
 set -u
 build=$(cd "${1:?usage: test_completion.sh BUILD_DIR}" && pwd)
 bc=/usr/share/bash-completion/bash_completion
-if [ ! -f "$bc" ]; then
-  echo "SKIP: bash-completion is not installed (scripts/test-deps.sh installs it)"
-  exit 77
-fi
 . "$(dirname "$0")/lib.sh"
+[ -f "$bc" ] || missing "bash-completion is not installed (scripts/test-deps.sh installs it)"
 private_install "$build"
 check "installed where bash-completion looks" test -f "$P/share/bash-completion/completions/vram"
 

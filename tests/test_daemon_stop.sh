@@ -13,11 +13,11 @@
 set -u
 build=${1:?usage: test_daemon_stop.sh BUILD_DIR PEER} peer=${2:?}
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root to make a test user"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root to make a test user"
 for c in useradd userdel setpriv pkill; do
-  command -v $c >/dev/null || { echo "SKIP: $c not installed"; exit 77; }
+  command -v $c >/dev/null || missing "$c is not installed"
 done
-[ -e /etc/vram/policy.conf ] && { echo "SKIP: /etc/vram/policy.conf exists (vramd would read it)"; exit 77; }
+[ -e /etc/vram/policy.conf ] && skip "/etc/vram/policy.conf exists (vramd would read it)"
 daemon_test daemon-stop "$build"
 unset VRAM_DAEMON
 G=$((1 << 30))

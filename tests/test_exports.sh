@@ -7,7 +7,7 @@ set -u
 build=${1:?usage: test_exports.sh BUILD_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-command -v nm >/dev/null || { echo "SKIP: nm (binutils) is not installed"; exit 77; }
+command -v nm >/dev/null || missing "nm (binutils) is not installed"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # Every declaration is one line: VRAM_EXPORT type name(…

@@ -16,10 +16,8 @@ vram=$build/vram vramd=$build/vramd
 . "$(dirname "$0")/lib.sh"
 # ThreadSanitizer's runtime has a thread of its own that wakes ten times a
 # second in every process: its cost, not vram's.
-if grep -q '^VRAM_SANITIZE:STRING=.*thread' "$build/CMakeCache.txt" 2>/dev/null; then
-  echo "SKIP: a ThreadSanitizer build (its runtime's own thread wakes every 100 ms)"
-  exit 77
-fi
+grep -q '^VRAM_SANITIZE:STRING=.*thread' "$build/CMakeCache.txt" 2>/dev/null &&
+  skip "a ThreadSanitizer build (its runtime's own thread wakes every 100 ms)"
 daemon_test idle "$build"
 
 "$vramd" --socket "$S" --state "$tmp/state" --log info >"$tmp/daemon.out" 2>&1 &

@@ -25,10 +25,8 @@ if [ "$mode" = unit ]; then
            RestrictSUIDSGID=yes SystemCallFilter=@system-service RuntimeDirectory=vram; do
     check "hardened: $d" grep -qx "$d" "$unit"
   done
-  if ! command -v systemd-analyze >/dev/null; then
-    echo "SKIP: systemd-analyze is not installed (scripts/test-deps.sh installs systemd)"
-    exit 77
-  fi
+  command -v systemd-analyze >/dev/null ||
+    missing "systemd-analyze is not installed (scripts/test-deps.sh installs systemd)"
   # man: links are checked against the pages installed beside it.
   MANPATH=$P/share/man: systemd-analyze verify "$unit" >"$tmp/verify" 2>&1; rc=$?
   check "systemd-analyze verify accepts the unit" test $rc = 0
@@ -39,10 +37,7 @@ if [ "$mode" = unit ]; then
   exit
 fi
 
-if ! command -v pkg-config >/dev/null; then
-  echo "SKIP: pkg-config is not installed (scripts/test-deps.sh installs pkgconf)"
-  exit 77
-fi
+command -v pkg-config >/dev/null || missing "pkg-config is not installed (scripts/test-deps.sh installs pkgconf)"
 export PKG_CONFIG_PATH=$P/lib/pkgconfig
 check "vram.pc names the prefix" test "$(pkg-config --variable=prefix vram)" = "$P"
 check "vram.pc: -I under the prefix" test "$(echo $(pkg-config --cflags vram))" = "-I$P/include"

@@ -8,11 +8,9 @@
 set -u
 build=$(cd "${1:?usage: test_man.sh BUILD_DIR}" && pwd)
 vram=$build/vram vramd=$build/vramd
-if ! command -v man >/dev/null || ! command -v groff >/dev/null; then
-  echo "SKIP: man or groff is not installed (scripts/test-deps.sh installs man-db and groff-base)"
-  exit 77
-fi
 . "$(dirname "$0")/lib.sh"
+{ command -v man >/dev/null && command -v groff >/dev/null; } ||
+  missing "man or groff is not installed (scripts/test-deps.sh installs man-db and groff-base)"
 private_install "$build"
 export MANPATH=$P/share/man MANWIDTH=80 LANG=C.UTF-8 MAN_DISABLE_SECCOMP=1
 

@@ -12,10 +12,8 @@ holder=${2:?} peer=${3:?} member=${4:?}
 vram=$build/vram vramd=$build/vramd
 . "$(dirname "$0")/lib.sh"
 need_debian_python
-if ! $py -c 'import prometheus_client.parser' 2>/dev/null; then
-  echo "SKIP: Python's Prometheus client is not installed (scripts/test-deps.sh installs python3-prometheus-client)"
-  exit 77
-fi
+$py -c 'import prometheus_client.parser' 2>/dev/null ||
+  missing "Python's Prometheus client is not installed (scripts/test-deps.sh installs python3-prometheus-client)"
 daemon_test status "$build"
 export VRAM_SIM_CONTEXT_SIZE=0
 M=$((1 << 20)) G=$((1 << 30))

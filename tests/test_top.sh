@@ -12,10 +12,7 @@ build=${1:?usage: test_top.sh BUILD_DIR HOLDER}
 holder=${2:?}
 vram=$build/vram vramd=$build/vramd
 . "$(dirname "$0")/lib.sh"
-if ! command -v tmux >/dev/null; then
-  echo "SKIP: tmux is not installed (scripts/test-deps.sh installs it)"
-  exit 77
-fi
+command -v tmux >/dev/null || missing "tmux is not installed (scripts/test-deps.sh installs it)"
 daemon_test top "$build"
 export VRAM_SIM_CONTEXT_SIZE=0
 M=$((1 << 20))

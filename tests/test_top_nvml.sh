@@ -12,14 +12,11 @@ build=${1:?usage: test_top_nvml.sh BUILD_DIR HOLDER}
 holder=${2:?}
 vram=$build/vram
 . "$(dirname "$0")/lib.sh"
-if ! command -v tmux >/dev/null; then
-  echo "SKIP: tmux is not installed (scripts/test-deps.sh installs it)"
-  exit 77
-fi
-if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null || ! command -v useradd >/dev/null; then
-  echo "SKIP: processes of two users need root, setpriv and useradd"
-  exit 77
-fi
+command -v tmux >/dev/null || missing "tmux is not installed (scripts/test-deps.sh installs it)"
+[ "$(id -u)" = 0 ] || skip "processes of two users need root"
+for c in setpriv useradd; do
+  command -v $c >/dev/null || missing "$c is not installed (processes of two users)"
+done
 daemon_test top-nvml "$build"
 export VRAM_DAEMON=off VRAM_SIM_CONTEXT_SIZE=0
 test_users u || { echo "FAIL: no test user"; exit 1; }

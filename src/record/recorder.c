@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -18,8 +19,8 @@
 atomic_bool recorder_on;
 
 /* A thread's buffer. The owner writes events[count] and then publishes it
- * (a release store of count); the writer reads only published events, and
- * `flushed` (the writer's, under R.mu) says how many are in the file. */
+ * (a release store of count); a write round reads only published events,
+ * and `flushed` (under R.mu) says how many are in the file. */
 struct buffer {
     struct buffer *next;
     _Atomic uint32_t count;
@@ -34,7 +35,7 @@ struct thread_state {
     uint32_t tid;
 };
 
-/* A range of a buffer the writer is about to write. */
+/* A range of a buffer a write round is about to write. */
 struct pending {
     struct buffer *b;
     uint32_t from, to;
@@ -43,27 +44,46 @@ struct pending {
 
 #define SPARES 4
 
+/* Fork. A forked child is one thread, and a lock another thread of the
+ * parent held at the fork stays held in it for ever: malloc's in a
+ * sanitizer's allocator, a sanitizer's thread registry. So the recorder's
+ * memory comes from mmap (a system call, no lock), never malloc; its own
+ * locks are held across fork() (pthread_atfork, registered before any
+ * other handler of the interposer so that they are taken last: hooks
+ * record while holding their own locks); and an image forked from a
+ * recording process starts no thread and joins none. Its recording
+ * threads write for it (`forked`): a full buffer at once, everything
+ * buffered when a flush period has passed since the last write (checked at
+ * each event), and at its end; a child killed while idle loses what it
+ * recorded in its last flush period. */
 static struct {
-    pthread_mutex_t mu; /* everything below but the file's writes */
-    pthread_mutex_t io; /* the file: taken after mu, never before */
+    pthread_mutex_t round; /* one write round at a time: the file, `pending`; before mu */
+    pthread_mutex_t mu;    /* everything below but the file's figures */
     pthread_cond_t work, room;
     pthread_once_t once;
     pthread_key_t key;
     char dir[PATH_MAX - 64];
     char path[PATH_MAX];
     int fd;
-    bool opened, failed, closing, writer_running;
+    bool started, opened, failed, closing, writer_running, forked;
     pthread_t writer;
     uint64_t image;
     struct thread_state *threads;
+    unsigned nthreads;
     struct buffer *queue, *queue_tail, *spares;
     unsigned queued, writing, nspares; /* writing: taken from the queue, not yet back */
+    struct pending *pending;           /* under round */
+    size_t pending_cap;
     uint64_t buffers, buffers_peak, written, blocks, waits;
     _Atomic uint64_t dropped;
-} R = {.mu = PTHREAD_MUTEX_INITIALIZER,
-       .io = PTHREAD_MUTEX_INITIALIZER,
+    /* forked: when the recording threads next write what they buffered
+     * (CLOCK_MONOTONIC ns); never, where the writer does. */
+    _Atomic uint64_t flush_due;
+} R = {.round = PTHREAD_MUTEX_INITIALIZER,
+       .mu = PTHREAD_MUTEX_INITIALIZER,
        .once = PTHREAD_ONCE_INIT,
-       .fd = -1};
+       .fd = -1,
+       .flush_due = UINT64_MAX};
 
 /* The default TLS model, not initial-exec: vram run dlopen()s the
  * interposer to check that it loads, and a dlopen()ed library whose
@@ -76,6 +96,19 @@ static uint64_t now_ns(clockid_t clock)
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Memory of the recorder's own: whole pages from the kernel (see Fork). */
+static void *pages(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void unpages(void *p, size_t bytes)
+{
+    if (p)
+        munmap(p, bytes);
 }
 
 /* ------------------------------------------------------------ the file */
@@ -102,7 +135,8 @@ static void process_info(struct record_process *p)
 
 static void *writer_main(void *arg);
 
-/* Creates this image's file and starts the writer; under R.mu. */
+/* Creates this image's file and, unless it was forked, starts the writer;
+ * under R.mu. */
 static bool open_file(void)
 {
     if (R.opened)
@@ -123,17 +157,21 @@ static bool open_file(void)
         saved = errno;
         goto fail;
     }
-    /* The writer takes no signals: they are the program's. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&R.writer, NULL, writer_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        saved = rc;
-        goto fail;
+    if (R.forked) {
+        atomic_store(&R.flush_due, now_ns(CLOCK_MONOTONIC) + RECORDER_FLUSH_MS * 1000000ull);
+    } else {
+        /* The writer takes no signals: they are the program's. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int rc = pthread_create(&R.writer, NULL, writer_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+            saved = rc;
+            goto fail;
+        }
+        R.writer_running = true;
     }
-    R.writer_running = true;
     R.opened = true;
     return true;
 fail:
@@ -147,7 +185,7 @@ fail:
     return false;
 }
 
-/* Writes the ranges; under R.io. */
+/* Writes the ranges; under R.round. */
 static void write_pending(struct pending *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -166,19 +204,32 @@ static void write_pending(struct pending *p, size_t n)
     }
 }
 
-/* What is to be written: queued buffers whole, and what live threads
- * published since the last flush. Under R.mu; NULL when nothing. */
-static struct pending *collect(size_t *n)
+/* Room in R.pending for n ranges; under R.round and R.mu. */
+static bool pending_room(size_t n)
 {
-    size_t cap = R.queued, k = 0;
-    for (struct thread_state *t = R.threads; t; t = t->next)
-        cap++;
-    *n = 0;
-    if (!cap)
-        return NULL;
-    struct pending *p = malloc(cap * sizeof *p);
+    if (n <= R.pending_cap)
+        return true;
+    size_t cap = R.pending_cap ? R.pending_cap : 4096 / sizeof *R.pending;
+    while (cap < n)
+        cap *= 2;
+    struct pending *p = pages(cap * sizeof *p);
     if (!p)
-        return NULL;
+        return false;
+    unpages(R.pending, R.pending_cap * sizeof *R.pending);
+    R.pending = p;
+    R.pending_cap = cap;
+    return true;
+}
+
+/* Into R.pending, what is to be written: queued buffers whole, and what
+ * live threads published since the last write. Under R.round and R.mu;
+ * the number of ranges. */
+static size_t collect(void)
+{
+    if (!pending_room(R.queued + R.nthreads))
+        return 0; /* no memory for the list now: the next round */
+    struct pending *p = R.pending;
+    size_t k = 0;
     for (struct buffer *b = R.queue; b; b = b->next) {
         uint32_t c = atomic_load_explicit(&b->count, memory_order_acquire);
         p[k++] = (struct pending){b, b->flushed, c, true};
@@ -197,48 +248,69 @@ static struct pending *collect(size_t *n)
             b->flushed = c;
         }
     }
-    *n = k;
-    return p;
+    return k;
+}
+
+static void drop_buffer(struct buffer *b)
+{
+    unpages(b, sizeof *b);
+    R.buffers--;
+}
+
+/* A buffer no thread holds any more: a spare (SPARES at most), or back to
+ * the kernel. */
+static void retire(struct buffer *b)
+{
+    if (R.nspares < SPARES) {
+        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+        b->flushed = 0;
+        b->next = R.spares;
+        R.spares = b;
+        R.nspares++;
+    } else {
+        drop_buffer(b);
+    }
 }
 
 static void recycle(struct pending *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!p[i].recycle)
-            continue;
-        R.writing--;
-        struct buffer *b = p[i].b;
-        if (R.nspares < SPARES) {
-            atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-            b->flushed = 0;
-            b->next = R.spares;
-            R.spares = b;
-            R.nspares++;
-        } else {
-            free(b);
-            R.buffers--;
+        if (p[i].recycle) {
+            R.writing--;
+            retire(p[i].b);
         }
     }
 }
 
-/* Writes what is pending, then `last` (if any) while the file is still
- * held. Called and returns with R.mu held; the file (io) is taken before
- * mu is let go, so that recorder_stop(), which takes mu then io, cannot
- * slip in between and finish the file before this round. */
+/* Writes what is pending, then `last` (if any). The caller holds R.round
+ * (so that no round can come between recorder_stop()'s last one and the
+ * end of the file), not R.mu; after the last round (`last`), none writes. */
 static void write_round(void (*last)(void))
 {
-    size_t n;
-    struct pending *p = collect(&n);
-    pthread_mutex_lock(&R.io);
+    pthread_mutex_lock(&R.mu);
+    if (!R.opened || (R.closing && !last)) {
+        pthread_mutex_unlock(&R.mu);
+        return;
+    }
+    size_t n = collect();
     pthread_mutex_unlock(&R.mu);
-    write_pending(p, n);
+    write_pending(R.pending, n);
     if (last)
         last();
-    pthread_mutex_unlock(&R.io);
     pthread_mutex_lock(&R.mu);
-    recycle(p, n);
-    free(p);
+    recycle(R.pending, n);
     pthread_cond_broadcast(&R.room);
+    if (R.forked && !R.closing)
+        atomic_store(&R.flush_due, now_ns(CLOCK_MONOTONIC) + RECORDER_FLUSH_MS * 1000000ull);
+    pthread_mutex_unlock(&R.mu);
+}
+
+/* A round by whoever calls, waiting for one under way. */
+static void write_now(void)
+{
+    pthread_mutex_lock(&R.round);
+    write_round(NULL);
+    pthread_mutex_unlock(&R.round);
 }
 
 static void *writer_main(void *arg)
@@ -258,7 +330,9 @@ static void *writer_main(void *arg)
             if (R.closing)
                 break;
         }
-        write_round(NULL);
+        pthread_mutex_unlock(&R.mu);
+        write_now();
+        pthread_mutex_lock(&R.mu);
     }
     pthread_mutex_unlock(&R.mu);
     return NULL;
@@ -273,7 +347,7 @@ static struct buffer *new_buffer(void)
         R.spares = b->next;
         R.nspares--;
     } else {
-        b = malloc(sizeof *b);
+        b = pages(sizeof *b);
         if (!b)
             return NULL;
         atomic_init(&b->count, 0);
@@ -297,7 +371,8 @@ static void enqueue(struct buffer *b)
     pthread_cond_signal(&R.work);
 }
 
-/* A recording thread's end: what it buffered goes to the writer. */
+/* A recording thread's end: what it buffered goes to the writer (in a
+ * forked image, to the file at once). */
 static void thread_leave(void *arg)
 {
     struct thread_state *t = arg;
@@ -305,14 +380,18 @@ static void thread_leave(void *arg)
     for (struct thread_state **pp = &R.threads; *pp; pp = &(*pp)->next)
         if (*pp == t) {
             *pp = t->next;
+            R.nthreads--;
             break;
         }
-    if (t->current && !R.closing)
+    bool handed = t->current && !R.closing;
+    if (handed)
         enqueue(t->current);
     pthread_mutex_unlock(&R.mu);
     if (self == t)
         self = NULL;
-    free(t);
+    unpages(t, sizeof *t);
+    if (handed && R.forked)
+        write_now();
 }
 
 /* The first event of a thread, or one after its buffer could not be had:
@@ -323,10 +402,11 @@ static struct buffer *slow_buffer(void)
     pthread_mutex_lock(&R.mu);
     if (open_file() && !R.closing) {
         struct thread_state *t = self;
-        if (!t && (t = calloc(1, sizeof *t)) != NULL) {
+        if (!t && (t = pages(sizeof *t)) != NULL) {
             t->tid = (uint32_t)gettid();
             t->next = R.threads;
             R.threads = t;
+            R.nthreads++;
             self = t;
             pthread_setspecific(R.key, t);
         }
@@ -338,7 +418,8 @@ static struct buffer *slow_buffer(void)
     return b;
 }
 
-/* The thread's buffer is full: to the writer, and a fresh one. */
+/* The thread's buffer is full: to the writer (in a forked image, to the
+ * file at once), and a fresh one. */
 static void hand_off(struct thread_state *t)
 {
     pthread_mutex_lock(&R.mu);
@@ -346,14 +427,27 @@ static void hand_off(struct thread_state *t)
         R.waits++;
         pthread_cond_wait(&R.room, &R.mu);
     }
-    if (R.closing) {
-        /* The final flush may be reading it: leave it be. */
-        t->current = NULL;
-    } else {
+    bool handed = !R.closing;
+    if (handed) {
         enqueue(t->current);
         t->current = new_buffer();
+    } else {
+        /* The final flush may be reading it: leave it be. */
+        t->current = NULL;
     }
     pthread_mutex_unlock(&R.mu);
+    if (handed && R.forked)
+        write_now();
+}
+
+/* A forked image's flush period is over: the thread writes, unless
+ * another is writing already. */
+static void flush_due(void)
+{
+    if (pthread_mutex_trylock(&R.round) != 0)
+        return;
+    write_round(NULL);
+    pthread_mutex_unlock(&R.round);
 }
 
 void recorder_event(enum record_action action, enum record_family family, int dev,
@@ -386,6 +480,8 @@ void recorder_event(enum record_action action, enum record_family family, int de
     atomic_store_explicit(&b->count, i + 1, memory_order_release);
     if (i + 1 == RECORDER_BUFFER_EVENTS)
         hand_off(t);
+    else if (e->time >= atomic_load_explicit(&R.flush_due, memory_order_relaxed))
+        flush_due();
 }
 
 /* ---------------------------------------------------- process lifetime */
@@ -403,44 +499,55 @@ static void init_conditions(void)
 
 static void before_fork(void)
 {
+    pthread_mutex_lock(&R.round);
     pthread_mutex_lock(&R.mu);
-    pthread_mutex_lock(&R.io);
 }
 
 static void after_fork_parent(void)
 {
-    pthread_mutex_unlock(&R.io);
     pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&R.round);
 }
 
 /* The child is this one thread; what the others buffered, and what this
- * one had not yet written, are the parent's to write. It starts a file of
- * its own at its first event. */
+ * one had not yet written, are the parent's to write (no round was under
+ * way: the fork waited for R.round, so every buffer is a thread's, queued
+ * or spare). What was the parent's goes back to the kernel, all but a few
+ * spares; a child that records starts a file of its own at its first
+ * event, and writes it itself (R.forked). No allocator, no thread. */
 static void after_fork_child(void)
 {
+    if (R.started)
+        R.forked = true;
+    struct buffer *all = R.queue;
+    if (R.queue_tail)
+        R.queue_tail->next = R.spares;
+    else
+        all = R.spares;
     for (struct thread_state *t = R.threads, *next; t; t = next) {
         next = t->next;
-        if (t == self)
-            continue;
-        free(t->current);
-        free(t);
+        if (t->current) {
+            t->current->next = all;
+            all = t->current;
+            t->current = NULL;
+        }
+        if (t != self)
+            unpages(t, sizeof *t);
     }
     R.threads = self;
+    R.nthreads = self ? 1 : 0;
     if (self) {
         /* Its next event opens the child's file (slow_buffer). */
         self->next = NULL;
         self->tid = (uint32_t)gettid();
-        free(self->current);
-        self->current = NULL;
     }
-    for (struct buffer *b = R.queue, *next; b; b = next) {
+    R.queue = R.queue_tail = R.spares = NULL;
+    R.queued = R.writing = R.nspares = 0;
+    for (struct buffer *b = all, *next; b; b = next) {
         next = b->next;
-        free(b);
+        retire(b);
     }
-    R.queue = R.queue_tail = NULL;
-    R.queued = R.writing = 0;
-    R.buffers = R.nspares;
-    R.buffers_peak = R.buffers;
+    R.buffers = R.buffers_peak = R.nspares;
     R.written = R.blocks = R.waits = 0;
     atomic_store(&R.dropped, 0);
     if (R.fd >= 0)
@@ -448,16 +555,24 @@ static void after_fork_child(void)
     R.fd = -1;
     R.opened = R.writer_running = false;
     R.path[0] = 0;
+    atomic_store(&R.flush_due, UINT64_MAX);
     init_conditions();
-    pthread_mutex_unlock(&R.io);
     pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&R.round);
+}
+
+/* Registered before the interposer's own handlers (whose constructors run
+ * later), so that the recorder's locks, taken inside theirs by the hooks,
+ * are the last taken before a fork. */
+__attribute__((constructor(101))) static void recorder_load(void)
+{
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
 static void setup_once(void)
 {
     init_conditions();
     pthread_key_create(&R.key, thread_leave);
-    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
 int recorder_start(const char *dir, char *err, size_t n)
@@ -490,6 +605,7 @@ int recorder_start(const char *dir, char *err, size_t n)
     }
     snprintf(R.dir, sizeof R.dir, "%s", dir);
     R.failed = R.closing = false;
+    R.started = true;
     pthread_mutex_unlock(&R.mu);
     atomic_store(&recorder_on, true);
     return 0;
@@ -507,18 +623,9 @@ int recorder_start_from_environment(char *err, size_t n)
     return -1;
 }
 
-void recorder_flush(void)
-{
-    pthread_mutex_lock(&R.mu);
-    if (!R.opened || R.closing) {
-        pthread_mutex_unlock(&R.mu);
-        return;
-    }
-    write_round(NULL);
-    pthread_mutex_unlock(&R.mu);
-}
+void recorder_flush(void) { write_now(); }
 
-/* The last record of a process image; under R.io. */
+/* The last record of a process image; under R.round. */
 static void write_exit_record(void)
 {
     struct record_event exit_event = {.time = now_ns(CLOCK_MONOTONIC),
@@ -535,19 +642,20 @@ static void write_exit_record(void)
 void recorder_stop(void)
 {
     atomic_store(&recorder_on, false);
+    pthread_mutex_lock(&R.round);
     pthread_mutex_lock(&R.mu);
-    if (R.closing || !R.opened) {
-        R.closing = true;
-        pthread_mutex_unlock(&R.mu);
-        return;
-    }
+    bool last = R.opened && !R.closing;
     R.closing = true;
+    atomic_store(&R.flush_due, UINT64_MAX);
     pthread_cond_broadcast(&R.work);
     pthread_cond_broadcast(&R.room);
-    write_round(write_exit_record);
     pthread_mutex_unlock(&R.mu);
-    /* The writer finishes the batch it may have taken, and ends. */
-    if (R.writer_running && !pthread_equal(pthread_self(), R.writer)) {
+    if (last)
+        write_round(write_exit_record);
+    pthread_mutex_unlock(&R.round);
+    /* The writer (only an image that was not forked has one) ends at
+     * `closing`; it writes nothing more after the last round. */
+    if (last && R.writer_running && !pthread_equal(pthread_self(), R.writer)) {
         pthread_join(R.writer, NULL);
         R.writer_running = false;
     }
@@ -565,14 +673,14 @@ const char *recorder_path(void)
 
 void recorder_get_stats(struct recorder_stats *s)
 {
+    pthread_mutex_lock(&R.round);
     pthread_mutex_lock(&R.mu);
-    pthread_mutex_lock(&R.io);
     *s = (struct recorder_stats){.written = R.written,
                                  .dropped = atomic_load(&R.dropped),
                                  .blocks = R.blocks,
                                  .buffers = R.buffers,
                                  .buffers_peak = R.buffers_peak,
                                  .waits = R.waits};
-    pthread_mutex_unlock(&R.io);
     pthread_mutex_unlock(&R.mu);
+    pthread_mutex_unlock(&R.round);
 }

@@ -19,7 +19,13 @@
  * the processes of one command never write the same file: a kill, a full
  * disk or a network file system cannot tear one process's events into
  * another's. The reader merges them (reader.h). A forked child starts a
- * file of its own; the parent's buffered events stay the parent's.
+ * file of its own; the parent's buffered events stay the parent's. Fork
+ * safe by construction: a child forked from a recording process starts
+ * no thread and takes no lock that a thread of the parent may have held
+ * (the recorder's memory comes from mmap, its locks are held across the
+ * fork); its recording threads write its file themselves, a full buffer
+ * at once and what they buffered once a flush period has passed, so that
+ * such a child killed while idle loses its last flush period's events.
  *
  * Links libc and pthreads only: it lives in the interposer.
  */

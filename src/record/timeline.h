@@ -25,7 +25,10 @@
 
 struct timeline_chart {
     int nseries;
-    char names[TIMELINE_MAX_SERIES][96];
+    /* A process's pid and whole command line (recording.h's 224 bytes):
+     * the chart's legend and tip show what a reader would look up, from a
+     * checkout under any path. */
+    char names[TIMELINE_MAX_SERIES][240];
     int family[TIMELINE_MAX_SERIES]; /* by family: its enum record_family; else -1 */
     uint32_t pid[TIMELINE_MAX_SERIES]; /* by process: its pid; 0 for "other" */
     uint64_t series_peak[TIMELINE_MAX_SERIES];

@@ -24,7 +24,6 @@ stop_hold() { eval "exec ${HOLD[1]}>&-"; wait "$HOLD_PID" 2>/dev/null; }
 # test, saying why, when PATH is not there.
 contrib=${VRAM_DEB_CACHE:-$here/../../.cache/debian}/root
 need_contrib() {
-  [ -e "$contrib/$1" ] && return 0
-  echo "SKIP: $2 is not unpacked in $contrib (scripts/test-deps.sh fetches it from Debian, as root)"
-  exit 77
+  [ -e "$contrib/$1" ] ||
+    missing "$2 is not unpacked in $contrib (scripts/test-deps.sh fetches it from Debian, as root)"
 }

@@ -7,10 +7,8 @@
 # each) do not fit: a clean allocation failure, not a crash.
 set -u
 build=$(cd "${1:?usage: test_ffmpeg.sh BUILD_DIR}" && pwd)
-if ! command -v ffmpeg >/dev/null; then
-  echo "SKIP: ffmpeg is not installed (scripts/test-deps.sh installs it as root)"
-  exit 77
-fi
+. "$(dirname "$0")/../lib.sh"
+command -v ffmpeg >/dev/null || missing "ffmpeg is not installed (scripts/test-deps.sh installs it as root)"
 . "$(dirname "$0")/setup.sh"
 
 # clip SIZE: 10 frames of a generated pattern.

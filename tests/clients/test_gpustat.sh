@@ -18,10 +18,8 @@ holder=${2:?usage: test_gpustat.sh BUILD_DIR HOLDER}
 . "$(dirname "$0")/setup.sh"
 need_contrib usr/lib/python3/dist-packages/gpustat/core.py "Debian's gpustat (contrib)"
 need_contrib usr/lib/python3/dist-packages/pynvml.py "Debian's python3-pynvml (contrib)"
-if ! /usr/bin/python3 -c 'import blessed, psutil' 2>/dev/null; then
-  echo "SKIP: python3-blessed or python3-psutil is not installed (scripts/test-deps.sh installs them)"
-  exit 77
-fi
+/usr/bin/python3 -c 'import blessed, psutil' 2>/dev/null ||
+  missing "python3-blessed or python3-psutil is not installed (scripts/test-deps.sh installs them)"
 export PYTHONPATH=$contrib/usr/lib/python3/dist-packages
 gpustat=$contrib/usr/bin/gpustat
 # gpustat's JSON, one line per GPU: total and used MiB, temperature, and

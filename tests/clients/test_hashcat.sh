@@ -8,14 +8,12 @@
 # it hashcat does not use CUDA at all, and this test says it was skipped.
 set -u
 build=$(cd "${1:?usage: test_hashcat.sh BUILD_DIR}" && pwd)
-if ! command -v hashcat >/dev/null; then
-  echo "SKIP: hashcat is not installed (scripts/test-deps.sh installs it as root)"
-  exit 77
-fi
-if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so'; then
-  echo "SKIP: hashcat's CUDA backend needs libnvrtc (a CUDA toolkit's), which is not installed"
-  exit 77
-fi
+. "$(dirname "$0")/../lib.sh"
+command -v hashcat >/dev/null || missing "hashcat is not installed (scripts/test-deps.sh installs it as root)"
+# Not a package scripts/test-deps.sh installs (Debian's main archive has
+# none): a skip, also under CI=true.
+ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so' ||
+  skip "hashcat's CUDA backend needs libnvrtc (a CUDA toolkit's), which is not installed"
 . "$(dirname "$0")/setup.sh"
 export HOME="$tmp" XDG_DATA_HOME="$tmp" XDG_CACHE_HOME="$tmp" XDG_CONFIG_HOME="$tmp"
 

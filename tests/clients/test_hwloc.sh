@@ -8,10 +8,8 @@ set -u
 build=$(cd "${1:?usage: test_hwloc.sh BUILD_DIR}" && pwd)
 . "$(dirname "$0")/setup.sh"
 need_contrib usr/lib/x86_64-linux-gnu/hwloc/hwloc_nvml.so "hwloc's NVML plugin (libhwloc-contrib-plugins, contrib)"
-if ! command -v lstopo-no-graphics >/dev/null; then
-  echo "SKIP: lstopo-no-graphics is not installed (Debian's hwloc; scripts/test-deps.sh installs it)"
-  exit 77
-fi
+command -v lstopo-no-graphics >/dev/null ||
+  missing "lstopo-no-graphics is not installed (Debian's hwloc; scripts/test-deps.sh installs it)"
 export HWLOC_PLUGINS_PATH=$contrib/usr/lib/x86_64-linux-gnu/hwloc HWLOC_COMPONENTS_VERBOSE=1
 gpu='GPU(NVML) .*GPUVendor="NVIDIA Corporation" GPUModel="NVIDIA H100 80GB HBM3" NVIDIASerial=1654923000001 NVIDIAUUID=GPU-5a1d0e5a-a000-4000-8000-000000000000) "nvml0"'
 

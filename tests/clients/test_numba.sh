@@ -6,10 +6,9 @@
 set -u
 build=$(cd "${1:?usage: test_numba.sh BUILD_DIR}" && pwd)
 py=/usr/bin/python3
-if ! "$py" -c 'import numba.cuda' 2>/dev/null; then
-  echo "SKIP: Debian's python3-numba is not installed (scripts/test-deps.sh installs it as root)"
-  exit 77
-fi
+. "$(dirname "$0")/../lib.sh"
+"$py" -c 'import numba.cuda' 2>/dev/null ||
+  missing "Debian's python3-numba is not installed (scripts/test-deps.sh installs it as root)"
 . "$(dirname "$0")/setup.sh"
 export NUMBA_CACHE_DIR="$tmp/cache"
 MiB=$((1 << 20))

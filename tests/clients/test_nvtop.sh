@@ -11,10 +11,7 @@ build=$(cd "${1:?usage: test_nvtop.sh BUILD_DIR HOLDER}" && pwd)
 holder=${2:?usage: test_nvtop.sh BUILD_DIR HOLDER}
 . "$(dirname "$0")/setup.sh"
 need_contrib usr/bin/nvtop "Debian's nvtop (contrib)"
-if ! command -v tmux >/dev/null; then
-  echo "SKIP: tmux is not installed (scripts/test-deps.sh installs it)"
-  exit 77
-fi
+command -v tmux >/dev/null || missing "tmux is not installed (scripts/test-deps.sh installs it)"
 nvtop=$contrib/usr/bin/nvtop
 # The commands tmux runs are shell text: the paths quoted for it (a
 # checkout's may have a space).

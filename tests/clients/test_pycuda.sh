@@ -14,9 +14,8 @@ py=/usr/bin/python3
 export PYTHONPATH=$contrib/usr/lib/python3/dist-packages
 export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$contrib/usr/lib/x86_64-linux-gnu
 if ! "$py" -c 'import pycuda.driver' >"$tmp/import" 2>&1; then
-  echo "SKIP: PyCUDA does not load (its Debian dependencies: scripts/test-deps.sh installs them):"
   cat "$tmp/import"
-  exit 77
+  missing "PyCUDA does not load (its Debian dependencies: scripts/test-deps.sh installs them)"
 fi
 MiB=$((1 << 20))
 total=$((81079 * MiB)) context=$((518 * MiB)) # CUDA's total on the H100 profile; its context

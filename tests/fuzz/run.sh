@@ -15,21 +15,22 @@
 #                                 N inputs each instead of SECONDS)
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$src/tests/lib.sh"
 build=${1:?usage: run.sh BUILD_DIR [SECONDS]}
 seconds=${2:-20}
 mkdir -p "$build/fuzz"
 out=$(cd "$build/fuzz" && pwd) || exit 1
 cc=${FUZZ_CC:-clang}
-if ! command -v "$cc" >/dev/null ||
-   ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' |
-     "$cc" -x c -fsanitize=fuzzer - -o "$out/probe" 2>/dev/null; then
-  echo "SKIP: no clang with libFuzzer here (Debian: apt-get install clang libclang-rt-14-dev)"
-  exit 77
-fi
-common="src/util/parse.c src/util/report.c src/util/text.c" # relative to $src, where they are compiled
 status=0
+# The fuzzers of one run each, several runs (one per target) at once.
 scratch_root=$(mktemp -d "${TMPDIR:-/tmp}/vram-fuzz.XXXXXX") || exit 1
 trap 'rm -rf "$scratch_root"' EXIT
+if ! command -v "$cc" >/dev/null ||
+   ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' |
+     "$cc" -x c -fsanitize=fuzzer - -o "$scratch_root/probe" 2>/dev/null; then
+  missing "no clang with libFuzzer here (scripts/test-deps.sh installs clang and libclang-rt-14-dev)"
+fi
+common="src/util/parse.c src/util/report.c src/util/text.c" # relative to $src, where they are compiled
 ledger="src/protocol/protocol.c src/protocol/snapshot.c src/client/client.c
         src/protocol/history_view.c src/view/trend.c"
 daemon="src/daemon/daemon.c src/daemon/identity.c src/daemon/answers.c src/daemon/driver_limits.c

@@ -167,7 +167,11 @@ def exact(images, logs):
             fail(f"process {pid}: no exit record last")
         got = {}
         for e in events:
-            if e["event"][0] not in (EXIT, NVML):
+            # NVML's readings and what they make of the driver's own part
+            # are the interposer's reader's, at times the program does not
+            # choose: while its threads allocate, a reading may fall between
+            # a call's charge and the driver's answer.
+            if e["event"][0] not in (EXIT, NVML) and e["event"][1] != DRIVER:
                 got.setdefault(e["thread"], []).append(e["event"])
         if sorted(got) != sorted(log["expect"]):
             fail(f"process {pid}: threads {sorted(got)}; expected {sorted(log['expect'])}")

@@ -11,6 +11,9 @@
  *                           graph memory), refusals of each, four threads at
  *                           once, then a peak of its context and 640 MiB
  *   recorded pairs LOG N    N allocate-free pairs (2 MiB, 4 MiB, ...)
+ *   recorded forks LOG N    four threads allocate and free while the program
+ *                           forks N children, one after the other, which
+ *                           find CUDA unusable (forked after cuInit) and exit
  *   recorded churn LOG      allocate and free without end (to be killed)
  *   recorded lazy LOG N     N modules of 2 MiB, a kernel of each launched (the
  *                           driver takes its code then, 2 MiB each, which no
@@ -54,11 +57,14 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -429,17 +435,21 @@ static void graph_memory(CUstream st)
 #define THREADS 4
 #define PAIRS 25
 
+/* A thread's i-th allocate-free pair, and what the recording must hold. */
+static void thread_pair(struct expect_buffer *b, int i)
+{
+    CUdeviceptr p;
+    uint64_t bytes = 2 * MiB * (uint64_t)(1 + i % 3);
+    MUST(cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS);
+    expect_to(b, RECORD_ALLOC, RECORD_PLAIN, p, bytes, 0, 0, 0);
+    MUST(cuMemFree_v2(p) == CUDA_SUCCESS);
+    expect_to(b, RECORD_FREE, RECORD_PLAIN, p, bytes, 0, 0, 0);
+}
+
 static void *thread_pairs(void *arg)
 {
-    struct expect_buffer *b = arg;
-    for (int i = 0; i < PAIRS; i++) {
-        CUdeviceptr p;
-        uint64_t bytes = 2 * MiB * (uint64_t)(1 + i % 3);
-        MUST(cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS);
-        expect_to(b, RECORD_ALLOC, RECORD_PLAIN, p, bytes, 0, 0, 0);
-        MUST(cuMemFree_v2(p) == CUDA_SUCCESS);
-        expect_to(b, RECORD_FREE, RECORD_PLAIN, p, bytes, 0, 0, 0);
-    }
+    for (int i = 0; i < PAIRS; i++)
+        thread_pair(arg, i);
     return NULL;
 }
 
@@ -486,6 +496,86 @@ static int families(void)
     step("peak");
     FREED(RECORD_PLAIN, p, cuMemFree_v2(p));
     step("end");
+    return 0;
+}
+
+/* A threaded program that forks while its threads allocate, as PyTorch's
+ * DataLoader forks its workers: N children, one after the other, each of
+ * which finds CUDA unusable (forked after cuInit: CUDA_ERROR_NOT_INITIALIZED,
+ * as on NVIDIA's driver), so records nothing, and exits (exit: the
+ * recorder's end and every atexit handler run in it). A child that has not
+ * ended in a minute (it takes milliseconds) waits on a lock nobody will
+ * let go: the program fails. The threads' events are all in the recording,
+ * each once; at most FORK_PAIRS pairs a thread per fork, not gigabytes. */
+#define FORK_PAIRS 40
+
+static _Atomic int forks_done;
+static atomic_bool forking_over;
+static bool lsan_off;
+
+/* LeakSanitizer cannot check a child of a threaded process (see
+ * tests/test_record.c): off in the children. */
+int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void) { return lsan_off; }
+/* ThreadSanitizer waits a second at exit while other threads are listed,
+ * as a child of a threaded process lists its parent's: 200 seconds for
+ * nothing. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "atexit_sleep_ms=0"; }
+
+static void *thread_forked_around(void *arg)
+{
+    struct expect_buffer *b = arg;
+    MUST(cuCtxSetCurrent(main_ctx) == CUDA_SUCCESS);
+    for (int i = 0; !atomic_load(&forking_over);) {
+        if (i >= (atomic_load(&forks_done) + 1) * FORK_PAIRS) {
+            usleep(100);
+            continue;
+        }
+        thread_pair(b, i++);
+    }
+    return NULL;
+}
+
+static int forks(int n)
+{
+    started();
+    pthread_t t[THREADS];
+    struct expect_buffer b[THREADS] = {{0}};
+    MUST(cuDevicePrimaryCtxRetain(&main_ctx, 0) == CUDA_SUCCESS);
+    for (int i = 0; i < THREADS; i++)
+        MUST(pthread_create(&t[i], NULL, thread_forked_around, &b[i]) == 0);
+    for (int c = 0; c < n; c++) {
+        fflush(NULL); /* the child's exit writes its copy of what is buffered */
+        pid_t pid = fork();
+        MUST(pid >= 0);
+        if (pid == 0) {
+            lsan_off = true;
+            CUdeviceptr p;
+            exit(cuMemAlloc_v2(&p, 2 * MiB) == CUDA_ERROR_NOT_INITIALIZED ? 0 : 4);
+        }
+        int st = 0;
+        pid_t got = 0;
+        for (int ms = 0; ms < 60000 && (got = waitpid(pid, &st, WNOHANG)) == 0; ms++)
+            usleep(1000);
+        if (got != pid) {
+            fprintf(stderr, "recorded: child %d of %d (pid %d) hung: it did not end in a minute\n",
+                    c + 1, n, (int)pid);
+            kill(pid, SIGKILL);
+            exit(3);
+        }
+        MUST(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        atomic_fetch_add(&forks_done, 1);
+    }
+    atomic_store(&forking_over, true);
+    for (int i = 0; i < THREADS; i++) {
+        MUST(pthread_join(t[i], NULL) == 0);
+        if (b[i].text)
+            fputs(b[i].text, log_file);
+        free(b[i].text);
+    }
+    /* No step: what the reader last made of NVML while the threads ran
+     * may stand until its next reading. */
     return 0;
 }
 
@@ -659,9 +749,9 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(base ? base + 1 : argv[0], "train") == 0)
         return train(atoi(argv[1]));
     if (argc < 3 || (strcmp(argv[1], "families") != 0 && strcmp(argv[1], "pairs") != 0 &&
-                     strcmp(argv[1], "lazy") != 0)) {
-        fprintf(stderr, "usage: recorded families LOG | pairs LOG N | lazy LOG N | churn LOG | "
-                        "train STEPS | exec MIB PROGRAM ARGS...\n");
+                     strcmp(argv[1], "lazy") != 0 && strcmp(argv[1], "forks") != 0)) {
+        fprintf(stderr, "usage: recorded families LOG | pairs LOG N | lazy LOG N | forks LOG N | "
+                        "churn LOG | train STEPS | exec MIB PROGRAM ARGS...\n");
         return 2;
     }
     log_file = fopen(argv[2], "w");
@@ -670,6 +760,7 @@ int main(int argc, char **argv)
     int n = argc > 3 ? atoi(argv[3]) : 10;
     int rc = strcmp(argv[1], "families") == 0 ? families()
              : strcmp(argv[1], "lazy") == 0   ? lazy(n)
+             : strcmp(argv[1], "forks") == 0  ? forks(n)
                                               : pairs(n);
     MUST(fclose(log_file) == 0);
     return rc;

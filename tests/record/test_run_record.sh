@@ -8,7 +8,8 @@
 # processes record into one recording; a SIGKILLed program's events are
 # there up to its last buffer; what cannot be written is kept, and said how
 # to convert by hand; bad --record and --format are refused before
-# anything starts.
+# anything starts; a threaded program's 200 forked children neither hang
+# nor record.
 set -u
 build=${1:?usage: test_run_record.sh BUILD_DIR RECORDED}
 recorded=${2:?usage: test_run_record.sh BUILD_DIR RECORDED}
@@ -51,6 +52,19 @@ check "every family in it" test "$(json_field "$tmp/info.json" \
   "['array', 'context', 'graph', 'managed', 'module', 'pitched', 'plain', 'pool', 'vmm']"
 check "no recorders' directory left" sh -c "! ls -d '$tmp'/*.recording-* 2>/dev/null"
 check "nothing noted for a program that ended well" sh -c "! grep -q 'note:' '$tmp/fam.err'"
+
+# --- a threaded program that forks 200 children ----------------------------
+# As PyTorch's DataLoader forks its workers: no child hangs (a child of a
+# recording process starts no thread and waits on no lock a thread of its
+# parent held), the children, which cannot use CUDA (forked after cuInit),
+# record nothing and leave no file, and the parent's threads' events are
+# all there, once each.
+run --record "$tmp/forks.vrec" --log off -- "$recorded" forks "$tmp/forks.log" 200 2>"$tmp/forks.err"
+check "the forking program ran, and none of its 200 children hung" test $? = 0
+cat "$tmp/forks.err"
+$py "$here/check_recording.py" "$tmp/forks.vrec" "$tmp/forks.log" >"$tmp/forks.json" 2>"$tmp/err"
+check "its threads' events, each once, and nothing of its children" test -s "$tmp/forks.json"
+cat "$tmp/err"
 
 # --- the driver's own memory: NVML's readings -----------------------------
 # Eight kernels' code loaded lazily at their first launch (2 MiB each, no

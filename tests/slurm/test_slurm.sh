@@ -18,14 +18,15 @@
 set -u
 build=${1:?usage: test_slurm.sh BUILD_DIR}
 build=$(cd "$build" && pwd)
-skip() { echo "SKIP: $*"; exit 77; }
+. "$(dirname "$0")/../lib.sh"
 [ "$(id -u)" = 0 ] || skip "a single-node Slurm needs root"
 for c in slurmctld slurmd srun sbatch squeue scancel sinfo munged munge mungekey runuser; do
-  command -v $c >/dev/null || skip "$c not installed (scripts/test-deps.sh installs slurm-wlm and munge)"
+  command -v $c >/dev/null || missing "$c is not installed (scripts/test-deps.sh installs slurm-wlm and munge)"
 done
-[ -f "$build/vram_spank.so" ] || skip "vram_spank.so was not built (no slurm/spank.h at configure time)"
+[ -f "$build/vram_spank.so" ] ||
+  missing "vram_spank.so was not built (no slurm/spank.h at configure time: scripts/test-deps.sh installs libslurm-dev)"
 case $build in *" "*) skip "the build is under a folder with a space: plugstack.conf cannot name such a path, and the plugin names the interposer in LD_PRELOAD by its path";; esac
-id munge >/dev/null 2>&1 || skip "no munge user"
+id munge >/dev/null 2>&1 || missing "no munge user (Debian's munge package makes it)"
 
 W=$(mktemp -d /tmp/vram-slurm.XXXXXX)
 chmod 755 "$W"
@@ -59,7 +60,6 @@ cleanup() {
   [ -n "${KEEP_TMP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
-. "$(dirname "$0")/../lib.sh"
 G=$((1 << 30))
 
 # --- munge, private --------------------------------------------------------

@@ -1,0 +1,50 @@
+# What tests leave behind, for scripts/ctest.sh (a whole run) and
+# tests/isolate.sh (one test), which source this.
+#
+# `private_tmp DIR...`, in a mount namespace of the caller's own, mounts
+# an empty tmpfs on /tmp and binds back, at its path, each DIR that is
+# under /tmp (a checkout or a build there, where many people try a
+# project), so that it stays visible; `kept` lists their first components
+# (X of /tmp/X), which are not leftovers. Returns 1 when no tmpfs could be
+# mounted, 2 when a DIR could not be shown (said).
+private_tmp() {
+  local d rel
+  kept=()
+  exec 9</tmp # the /tmp that was, reachable through it once the tmpfs hides it
+  if ! mount -t tmpfs -o mode=1777 vram-tests /tmp; then
+    exec 9<&-
+    return 1
+  fi
+  for d in "$@"; do
+    case $d in /tmp/?*) ;; *) continue ;; esac
+    rel=${d#/tmp/}
+    # --no-canonicalize: mount would otherwise resolve the path to its text
+    # (/tmp/...), which names the new, empty /tmp.
+    if ! mkdir -p "/tmp/$rel" || ! mount --no-canonicalize --bind "/proc/self/fd/9/$rel" "/tmp/$rel"; then
+      echo "cannot show $d inside the private /tmp"
+      exec 9<&-
+      return 2
+    fi
+    kept+=("${rel%%/*}")
+  done
+  exec 9<&-
+}
+
+# `stop_left FIND WHO`: runs FIND (a function that sets `running` to the
+# pids of what is left) until it finds nothing or 5 s have passed (a
+# process killed at a test's end takes a moment to go); what is still
+# there is listed as left by WHO, and killed. Returns 1 if anything was.
+stop_left() {
+  local p
+  for _ in $(seq 50); do
+    "$1"
+    [ ${#running[@]} = 0 ] && return 0
+    sleep 0.1
+  done
+  echo "FAIL: $2 left these processes running (a test stops what it starts):"
+  for p in "${running[@]}"; do
+    echo "  pid $p: $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")"
+  done
+  kill -9 "${running[@]}" 2>/dev/null
+  return 1
+}
