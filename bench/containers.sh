@@ -19,6 +19,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 . "$src/tests/lib.sh"
 . "$src/tests/containers.sh"
 container_skip() { echo "containers: skipped: $*"; exit 0; }
+missing() { container_skip "$@"; }
 need_podman
 in_private_cdi_tmp bench-containers "$0" "$@"
 daemon_pid=

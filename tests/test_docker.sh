@@ -17,9 +17,9 @@ build=$(cd "${1:?usage: test_docker.sh BUILD}" && pwd)
 vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/containers.sh"
-[ "$(id -u)" = 0 ] || container_skip "the Docker test runs dockerd as root"
+[ "$(id -u)" = 0 ] || skip "the Docker test runs dockerd as root"
 command -v dockerd >/dev/null && command -v docker >/dev/null ||
-  container_skip "no Docker engine (dockerd) here: this kind of machine cannot run one, so" \
+  skip "no Docker engine (dockerd) here: this kind of machine cannot run one, so" \
     "scripts/test-deps.sh installs none: a capability the machine lacks, not a missing package;" \
     "vram-oci-runtime, what Docker 20.10 runs, is tested under podman by test_containers"
 version=$(dockerd --version | sed -n 's/^Docker version \([0-9]*\)\..*/\1/p')
@@ -57,7 +57,7 @@ engine_pid=$!
 if ! wait_for 30 "${D[@]}" info >/dev/null 2>&1; then
   why=$(grep -i 'level=\(error\|fatal\)' "$tmp/dockerd.log" | tail -1)
   kill "$engine_pid" 2>/dev/null; wait "$engine_pid" 2>/dev/null; engine_pid=
-  container_skip "dockerd cannot start here (${why:-it did not answer in 30 s}): a capability" \
+  skip "dockerd cannot start here (${why:-it did not answer in 30 s}): a capability" \
     "this machine lacks, not a missing package"
 fi
 
