@@ -51,7 +51,8 @@ test-tsan:
 
 # make bench: the allocator on the W1 and W2 traces (those in TRACES when
 # they are there, else written by vram-tracegen), the interposer's overhead,
-# vramd with 1,000 clients, and its admission with the driver's limits.
+# vramd with 1,000 clients, and its admission with the driver's limits, and
+# containers as vramd jobs (a start with the hook, a kill to the grant back).
 TRACES ?= ../shared/traces
 bench: build
 	@echo "machine: $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$(nproc) cores"
@@ -85,6 +86,8 @@ bench: build
 	@"$(BUILD)/vram-bench-history"
 	@echo "recording GPU memory events, and reading a million of them:"
 	@bench/record.sh "$(BUILD)"
+	@echo "containers as vramd jobs (podman and runc, simulated GPU; root):"
+	@bench/containers.sh "$(BUILD)"
 
 # make install [PREFIX=/usr/local] [DESTDIR=staging]: as people expect of it.
 # Without PREFIX, the prefix the build was configured with (CMAKE_INSTALL_PREFIX,

@@ -69,6 +69,10 @@ _vram()
             fi
             return
             ;;
+        --gpu) # vram oci-hook's, as a CDI spec passes it: a UUID, an index, or all
+            COMPREPLY=($(compgen -W "all" -- "$cur"))
+            return
+            ;;
         --limit | --fraction | --devices | --gpus | --job | --interval)
             return # a value of the user's own
             ;;
@@ -82,6 +86,8 @@ _vram()
         _command_offset $cword
     elif [[ $cmd == cdi && $cword == $((cmdi + 1)) ]]; then
         COMPREPLY=($(compgen -W "generate" -- "$cur"))
+    elif [[ $cmd == oci-hook && $cword == $((cmdi + 1)) ]]; then
+        COMPREPLY=($(compgen -W "createRuntime poststop" -- "$cur")) # a runtime's stages
     fi
 } &&
     complete -F _vram vram

@@ -20,6 +20,10 @@
 #                           podman 4.3 reads CDI specs from those two folders
 #                           alone (containers.conf's cdi_spec_dirs came in
 #                           podman 4.4), and a test must not write there
+#   in_private_cdi_tmp NAME "$0" "$@"
+#                           the same, with a folder of the run's own as $tmp
+#                           (vram-NAME.XXXXXX, kept across the re-run), whose
+#                           cdi/ is the private /etc/cdi
 #   container_run NAME OPTION... -- COMMAND...
 #                           starts a detached container named $containers_prefix-NAME
 #                           (the test's pid in it: no name shared with a test
@@ -76,4 +80,17 @@ remove_containers() {
   local c
   for c in "${_containers[@]}"; do podman rm -f -t 0 "$c" >/dev/null 2>&1; done
   _containers=()
+}
+
+in_private_cdi_tmp() {
+  local name=$1; shift
+  if [ -z "${VRAMTEST_PRIVATE_CDI:-}" ]; then
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/vram-$name.XXXXXX")
+    chmod 755 "$tmp"
+    mkdir "$tmp/cdi"
+    export VRAMTEST_TMP=$tmp
+    in_private_cdi "$tmp/cdi" "$@"
+  fi
+  tmp=$VRAMTEST_TMP
+  in_private_cdi "$tmp/cdi"
 }

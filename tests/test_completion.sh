@@ -57,6 +57,9 @@ check "vram status --<TAB>" is "vram status --" --json --no-history --prometheus
 check "vram cdi <TAB>: generate" is "vram cdi " generate
 check "vram cdi generate --<TAB>" is "vram cdi generate --" --output --help
 check "vram cdi generate --output <TAB>: a file" has "vram cdi generate --output /et" /etc
+check "vram oci-hook <TAB>: the runtime's stages" is "vram oci-hook " createRuntime poststop
+check "vram oci-hook createRuntime --<TAB>" is "vram oci-hook createRuntime --" --gpu --help
+check "vram oci-hook poststop --gpu <TAB>: all (or a UUID, an index)" is "vram oci-hook poststop --gpu " all
 check "vram run ... -- <TAB>: the program to run" has "vram run --limit 4GiB -- bas" bash
 check "vram run ... -- prog -<TAB>: the program's own completion, not vram's" \
   lacks "vram run --limit 4GiB -- ls --" --limit

@@ -12,22 +12,14 @@
 # (a container's start takes about a second). Needs root and podman
 # (tests/containers.sh), else skipped.
 set -u
-build=${1:?usage: test_containers.sh BUILD PEER MEMBER TEST_DRIVER_MEMORY}
-peer=${2:?} member=${3:?} driver_memory=${4:?}
+build=${1:?usage: test_containers.sh BUILD PEER MEMBER TEST_DRIVER_MEMORY NVML_LIMITS}
+peer=${2:?} member=${3:?} driver_memory=${4:?} limits=${5:?}
 vram=$build/vram vramd=$build/vramd grab=$build/vram-demo-grab
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/containers.sh"
 need_podman
 
-if [ -z "${VRAMTEST_PRIVATE_CDI:-}" ]; then
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/vram-containers.XXXXXX")
-  chmod 755 "$tmp"
-  mkdir "$tmp/cdi"
-  export VRAMTEST_TMP=$tmp
-  in_private_cdi "$tmp/cdi" "$0" "$@"
-fi
-tmp=$VRAMTEST_TMP
-in_private_cdi "$tmp/cdi"
+in_private_cdi_tmp containers "$0" "$@"
 daemon_pid=
 cleanup() {
   remove_containers
@@ -227,7 +219,264 @@ check_show "oci-hook refuses a user who is not root, for root's container" "$tmp
   sh -c "[ $rc = 1 ] && grep -q 'pid $pid runs as user 0, not as you (user $uid_a)' '$tmp/hook.err'"
 
 remove_containers
+
+# ============================================ containers as vramd jobs
+# The spec made with vramd running: each container one job, registered by
+# vram oci-hook as runc runs it, held by the container's own cgroup, its
+# command state handed by vramd to every process of the container.
+kill -TERM "$daemon_pid"; wait "$daemon_pid" 2>/dev/null; daemon_pid=
+S=$tmp/vramd/vramd.sock
+printf 'default-budget 1GiB\nwhen-full wait 60s\nreconcile-every 100ms\n' >"$tmp/policy"
+start_vramd() { # [VARIABLE=VALUE...]: vramd with them in its environment
+  env "$@" "$vramd" --socket "$S" --policy "$tmp/policy" --state "$tmp/state" --log info \
+    >>"$tmp/vramd.out" 2>&1 &
+  daemon_pid=$!
+  wait_for 10 test -S "$S"
+}
+stop_vramd() { kill -TERM "$daemon_pid"; wait "$daemon_pid" 2>/dev/null; daemon_pid=; }
+# The cgroup2 hierarchy (podman's containers have a cgroup there too).
+mnt=$(awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) == "cgroup2") { print $5; exit } break } }' /proc/self/mountinfo)
+start_vramd
+export VRAM_DAEMON=$S
+VRAM_DAEMON=$S "$vram" cdi generate --output "$tmp/cdi/vram.json" 2>"$tmp/err"
+check_show "cdi generate with vramd: the containers' processes ask vramd for their command state" \
+  "$tmp/cdi/vram.json" grep -q '"VRAM_COMMAND=vramd"' "$tmp/cdi/vram.json"
+status() { "$vram" status --json 2>/dev/null; }
+ids=()
+job_of() { # NAME: its job's name in $job; its id noted, for the end
+  local id
+  id=$(podman inspect -f '{{.Id}}' "$containers_prefix-$1")
+  ids+=("$id")
+  job=$containers_prefix-$1@${id:0:12}
+}
+host_pid_of() { # CONTAINER PROGRAM: the host pid of PROGRAM's process in it
+  podman top "$containers_prefix-$1" hpid args | awk -v p="$2" '$2 == p {print $1; exit}'
+}
+has_job() { status | grep -q "\"role\":\"job\",\"command\":\"container\",\"job\":\"$1\",\"budget\":$2,"; }
+no_job() { ! status | grep -q "\"job\":\"$1\""; }
+job_field() { status | grep -o "\"job\":\"$1\",[^}]*" | head -1 | grep -o "\"$2\":[a-z0-9]*" | cut -d: -f2; }
+
+# Two containers of 4 GiB each on the 12 GiB GPU, each holding 3 GiB
+# through the interposer; in the first, a second process asks for 2 GiB
+# more: one budget for the container's processes, so it is refused.
+holder() { # NAME: its first process holds 3 GiB, a second asks for 2 GiB, then it sleeps
+  container_run "$1" --device vram.dev/gpu=0 -e VRAM_MEMORY_LIMIT=4GiB "${sim_env[@]}" -- \
+    sh -c "'$member' hold $((3 * G)) 300 '$tmp/out/release-$1' >'$tmp/out/held-$1' 2>&1 &
+           while ! grep -q HELD '$tmp/out/held-$1' 2>/dev/null; do sleep 0.05; done
+           '$grab' B 1 2048 >'$tmp/out/second-$1' 2>&1; exec sleep 300" 2>"$tmp/err-$1"
+}
+holder a; holder b
+check_show "container a starts, its job granted" "$tmp/err-a" wait_for 10 test -s "$tmp/out/second-a"
+check_show "container b starts beside it" "$tmp/err-b" wait_for 10 test -s "$tmp/out/second-b"
+job_of a; ja=$job; job_of b; jb=$job
+check_show "a holds 3 GiB of its 4" "$tmp/out/held-a" grep -q "^HELD $((3 * G))" "$tmp/out/held-a"
+check_show "b holds 3 GiB of its 4, side by side" "$tmp/out/held-b" grep -q "^HELD $((3 * G))" "$tmp/out/held-b"
+check_show "one budget for all of a container's processes: a second process of a, asking 2 GiB, is refused" \
+  "$tmp/out/second-a" grep -q "^RESULT B .* OOM" "$tmp/out/second-a"
+check "on the host, container a is one job, $ja, with its budget" wait_for 5 has_job "$ja" $((4 * G))
+check "and b, $jb" has_job "$jb" $((4 * G))
+hp_a=$(host_pid_of a "$member")
+check "the job shows its process by its host pid ($hp_a)" \
+  wait_for 5 sh -c "'$vram' status --json | grep -q '\"pid\":$hp_a,[^}]*\"job\":\"$ja\"'"
+# (vram top's JOB column shows a job's name to its first 16 characters.)
+check "vram top on the host shows both jobs" \
+  sh -c "'$vram' top --once >'$tmp/out/top' && grep -q ' ${ja:0:16}' '$tmp/out/top' && grep -q ' ${jb:0:16}' '$tmp/out/top'"
+wait_for 5 sh -c "[ \"\$('$vram' status --json | grep -o '\"job\":\"$ja\",[^}]*' | grep -o '\"used\":[0-9]*')\" = '\"used\":$((3 * G))' ]"
+peak_a=$(job_field "$ja" peak) peak_b=$(job_field "$jb" peak)
+echo "peaks: $ja $peak_a of $((4 * G)), $jb $peak_b of $((4 * G))"
+check "the jobs' peaks are what their processes held (3 GiB and a context), within their budgets" \
+  test "$peak_a" -ge $((3 * G)) -a "$peak_a" -le $((4 * G)) -a "$peak_b" -ge $((3 * G)) -a "$peak_b" -le $((4 * G))
+
+# A third asking for 6 GiB (4 are left): refused with vramd's reason...
+podman run --rm "${podman_flags[@]}" --device vram.dev/gpu=0 -e VRAM_MEMORY_LIMIT=6GiB --rootfs /:O \
+  true >"$tmp/out/third" 2>&1; rc=$?
+check_show "a third container that does not fit does not start" "$tmp/out/third" test $rc != 0
+check_show "its start fails with vramd's reason" "$tmp/out/third" \
+  grep -q "vramd refused the container GPU memory on $uuid: .*4.00 GiB grantable; requested 6.00 GiB" \
+  "$tmp/out/third"
+# ... or, with VRAM_WAIT, waits (the policy lets it), and starts when a
+# container is killed: a's grant comes back at once.
+podman run -d --name "$containers_prefix-w" "${podman_flags[@]}" --device vram.dev/gpu=0 \
+  -e VRAM_MEMORY_LIMIT=6GiB -e VRAM_WAIT=60s "${sim_env[@]}" --rootfs /:O sleep 300 \
+  >"$tmp/out/waiter" 2>&1 &
+waiter=$!
+_containers+=("$containers_prefix-w")
+check_show "with VRAM_WAIT, the third waits in vramd's queue" "$tmp/vramd.out" \
+  wait_for 10 grep -q "waits for 6.00 GiB" "$tmp/vramd.out"
+check "its podman run waits with it" kill -0 "$waiter"
+kill -9 "$(podman inspect -f '{{.State.Pid}}' "$containers_prefix-a")"
+check "container a killed with -9: its job ends" wait_for 5 no_job "$ja"
+check_show "its grant went back the moment its cgroup emptied, not at poststop" "$tmp/vramd.out" \
+  grep -q "job $ja (root): its last process is gone: its grants are back" "$tmp/vramd.out"
+wait "$waiter"; rc=$?
+check_show "the waiting container is granted then, and starts" "$tmp/out/waiter" test $rc = 0
+job_of w; jw=$job
+check "its job holds 6 GiB" wait_for 5 has_job "$jw" $((6 * G))
+podman rm -f -t 0 "$containers_prefix-w" >/dev/null 2>&1
+check "removed, its job ends" wait_for 5 no_job "$jw"
+
+# A process of b that clears LD_PRELOAD (podman exec: the spec's
+# environment is not there) is the driver's and NVML's, not the
+# interposer's: NVML sees it, and its memory counts against b's job.
+podman exec -d "$containers_prefix-b" "$member" hold $((2 * G)) 300 "$tmp/out/release-x" >/dev/null
+wait_for 10 sh -c "[ -n \"\$(podman top '$containers_prefix-b' hpid args | grep -F '$member hold $((2 * G))')\" ]"
+hp_x=$(podman top "$containers_prefix-b" hpid args | grep -F "$member hold $((2 * G))" | awk '{print $1}')
+check "on the host, the unpreloaded process is b's job's (pid $hp_x)" \
+  wait_for 5 sh -c "'$vram' status --json | grep -q '\"pid\":$hp_x,[^}]*\"job\":\"$jb\"'"
+check "NVML's 5 GiB count against b's job: over its 4 GiB budget" \
+  wait_for 5 sh -c "'$vram' status --json | grep -o '\"job\":\"$jb\",[^}]*' | head -1 | grep -q '\"over_budget\":true'"
+touch "$tmp/out/release-x"
+
+# Inside a container of another user, vram top and vram status (vram is
+# mounted in, VRAM_DAEMON set) show what vramd shows that user: their own
+# job and processes, and root's only as a total.
+chmod 777 "$tmp/out"
+container_run u --device vram.dev/gpu=0 --user "$uid_a:$gid_a" -e VRAM_MEMORY_LIMIT=1GiB \
+  "${sim_env[@]}" -- sh -c "sleep 1; '$vram' top --once >'$tmp/out/top-u' 2>&1;
+    '$vram' status --json >'$tmp/out/status-u' 2>&1; exec sleep 300" 2>"$tmp/err-u"
+check_show "a container of user $user_a starts" "$tmp/err-u" wait_for 10 test -s "$tmp/out/status-u"
+job_of u; ju=$job
+check "its job is $user_a's on the host" sh -c "'$vram' status --json | grep -q '\"user\":\"$user_a\",\"role\":\"job\",\"command\":\"container\",\"job\":\"$ju\"'"
+check_show "vram top inside it shows its own job" "$tmp/out/top-u" grep -q " ${ju:0:16}" "$tmp/out/top-u"
+check_show "and not root's containers' jobs" "$tmp/out/top-u" sh -c "! grep -q '$jb' '$tmp/out/top-u'"
+check_show "vram status --json inside it: its job, no process of root's" "$tmp/out/status-u" \
+  sh -c "grep -q '\"job\":\"$ju\"' '$tmp/out/status-u' && ! grep -q '\"uid\":0,\"user\":\"root\",\"role\"' '$tmp/out/status-u'"
+
+# Hostile registrations from a user who is not root, over vramd's socket
+# as the hook would send them: refused by vramd itself.
+idb=$(podman inspect -f '{{.Id}}' "$containers_prefix-b")
+pidb=$(podman inspect -f '{{.State.Pid}}' "$containers_prefix-b")
+cgb=$(sed -n 's/^0:://p' "/proc/$pidb/cgroup")
+as_a() { setpriv --reuid "$uid_a" --regid "$gid_a" --clear-groups "$@"; }
+forged() { # WHAT EXPECTED MESSAGE
+  as_a "$peer" "$S" send "$3" >"$tmp/out/forged" 2>&1
+  check_show "vramd refuses $1" "$tmp/out/forged" grep -q -- "$2" "$tmp/out/forged"
+}
+forged "a user registering root's container" "^DENY .*container ${idb:0:12}'s job is another user's" \
+  "VRAM/1 CONTAINER id=$idb name=x pid=$pidb cgroup=$cgb dev=$uuid bytes=1048576"
+# A process of root's in a cgroup named as a container's would be: the
+# kernel says whose it is.
+mkdir "$mnt/vt$$-libpod-f00d"
+sleep 300 &
+rootish=$!
+echo "$rootish" >"$mnt/vt$$-libpod-f00d/cgroup.procs"
+forged "a user registering a process of root's" "^DENY .*pid $rootish is user 0's, not yours" \
+  "VRAM/1 CONTAINER id=f00d name=x pid=$rootish cgroup=/vt$$-libpod-f00d dev=$uuid bytes=1048576"
+kill "$rootish"; wait "$rootish" 2>/dev/null
+wait_for 5 rmdir "$mnt/vt$$-libpod-f00d"
+forged "a user naming another owner" "^DENY .*root's to say" \
+  "VRAM/1 CONTAINER id=$idb name=x pid=$pidb cgroup=$cgb dev=$uuid bytes=1048576 uid=0"
+as_a sleep 300 &
+mine=$!
+forged "a user's process outside the cgroup it names" "^DENY .*pid $mine is in the cgroup .*not in cgroup=/x/libpod-ab12" \
+  "VRAM/1 CONTAINER id=ab12 name=x pid=$mine cgroup=/x/libpod-ab12 dev=$uuid bytes=1048576"
+forged "a cgroup that does not name the container" "^DENY .*is not container ab12's own" \
+  "VRAM/1 CONTAINER id=ab12 name=x pid=$mine cgroup=$(cg_of "$mine") dev=$uuid bytes=1048576"
+kill "$mine"
+forged "a user ending root's container's job" "^DENY .*only root or that user may end it" \
+  "VRAM/1 STOPPED id=$idb"
+check "b's job is still there" has_job "$jb" $((4 * G))
+"$peer" "$S" send "VRAM/1 STATE" >"$tmp/out/state" 2>&1
+check_show "a process in no container asks for a container's state: refused" "$tmp/out/state" \
+  grep -q "^DENY .*which is no container's job" "$tmp/out/state"
+
+# A restart of vramd (SIGTERM, then a new one): b's job is kept for its
+# cgroup, from the state file.
+stop_vramd
+start_vramd
+check_show "after a restart, b's job is still held for it" "$tmp/vramd.out" wait_for 5 has_job "$jb" $((4 * G))
+check "with its process" \
+  wait_for 5 sh -c "'$vram' status --json | grep -q '\"pid\":$(host_pid_of b "$member"),[^}]*\"job\":\"$jb\"'"
+podman rm -f -t 0 "$containers_prefix-b" "$containers_prefix-u" >/dev/null 2>&1
+check "b removed: its job ends" wait_for 5 no_job "$jb"
+
+# The simulated R615 (per-cgroup limits): vramd sets the limit on the
+# container's own cgroup, which holds a process that cleared LD_PRELOAD.
+# (The simulated driver finds a process's cgroup through a cgroup2 mount,
+# which a container here has none of: the host's is mounted in. A real
+# driver asks the kernel.)
+stop_vramd
+start_vramd VRAM_SIM_DRIVER=615
+# A user's own container, as rootless podman makes one (by hand here: a
+# process of the user in a pid namespace of its own, in a cgroup delegated
+# to them whose name names the container): vramd takes it as theirs, but
+# they could move its processes out of that cgroup, so the driver's limit
+# is not used (said): the interposer holds it, and no cgroup is made.
+ucg=$mnt/vt$$-user/libpod-beef
+mkdir -p "$ucg" && chown "$uid_a" "$mnt/vt$$-user" "$mnt/vt$$-user/cgroup.procs" "$ucg" "$ucg/cgroup.procs"
+setpriv --reuid "$uid_a" --regid "$gid_a" --clear-groups unshare --user --map-root-user --pid --fork \
+  sleep 300 2>/dev/null &
+unshared=$!
+wait_for 5 child_of "$unshared" >/dev/null
+inner=$(child_of "$unshared")
+echo "$inner" >"$ucg/cgroup.procs"
+as_a "$peer" "$S" send "VRAM/1 CONTAINER id=beef name=mine pid=$inner cgroup=/vt$$-user/libpod-beef dev=$uuid bytes=$G" \
+  >"$tmp/out/rootless" 2>&1
+check_show "a user's own container (rootless): registered, as theirs" "$tmp/out/rootless" \
+  sh -c "grep -q '^GRANT dev=$uuid bytes=$G' '$tmp/out/rootless' &&
+         '$vram' status --json | grep -q '\"user\":\"$user_a\",\"role\":\"job\",\"command\":\"container\",\"job\":\"mine@beef\",\"budget\":$G,'"
+check_show "615: its cgroup is the user's to change: the interposer holds it, said" "$tmp/vramd.out" \
+  grep -q "job mine@beef ($user_a): user $uid_a may move processes out of $ucg" "$tmp/vramd.out"
+check "615: and no cgroup is made for it" sh -c "! find '$mnt' -maxdepth 4 -name 'vram-job-mine*' | grep -q ."
+kill -9 "$inner"; wait "$unshared" 2>/dev/null
+check "the user's container's process gone: its job ends" wait_for 5 no_job mine@beef
+rmdir "$ucg" "$mnt/vt$$-user"
+container_run c --device vram.dev/gpu=0 -e VRAM_MEMORY_LIMIT=2GiB -e VRAM_SIM_DRIVER=615 \
+  --cgroupns host -v "$mnt:/run/vram-test-cgroup2:ro" "${sim_env[@]}" -- sleep 300 2>"$tmp/err-c"
+job_of c; jc=$job
+cgc=$mnt$(sed -n 's/^0:://p' "/proc/$(podman inspect -f '{{.State.Pid}}' "$containers_prefix-c")/cgroup")
+check_show "615: the container's job is held by the driver" "$tmp/vramd.out" \
+  wait_for 5 sh -c "'$vram' status --json | grep -o '\"job\":\"$jc\",[^}]*' | grep -q '\"backend\":\"driver\"'"
+limited_c() { VRAM_SIM_DRIVER=615 "$limits" "$cgc" | grep -q " hard=$((2 * G)) "; }
+check "615: the limit is on the container's own cgroup" limited_c
+unpreloaded() { # a process of c that clears LD_PRELOAD asks for 3 GiB: what it says
+  podman exec "$containers_prefix-c" env -u LD_PRELOAD "$member" hold $((3 * G)) 0 /dev/null \
+    >"$tmp/out/unpreloaded" 2>&1
+}
+unpreloaded
+check_show "615: a process of c that clears LD_PRELOAD is refused by the driver past the budget" \
+  "$tmp/out/unpreloaded" grep -q "^REFUSED" "$tmp/out/unpreloaded"
+stop_vramd
+start_vramd VRAM_SIM_DRIVER=615
+check "615: after a restart, the job is still held" wait_for 5 has_job "$jc" $((2 * G))
+check "615: and its limit is still on the container's cgroup" limited_c
+podman rm -f -t 0 "$containers_prefix-c" >/dev/null 2>&1
+check "615: c removed, its job ends" wait_for 5 no_job "$jc"
+check "615: no job cgroup left in vramd's record" \
+  wait_for 5 sh -c "! grep -v '^#' '$tmp/state.cgroups' | grep -q ."
+check "615: no limit left in the simulated driver" wait_for 5 sh -c "! test -e '$tmp/sim/limits'"
+
+# Docker 20.10's way (no CDI): the spec's mounts and variables on the
+# command line, and vram-oci-runtime in front of runc adding the hooks
+# (tests/test_docker.sh runs it under dockerd where one can start; podman
+# runs it here as any OCI runtime).
+stop_vramd
+start_vramd
+so=$build/libvram-preload.so
+podman --runtime "$build/vram-oci-runtime" run --rm --ulimit nofile=4096:4096 \
+  --ulimit nproc=1024:1024 --network none -e VRAM_CONTAINER_GPUS=0 \
+  -e VRAM_MEMORY_LIMIT=2GiB -e LD_PRELOAD="$so" -e VRAM_DAEMON="$S" -e VRAM_COMMAND=vramd \
+  -v "$so:$so:ro" -v "$vram:$vram:ro" -v "$tmp/vramd:$tmp/vramd" "${sim_env[@]}" --rootfs /:O \
+  sh -c "'$grab' A 1 1000; '$grab' B 1 3000; '$vram' status --json >'$tmp/out/wrapped'" \
+  >"$tmp/out/runtime" 2>&1
+check_show "vram-oci-runtime: the container's job registered by the hooks it added" "$tmp/out/wrapped" \
+  grep -q '"role":"job","command":"container","job":"[^"]*","budget":'$((2 * G))',' "$tmp/out/wrapped"
+check_show "vram-oci-runtime: the container sees its budget as the device" "$tmp/out/runtime" \
+  grep -q "^RESULT A $((2 * G)) [0-9]* ok" "$tmp/out/runtime"
+check_show "vram-oci-runtime: and cannot pass it" "$tmp/out/runtime" \
+  grep -q "^RESULT B $((2 * G)) 0 OOM" "$tmp/out/runtime"
+podman --runtime "$build/vram-oci-runtime" run --rm --ulimit nofile=4096:4096 \
+  --ulimit nproc=1024:1024 --network none -e VRAM_CONTAINER_GPUS=7x --rootfs /:O true \
+  >"$tmp/out/runtime" 2>&1; rc=$?
+check_show "vram-oci-runtime: a GPU that is none is refused, named" "$tmp/out/runtime" \
+  sh -c "[ $rc != 0 ] && grep -q 'VRAM_CONTAINER_GPUS: \"7x\" is not a GPU' '$tmp/out/runtime'"
+
+remove_containers
 check "nothing of the test's left in podman" \
   sh -c "! podman ps -a --format '{{.Names}}' | grep -q '^$containers_prefix-'"
+left=
+for id in "${ids[@]}"; do left+=$(find "$mnt" -maxdepth 4 -name "*$id*" 2>/dev/null); done
+check "no cgroup of the test's containers left" test -z "$left"
+stop_vramd
 echo "test_containers: $passed passed, $failures failed"
 [ "$failures" = 0 ]

@@ -26,7 +26,7 @@ declare -A allowed=(
   [client]="command protocol util"
   [core]="alloc client cuda include util"
   [preload]="client command core cuda record util"
-  [daemon]="client cuda ledger protocol util view"
+  [daemon]="client command cuda ledger protocol util view"  # command: a container's state (containers.c)
 )
 # Outside src/: what each folder must not include.
 declare -A forbidden=(

@@ -13,6 +13,7 @@
  * every runtime with CDI reads it.
  */
 #include "../src/client/client.h"
+#include "../src/command/command.h"
 #include "../src/cuda/nvml_query.h"
 #include "../src/util/json.h"
 #include "cli.h"
@@ -40,8 +41,9 @@ static void usage(FILE *out)
             "vram.dev/gpu=N (NVML's index), vram.dev/gpu=GPU-<uuid> and vram.dev/gpu=all\n"
             "mount the interposer, the vram command and vramd's socket folder into the\n"
             "container, set LD_PRELOAD and VRAM_DAEMON, and have the runtime run\n"
-            "vram oci-hook when the container is made and after it stopped. Beside\n"
-            "NVIDIA's own spec:\n"
+            "vram oci-hook when the container is made and after it stopped, which makes\n"
+            "the container one vramd job (its processes share one budget, admitted by\n"
+            "vramd; a refusal fails the start). Beside NVIDIA's own spec:\n"
             "  vram cdi generate --output /etc/cdi/vram.json\n"
             "  podman run --device nvidia.com/gpu=0 --device vram.dev/gpu=0 \\\n"
             "      -e VRAM_MEMORY_LIMIT=4GiB IMAGE python train.py\n"
@@ -122,6 +124,12 @@ static void write_spec(FILE *f, const struct spec *s)
         snprintf(env, sizeof env, "VRAM_DAEMON=%s", s->socket);
         fputs(", ", f);
         json_string(f, env);
+        /* One budget for all the container's processes: the job's command
+         * state, which vramd hands each of them (src/client/agent.h). */
+        if (strcmp(s->socket, "off") != 0) {
+            fputs(", ", f);
+            json_string(f, COMMAND_ENV "=" COMMAND_FROM_DAEMON);
+        }
     }
     fprintf(f, "],\n    \"mounts\": [\n");
     mount_entry(f, s->preload, false, false);

@@ -92,5 +92,8 @@ int cmd_record(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_cdi(int argc, char **argv);
 int cmd_oci_hook(int argc, char **argv);
+/* argv[first] is the runtime's first argument: vram oci-runtime (2) or
+ * vram-oci-runtime (1). */
+int cmd_oci_runtime(int argc, char **argv, int first);
 
 #endif

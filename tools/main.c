@@ -28,7 +28,9 @@ static void usage(FILE *out)
             "                   OUT.svg; with --job NAME instead of FILE, a job's, from\n"
             "                   vramd's history; vram plot --help says more\n"
             "  cdi generate     a CDI spec that puts containers under vram (podman run\n"
-            "                   --device vram.dev/gpu=0); vram cdi --help says more\n"
+            "                   --device vram.dev/gpu=0), each container one vramd job;\n"
+            "                   vram cdi --help says more (the spec has the runtime run\n"
+            "                   vram oci-hook; Docker 20.10 runs vram-oci-runtime)\n"
             "  record convert IN OUT | record info FILE\n"
             "                   a recording as RMM's CSV, Perfetto's JSON or vram's own;\n"
             "                   its peak, budget and refusals; vram record --help says more\n"
@@ -50,7 +52,9 @@ static void usage(FILE *out)
             "                        true (as long as the policy allows) or a duration (10m)\n"
             "  VRAM_JOB              with vramd: the job this process belongs to\n"
             "  VRAM_CUDA_LIBRARY     the driver to load (default libcuda.so.1)\n"
-            "  VRAM_PRELOAD_LIBRARY  vram run: the interposer (default: the installed one)\n"
+            "  VRAM_PRELOAD_LIBRARY  vram run: the interposer (default: the installed one)\n"            "  VRAM_CONTAINER_GPUS   vram-oci-runtime (Docker 20.10): the GPUs a container's\n"
+            "                        budget is for: 0, GPU-<uuid>, all, or a list\n"
+            "  VRAM_OCI_RUNTIME      vram-oci-runtime: the OCI runtime it runs (runc)\n"
             "  VRAM_RECORD           the interposer: record GPU memory events into this\n"
             "                        directory (vram run --record sets it)\n"
             "  VRAM_SIM_DEVICES      simulated driver: device sizes, e.g. \"12GiB,12GiB\"\n"
@@ -71,6 +75,10 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* Run as vram-oci-runtime (a link to vram): a container engine's runtime. */
+    const char *self = strrchr(argv[0], '/');
+    if (strcmp(self ? self + 1 : argv[0], "vram-oci-runtime") == 0)
+        return cmd_oci_runtime(argc, argv, 1);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -91,6 +99,8 @@ int main(int argc, char **argv)
         {"run", cmd_run}, {"devices", cmd_devices}, {"top", cmd_top}, {"status", cmd_status},
         {"record", cmd_record}, {"plot", cmd_plot}, {"cdi", cmd_cdi}, {"oci-hook", cmd_oci_hook},
     };
+    if (strcmp(cmd, "oci-runtime") == 0)
+        return cmd_oci_runtime(argc, argv, 2);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].fn(argc, argv);

@@ -3,7 +3,7 @@
  * spec of `vram cdi generate` names it (its hooks createRuntime and
  * poststop). It finds which container this is (id and name), its first
  * process (its pid on the host), its cgroup and its budget, and makes the
- * container one vram job (registered with vramd: the seam below).
+ * container one vram job (registered with vramd: oci_vramd.c).
  *
  * Everything it reads may be forged by whoever can run it: the state on
  * stdin, and a bundle that is not the runtime's. So the state is read
@@ -16,15 +16,19 @@
  * field, its value and why; the runtime then fails the container's start
  * with that message.
  */
+#include "../src/client/agent.h"
 #include "../src/core/options.h"
+#include "../src/util/container.h"
 #include "../src/util/json_read.h"
 #include "../src/util/parse.h"
 #include "cli.h"
+#include "oci_hook.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +45,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: vram oci-hook createRuntime|poststop [--gpu UUID|all]\n"
+            "usage: vram oci-hook createRuntime|poststop [--gpu UUID|N|all]\n"
             "\n"
             "Makes a container one vram job: run by the container runtime (runc, crun),\n"
             "never by hand, with the container's OCI state on stdin, as the CDI spec\n"
@@ -58,21 +62,9 @@ static void usage(FILE *out)
             "start with the reason. VRAM_LOG=info says what was found.\n"
             "\n"
             "options:\n"
-            "  --gpu UUID|all   the GPU the container was given (the CDI device's)\n"
+            "  --gpu UUID|N|all the GPU the container was given (the CDI device's)\n"
             "  --help           this text\n");
 }
-
-/* What the hook found: the job a container is. */
-struct container {
-    char id[256];   /* the runtime's id (podman: 64 hex digits) */
-    char name[256]; /* as podman ps shows it, else the id's first 12 characters */
-    long pid;       /* its first process, on the host (createRuntime) */
-    char cgroup[PATH_MAX]; /* as /proc/PID/cgroup says it (cgroup2's "0::" line) */
-    char gpu[96];          /* the GPU's UUID, or "all" */
-    char limit_var[32], limit_value[224]; /* the budget as set, or "" for the policy's */
-    char limit_origin[64]; /* where it was set: "the container's environment", ... */
-    uid_t owner;           /* the user the job belongs to */
-};
 
 struct hook {
     const char *stage;
@@ -155,17 +147,6 @@ static int state_text(struct hook *h, const char *key, bool required, char *out,
     return 0;
 }
 
-static bool id_ok(const char *id)
-{
-    size_t n = strlen(id);
-    if (n == 0 || n > 255)
-        return false;
-    for (const char *p = id; *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr("_.+-", *p))
-            return false;
-    return strcmp(id, ".") && strcmp(id, "..");
-}
-
 /* The state: ociVersion, id, status, pid, bundle. */
 static int read_state(struct hook *h, struct container *c, char *bundle, size_t bundle_n)
 {
@@ -188,7 +169,7 @@ static int read_state(struct hook *h, struct container *c, char *bundle, size_t 
     if (strncmp(version, "1.", 2) != 0)
         return refuse(h, "ociVersion \"%s\" is not a version 1 of the OCI runtime spec",
                       shown(version, b, sizeof b));
-    if (!id_ok(c->id))
+    if (!container_id_ok(c->id))
         return refuse(h, "id \"%s\" is not a container's id (1 to 255 of A-Z a-z 0-9 _ . + -)",
                       shown(c->id, b, sizeof b));
     snprintf(h->id, sizeof h->id, "%s", c->id);
@@ -325,21 +306,6 @@ static int cgroup_of(struct hook *h, int proc, char *out, size_t n)
     return 0;
 }
 
-/* Whether the cgroup's last component names container `id`, as runtimes
- * name them: ID, PREFIX-ID, PREFIX-ID.scope (podman's libpod-ID, Docker's
- * docker-ID.scope, containerd's cri-containerd-ID.scope, CRI-O's crio-ID). */
-static bool names_container(const char *cgroup, const char *id)
-{
-    const char *last = strrchr(cgroup, '/');
-    last = last ? last + 1 : cgroup;
-    size_t n = strlen(last), idn = strlen(id);
-    if (n >= 6 && strcmp(last + n - 6, ".scope") == 0)
-        n -= 6;
-    if (n < idn || memcmp(last + n - idn, id, idn) != 0)
-        return false;
-    return n == idn || last[n - idn - 1] == '-';
-}
-
 /* config.json's linux.cgroupsPath, for the cgroup it means: "/a/b" (cgroupfs)
  * is the path itself; "SLICE:PREFIX:NAME" (systemd) ends in PREFIX-NAME.scope. */
 static bool is_config_cgroup(const char *cgroup, const char *path)
@@ -442,7 +408,7 @@ static int check_process(struct hook *h, struct container *c)
     if (cgroup_of(h, proc, c->cgroup, sizeof c->cgroup))
         goto out;
     char b[300];
-    if (strcmp(c->cgroup, "/") == 0 || !names_container(c->cgroup, c->id)) {
+    if (strcmp(c->cgroup, "/") == 0 || !container_cgroup_names(c->cgroup, c->id)) {
         refuse(h, "pid %ld is in cgroup %s, which is not container %.12s's own (its last part "
                   "names no container %.12s): a forged state, or a process outside it",
                c->pid, shown(c->cgroup, b, sizeof b), c->id, c->id);
@@ -545,6 +511,7 @@ static int find_budget(struct hook *h, struct container *c, int annotations)
     struct options o;
     options_clear(&o);
     char err[512], entry[512], b[64];
+    bool waits = false;
     for (int i = 0, t = env + 1; env >= 0 && i < (int)h->config.tok[env].size;
          i++, t = (int)h->config.tok[t].end) {
         if (h->config.tok[t].type != JSON_STRING)
@@ -552,6 +519,14 @@ static int find_budget(struct hook *h, struct container *c, int annotations)
                           json_type_name(h->config.tok[t].type));
         if (json_text(&h->config, t, entry, sizeof entry) != 0)
             continue; /* longer than any budget: not one of ours */
+        if (strncmp(entry, "VRAM_WAIT=", 10) == 0) {
+            if (waits)
+                return refuse(h, "VRAM_WAIT is set twice in the container's environment");
+            if (agent_wait_parse(entry + 10, &c->wait_ms, err, sizeof err) != 0)
+                return refuse(h, "in the container's environment: %s", err);
+            waits = true;
+            continue;
+        }
         for (size_t v = 0; v < sizeof vars / sizeof *vars; v++) {
             size_t len = strlen(vars[v]);
             if (strncmp(entry, vars[v], len) != 0 || entry[len] != '=')
@@ -594,6 +569,19 @@ static int find_budget(struct hook *h, struct container *c, int annotations)
             snprintf(c->limit_origin, sizeof c->limit_origin, "annotation vram.dev/limit");
         }
     }
+    /* One budget for each of the container's GPUs: a list by device index
+     * ("0=4GiB,1=2GiB") numbers GPUs as the container's CUDA will, which
+     * the hook cannot know. */
+    for (int d = 0; d < OPT_MAX_DEVICES; d++)
+        if (o.limit[d].kind != LIMIT_NONE)
+            return refuse(h, "%s=\"%s\" from %s gives GPUs budgets by index; a container's "
+                             "budget is one size or fraction for each of its GPUs "
+                             "(VRAM_MEMORY_LIMIT=4GiB, VRAM_MEMORY_FRACTION=0.5)",
+                          c->limit_var, shown(c->limit_value, b, sizeof b), c->limit_origin);
+    if (o.limit_all.kind == LIMIT_BYTES)
+        c->bytes = o.limit_all.bytes;
+    else if (o.limit_all.kind == LIMIT_FRACTION)
+        c->fraction = o.limit_all.fraction;
     return 0;
 }
 
@@ -617,42 +605,100 @@ static int same_annotations(struct hook *h, int config_annotations)
     return 0;
 }
 
-/* ------------------------------------------------------------- the seam */
+/* ------------------------------------------------------------- the owner */
 
-static bool saying(void)
+/* Whether this process runs in a user namespace of its own (rootless
+ * podman runs its runtime, and the runtime its hooks, in one: root there
+ * is a user on the host). The host's is the identity over every uid. */
+static bool in_user_namespace(void)
 {
-    const char *log = getenv("VRAM_LOG");
-    return log && (strcmp(log, "info") == 0 || strcmp(log, "debug") == 0);
+    FILE *f = fopen("/proc/self/uid_map", "re");
+    if (!f)
+        return false;
+    unsigned long inside, outside, count;
+    int lines = 0;
+    bool identity = false;
+    while (fscanf(f, "%lu %lu %lu", &inside, &outside, &count) == 3) {
+        lines++;
+        identity = inside == 0 && outside == 0 && count == 4294967295ul;
+    }
+    fclose(f);
+    return !(lines == 1 && identity);
 }
 
-/* Phase 2 (issue 29) registers the job with vramd here: one job named
- * after the container, its cgroup and every process that will ever be in
- * it, with its budget; the answer (GRANT, WAIT, DENY with vramd's reason)
- * decides whether the container starts. Until then the interposer holds
- * the budget in the container alone, as it does without vramd. */
-static int oci_hook_register(const struct container *c, char *why, size_t n)
+/* id through config.json's linux.uidMappings or gidMappings (`key`): the
+ * id on the host. 0, or 1 after a refusal. */
+static int host_id(struct hook *h, const char *key, int64_t id, int64_t *out)
 {
-    (void)why;
-    (void)n;
-    if (saying())
-        fprintf(stderr,
-                "vram oci-hook: container %s (%s): pid %ld, cgroup %s, GPU %s, budget %s%s%s%s%s, "
-                "user %u; not registered with vramd (not done yet)\n",
-                c->name, c->id, c->pid, c->cgroup, c->gpu, c->limit_var[0] ? c->limit_var : "vramd's",
-                c->limit_var[0] ? "=" : " policy default", c->limit_value,
-                c->limit_origin[0] ? " from " : "", c->limit_origin, (unsigned)c->owner);
-    return 0;
+    int maps = config_at(h, JSON_ARRAY, "linux", key);
+    if (maps == -2)
+        return 1;
+    if (maps < 0) {
+        *out = id;
+        return 0;
+    }
+    for (int i = 0, t = maps + 1; i < (int)h->config.tok[maps].size;
+         i++, t = (int)h->config.tok[t].end) {
+        int64_t inside, outside, size;
+        if (json_integer(&h->config, json_member(&h->config, t, "containerID"), 0, UINT32_MAX,
+                         &inside) != 0 ||
+            json_integer(&h->config, json_member(&h->config, t, "hostID"), 0, UINT32_MAX,
+                         &outside) != 0 ||
+            json_integer(&h->config, json_member(&h->config, t, "size"), 1, UINT32_MAX,
+                         &size) != 0)
+            return refuse(h, "config.json's linux.%s[%d] is not a mapping (containerID, hostID, "
+                             "size)", key, i);
+        if (id >= inside && id - inside < size) {
+            *out = outside + (id - inside);
+            return 0;
+        }
+    }
+    return refuse(h, "config.json's process.user id %lld is not in linux.%s: no user on the "
+                     "host runs the container's processes", (long long)id, key);
 }
 
-/* Phase 2 ends the job here (poststop); vramd also ends it when its last
- * process is gone. */
-static int oci_hook_end(const struct container *c, char *why, size_t n)
+/* Whose the job is. Rootless (a user namespace): vramd takes the kernel's
+ * word, the user who runs podman. Rootful: the user the container's
+ * processes run as (config.json's process.user, mapped to the host), or
+ * the annotation vram.dev/owner (a user name or uid): the word of whoever
+ * ran the container as root, worth no more than that. */
+static int find_owner(struct hook *h, struct container *c, int annotations)
 {
-    (void)why;
-    (void)n;
-    if (saying())
-        fprintf(stderr, "vram oci-hook: container %s (%s) stopped; no job to end (not done yet)\n",
-                c->name, c->id);
+    c->speaks_for = !in_user_namespace();
+    if (!c->speaks_for)
+        return 0;
+    int user = config_at(h, JSON_OBJECT, "process", NULL);
+    user = user >= 0 ? json_member(&h->config, user, "user") : user;
+    if (user == -2)
+        return 1;
+    int64_t uid = 0, gid = 0;
+    int t;
+    if (user >= 0 && (t = json_member(&h->config, user, "uid")) >= 0 &&
+        json_integer(&h->config, t, 0, UINT32_MAX - 1, &uid) != 0)
+        return refuse(h, "config.json's process.user.uid is not a user id");
+    if (user >= 0 && (t = json_member(&h->config, user, "gid")) >= 0 &&
+        json_integer(&h->config, t, 0, UINT32_MAX - 1, &gid) != 0)
+        return refuse(h, "config.json's process.user.gid is not a group id");
+    if (host_id(h, "uidMappings", uid, &uid) || host_id(h, "gidMappings", gid, &gid))
+        return 1;
+    c->as = c->owner = (uid_t)uid;
+    c->group = (gid_t)gid;
+    t = json_member(&h->config, annotations, "vram.dev/owner");
+    char name[256], b[64];
+    if (t >= 0) {
+        if (json_text(&h->config, t, name, sizeof name) != 0)
+            return refuse(h, "annotation vram.dev/owner is not a user name or id");
+        struct passwd *pw = getpwnam(name);
+        char *end;
+        unsigned long id = strtoul(name, &end, 10);
+        if (!pw && name[0] && !*end && id < UINT32_MAX)
+            pw = getpwuid((uid_t)id);
+        if (!pw)
+            return refuse(h, "annotation vram.dev/owner=\"%s\": no such user (a user name or "
+                             "uid of this host)", shown(name, b, sizeof b));
+        c->owner = pw->pw_uid;
+        c->group = pw->pw_gid;
+    }
     return 0;
 }
 
@@ -675,9 +721,10 @@ int cmd_oci_hook(int argc, char **argv)
         return cli_usage_error("oci-hook", "the hook's stage is createRuntime or poststop, not "
                                            "%s%s%s (vram oci-hook --help)",
                                n ? "\"" : "", n ? operand[0] : "none", n ? "\"" : "");
-    if (gpu && strcmp(gpu, "all") != 0 && !cli_gpu_uuid_ok(gpu))
-        return cli_usage_error("oci-hook", "--gpu \"%.64s\": not a GPU's UUID (GPU-...) nor "
-                                           "\"all\"", gpu);
+    bool index = gpu && gpu[0] && strlen(gpu) < 6 && strspn(gpu, "0123456789") == strlen(gpu);
+    if (gpu && !index && strcmp(gpu, "all") != 0 && !cli_gpu_uuid_ok(gpu))
+        return cli_usage_error("oci-hook", "--gpu \"%.64s\": not a GPU's index, UUID (GPU-...) "
+                                           "nor \"all\"", gpu);
     struct hook h = {.stage = operand[0], .bundle_fd = -1};
     struct container c = {0};
     snprintf(c.gpu, sizeof c.gpu, "%s", gpu ? gpu : "all");
@@ -691,7 +738,8 @@ int cmd_oci_hook(int argc, char **argv)
     if (!rc)
         rc = same_annotations(&h, annotations);
     if (!rc && creating) {
-        rc = check_process(&h, &c) || find_budget(&h, &c, annotations);
+        rc = check_process(&h, &c) || find_budget(&h, &c, annotations) ||
+             find_owner(&h, &c, annotations);
         if (!rc) {
             find_name(&h, bundle, &c, annotations);
             rc = oci_hook_register(&c, why, sizeof why) ? refuse(&h, "%s", why) : 0;

@@ -326,9 +326,9 @@ static int run_parse(int argc, char **argv, struct run_request *rq)
      * anything else, the driver included: measuring contexts in here would
      * take the outer command's memory. */
     if (command_inside_live())
-        return run_fail("already inside a vram run command (%s is set): its budget covers every "
-                        "process it starts; run the program without vram run to share it",
-                        COMMAND_ENV);
+        return run_fail("already inside a vram run command (%s is set; in a container, the "
+                        "container's job): its budget covers every process it starts; run the "
+                        "program without vram run to share it", COMMAND_ENV);
     unsetenv(COMMAND_ENV); /* a stale one, from a command that has ended */
     /* VRAM_VISIBLE_DEVICES chooses the GPUs as --devices does, unless
      * --devices is given. */

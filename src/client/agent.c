@@ -350,7 +350,11 @@ static void start_reporter(void)
  * requests wait. */
 int agent_wait_setting(uint64_t *ms, char *why, size_t n)
 {
-    const char *v = getenv("VRAM_WAIT");
+    return agent_wait_parse(getenv("VRAM_WAIT"), ms, why, n);
+}
+
+int agent_wait_parse(const char *v, uint64_t *ms, char *why, size_t n)
+{
     *ms = 0;
     if (!v || !*v)
         return 0;
@@ -484,4 +488,44 @@ enum agent_result agent_request(int slot, const char *uuid, uint64_t total, uint
 out:
     pthread_mutex_unlock(&A.mu);
     return res;
+}
+
+int agent_container_state(int *fd, char *job, size_t jobn, char *why, size_t n)
+{
+    char path[108], err[256] = "";
+    *fd = -1;
+    int r = ledger_find_socket(path, sizeof path, err, sizeof err);
+    if (r != 0) {
+        snprintf(why, n, "%s", r > 0 ? "no vramd is configured" : err);
+        return r > 0 ? 1 : -1;
+    }
+    int s = ledger_connect(path);
+    if (s < 0) {
+        snprintf(why, n, "vramd at %s does not answer (%s)", path, strerror(errno));
+        return 1;
+    }
+    struct proto_msg m;
+    struct proto_writer w;
+    proto_begin(&w, VERB_STATE);
+    int rc = -1;
+    if (!ledger_peer_trusted(s, why, n)) {
+        ;
+    } else if (ledger_send(s, &w) != 0 ||
+               ledger_recv_fd(s, &m, fd, AGENT_STATE_TIMEOUT_MS, err, sizeof err) != 0) {
+        snprintf(why, n, "vramd at %s did not answer: %s", path, err[0] ? err : strerror(errno));
+        rc = 1;
+    } else if (m.verb == VERB_OK && *fd >= 0) {
+        const char *name = proto_get(&m, "job");
+        snprintf(job, jobn, "%s", name ? name : "-");
+        rc = 0;
+    } else {
+        const char *text = proto_get(&m, "text");
+        snprintf(why, n, "%s", text ? text : "vramd gave no command state");
+        if (*fd >= 0)
+            close(*fd);
+        *fd = -1;
+        rc = m.verb == VERB_DENY ? 1 : -1;
+    }
+    close(s);
+    return rc;
 }

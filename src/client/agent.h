@@ -43,6 +43,20 @@
  * -1 with a message naming the variable, the value and what is accepted. */
 #define AGENT_WAIT_POLICY UINT64_MAX
 int agent_wait_setting(uint64_t *ms, char *why, size_t n);
+/* The same for a value given (NULL: unset): vram oci-hook reads a
+ * container's VRAM_WAIT from its environment as written in config.json. */
+int agent_wait_parse(const char *value, uint64_t *ms, char *why, size_t n);
+
+/* A process of a container's job (VRAM_COMMAND=vramd, which the CDI spec
+ * of vram cdi generate sets): asks vramd for the job's command state,
+ * which every process of the container shares (STATE; vramd knows the
+ * container by the process's cgroup). 0 with the descriptor in *fd and the
+ * job's name; 1 with why when there is none to be had, and the process
+ * works as without vram run (no vramd, vramd down, or the process is in
+ * no container's job); -1 with why when the daemon at the socket is not
+ * to be trusted. Waits AGENT_STATE_TIMEOUT_MS at most. */
+#define AGENT_STATE_TIMEOUT_MS 5000
+int agent_container_state(int *fd, char *job, size_t jobn, char *why, size_t n);
 
 typedef void (*agent_usage_fn)(int slot, uint64_t *used, uint64_t *peak);
 /* The daemon refused to count the budget of device `slot` after it came

@@ -235,9 +235,17 @@ int ledger_send(int fd, struct proto_writer *w)
 
 int ledger_recv(int fd, struct proto_msg *m, int timeout_ms, char *err, size_t errlen)
 {
+    return ledger_recv_fd(fd, m, NULL, timeout_ms, err, errlen);
+}
+
+int ledger_recv_fd(int fd, struct proto_msg *m, int *passed, int timeout_ms, char *err,
+                   size_t errlen)
+{
     char buf[PROTO_MAX + 1];
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int r;
+    if (passed)
+        *passed = -1;
     do
         r = poll(&p, 1, timeout_ms);
     while (r < 0 && errno == EINTR);
@@ -245,24 +253,41 @@ int ledger_recv(int fd, struct proto_msg *m, int timeout_ms, char *err, size_t e
         snprintf(err, errlen, "no answer from the daemon within %d ms", timeout_ms);
         return -1;
     }
+    /* Without room for a descriptor, the kernel closes any that came. */
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1,
+                         .msg_control = passed ? control.buf : NULL,
+                         .msg_controllen = passed ? sizeof control.buf : 0};
     ssize_t n;
     do
-        n = recv(fd, buf, sizeof buf, MSG_TRUNC | MSG_DONTWAIT);
+        n = recvmsg(fd, &msg, MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
-    if (n <= 0) {
-        snprintf(err, errlen, "the daemon closed the connection");
-        return -1;
-    }
-    if ((size_t)n > PROTO_MAX) {
-        snprintf(err, errlen, "a message from the daemon longer than %d bytes", PROTO_MAX);
-        return -1;
+    for (struct cmsghdr *cm = passed ? CMSG_FIRSTHDR(&msg) : NULL; cm; cm = CMSG_NXTHDR(&msg, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+            cm->cmsg_len == CMSG_LEN(sizeof(int)) && *passed < 0)
+            memcpy(passed, CMSG_DATA(cm), sizeof(int));
+    if (n <= 0 || (size_t)n > PROTO_MAX) {
+        snprintf(err, errlen, n <= 0 ? "the daemon closed the connection"
+                                     : "a message from the daemon longer than %d bytes",
+                 PROTO_MAX);
+        goto fail;
     }
     char why[256];
     if (proto_parse(buf, (size_t)n, m, why, sizeof why) != 0) {
         snprintf(err, errlen, "a malformed message from the daemon: %s", why);
-        return -1;
+        goto fail;
     }
     return 0;
+fail:
+    if (passed && *passed >= 0) {
+        close(*passed);
+        *passed = -1;
+    }
+    return -1;
 }
 
 int ledger_answer(int fd, uint64_t wait_ms, ledger_wait_fn on_wait, void *arg,

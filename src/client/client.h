@@ -67,6 +67,10 @@ int ledger_send(int fd, struct proto_writer *w);
 /* Receives and parses one message within timeout_ms (-1: no limit). 0, or
  * -1 with err ("the daemon closed the connection", a timeout, garbage). */
 int ledger_recv(int fd, struct proto_msg *m, int timeout_ms, char *err, size_t errlen);
+/* The same, and the descriptor that came with the message (SCM_RIGHTS,
+ * close-on-exec) in *passed, or -1. */
+int ledger_recv_fd(int fd, struct proto_msg *m, int *passed, int timeout_ms, char *err,
+                   size_t errlen);
 
 /* Milliseconds on the monotonic clock: what every deadline here is
  * measured in. */

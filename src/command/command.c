@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -194,13 +195,62 @@ static char **environment_entry(void)
     return NULL;
 }
 
-void command_open_from_environment(void)
+/* VRAM_COMMAND=vramd: the state comes from vramd (a container's job), and
+ * this process names itself for its children, who find it as a vram run
+ * command's processes do. */
+static void open_from_daemon(char **entry, command_state_source ask)
+{
+    int given = -1;
+    int r = ask ? ask(&given, me.open_error, sizeof me.open_error) : 1;
+    if (r > 0) {
+        /* None to be had: this process works as without vram run. */
+        me.open_error[0] = 0;
+        return;
+    }
+    me.named = true;
+    if (r < 0)
+        return; /* refused, with why */
+    struct command_shared head;
+    if (pread(given, &head, offsetof(struct command_shared, devices), 0) !=
+        (ssize_t)offsetof(struct command_shared, devices)) {
+        snprintf(me.open_error, sizeof me.open_error, "the command state vramd gave cannot be "
+                 "read: %s", strerror(errno));
+        close(given);
+        return;
+    }
+    memcpy(me.id, head.id, sizeof me.id);
+    /* Its own open file description (the one passed is vramd's, shared by
+     * every process it was passed to, and OFD locks through it would not
+     * tell them apart), checked as any state is. */
+    int f = command_state_open((int)getpid(), given, me.id, me.open_error,
+                               sizeof me.open_error);
+    close(given);
+    if (f < 0)
+        return;
+    me.open_error[0] = 0;
+    keep_probe(f);
+    me.nentries = 1;
+    me.entry_pid[0] = (int)getpid();
+    me.entry_fd[0] = me.probe;
+    char idhex[33], value[128];
+    command_id_text(me.id, idhex);
+    snprintf(value, sizeof value, "%s=%s:%d/%d", COMMAND_ENV, idhex, (int)getpid(), me.probe);
+    char *copy = strdup(value); /* the environment's for good */
+    if (copy)
+        *entry = copy;
+}
+
+void command_open_from_environment(command_state_source from_daemon)
 {
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     char **entry = environment_entry();
     if (!entry)
         return;
     const char *v = *entry + strlen(COMMAND_ENV) + 1;
+    if (strcmp(v, COMMAND_FROM_DAEMON) == 0) {
+        open_from_daemon(entry, from_daemon);
+        return;
+    }
     me.named = true;
     if (parse_env(v, me.open_error, sizeof me.open_error) != 0)
         return;

@@ -121,13 +121,23 @@ void command_peak_line(const struct command_summary *s, int i, char *out, size_t
 
 /* ----------------------------------------------- a process of the command */
 
+/* VRAM_COMMAND=vramd (the CDI spec of vram cdi generate sets it in a
+ * container): the command's state is vramd's, for the container's job. */
+#define COMMAND_FROM_DAEMON "vramd"
+/* Where such a state comes from (the interposer: agent_container_state):
+ * 0 with a descriptor in *fd; 1 when there is none (then the process works
+ * as without vram run, its budget its own); -1 with why when it must not
+ * run unbudgeted. */
+typedef int (*command_state_source)(int *fd, char *why, size_t n);
+
 /* Called once when the interposer loads: opens the state VRAM_COMMAND names
- * (while the processes it names are alive) and names this process in it
- * for its own children, so that they can find the state even after vram
- * run has gone. Does no more; nothing is printed here. Also sets up what a
- * forked child needs: it is a new member with nothing charged, and claims
- * its own slot at its first allocation. */
-void command_open_from_environment(void);
+ * (while the processes it names are alive), or for VRAM_COMMAND=vramd the
+ * one `from_daemon` gives, and names this process in it for its own
+ * children, so that they can find the state even after vram run has gone.
+ * Does no more; nothing is printed here. Also sets up what a forked child
+ * needs: it is a new member with nothing charged, and claims its own slot
+ * at its first allocation. */
+void command_open_from_environment(command_state_source from_daemon);
 
 /* Maps the state (or private memory when there is no VRAM_COMMAND).
  * 0, or -1 with a one-line reason in why: this process belongs to a

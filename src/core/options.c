@@ -42,7 +42,11 @@ static const struct {
     {"VRAM_SIM_DRIVER", OPT_OTHER, "simulated driver and NVML: the driver branch, 580 or 615"},
     {"VRAM_SIM_ACCOUNTING", OPT_OTHER, "simulated NVML: accounting mode, on or off (the default)"},
     {"VRAM_ISOLATE_CHILD", OPT_OTHER, "internal: set by vram_run_isolated in its child"},
-    {"VRAM_COMMAND", OPT_OTHER, "set by vram run: the command whose GPU budget this process shares"},
+    {"VRAM_COMMAND", OPT_OTHER, "set by vram run: the command whose GPU budget this process "
+     "shares; vramd in a container: its job's, from vramd"},
+    {"VRAM_CONTAINER_GPUS", OPT_OTHER, "vram-oci-runtime: the GPUs a container's budget is for "
+     "(0, GPU-<uuid>, all, or a list)"},
+    {"VRAM_OCI_RUNTIME", OPT_OTHER, "vram-oci-runtime: the OCI runtime it runs (default runc)"},
 };
 
 bool options_known(const char *name)

@@ -7,11 +7,13 @@
  * grants return at once (answers_gone), except a job's while processes of
  * it live, which vramd keeps for them (job_keep.h).
  */
+#include "containers.h"
 #include "daemon.h"
 #include "driver_limits.h"
 #include "job_keep.h"
 
 #include "../protocol/snapshot.h"
+#include "../util/container.h"
 #include "../util/parse.h"
 #include "../util/proc.h"
 
@@ -156,17 +158,6 @@ static struct awaiting *await_driver(struct conn *c, uint64_t ticket, enum await
  * (and vram run put in the job's cgroup), off the loop, before the client
  * hears GRANT and starts anything. `restored`: a grant given back after a
  * restart, or a budget held while vramd was down, whose processes run. */
-static int reply_grant(struct conn *c, const char *dev, uint64_t bytes, bool restored)
-{
-    int d = ledger_find_device(&D.L, dev);
-    if (c->client && d >= 0) {
-        uint64_t ticket = ++A.tickets;
-        if (driver_limits_grant(&D.L, c->client, d, restored, ticket) == DL_WAIT)
-            return await_driver(c, ticket, AWAIT_GRANT, dev, bytes) ? 0 : -1;
-    }
-    return grant_ready(c, dev, bytes);
-}
-
 /* A grant the driver would not hold is no grant: back to the ledger. */
 static void undo_grant(struct ledger_client *lc, int d)
 {
@@ -175,6 +166,27 @@ static void undo_grant(struct ledger_client *lc, int d)
     driver_limits_release(lc, d);
     ledger_release(&D.L, lc, d);
     D.state_dirty = true;
+}
+
+static int reply_grant(struct conn *c, const char *dev, uint64_t bytes, bool restored)
+{
+    int d = ledger_find_device(&D.L, dev);
+    char why[400];
+    /* A container's grant is in the command state its processes share
+     * (containers.h) before anything of it starts. */
+    if (c->client && d >= 0 && !restored &&
+        containers_grant(c->client, dev, d, bytes, why, sizeof why) != 0) {
+        dlog(L_WARN, "job %s (%s): %s; its grant on %s is refused", c->client->job,
+             c->client->user, why, dev);
+        undo_grant(c->client, d);
+        return reply_text(c, VERB_DENY, dev, "%s", why);
+    }
+    if (c->client && d >= 0) {
+        uint64_t ticket = ++A.tickets;
+        if (driver_limits_grant(&D.L, c->client, d, restored, ticket) == DL_WAIT)
+            return await_driver(c, ticket, AWAIT_GRANT, dev, bytes) ? 0 : -1;
+    }
+    return grant_ready(c, dev, bytes);
 }
 
 void answers_driver_done(uint64_t ticket, int job, int dev, enum driver_verdict v,
@@ -381,6 +393,37 @@ static int on_hello(struct conn *c, const struct proto_msg *m)
     return reply(c, &w);
 }
 
+/* A request's answer once admission has spoken (`who` asked, as the log
+ * names it): GRANT (reply_grant), WAIT with until= (how long the daemon
+ * holds the request at most, so that the client's own wait for an answer
+ * is bounded too), or DENY with why; `no_wait` adds that the request
+ * asked to wait and the policy lets none. */
+static int reply_verdict(struct conn *c, const char *who, enum verdict v, int dev,
+                         uint64_t granted, uint64_t longest, bool restored, bool no_wait,
+                         const char *why)
+{
+    const char *uuid = D.L.dev[dev].uuid;
+    if (v == VERDICT_GRANT) {
+        D.state_dirty = true;
+        dlog(L_INFO, "%s: granted %s on %s", who, format_size(granted).text, uuid);
+        return reply_grant(c, uuid, granted, restored);
+    }
+    if (v == VERDICT_WAIT) {
+        dlog(L_INFO, "%s: waits for %s on %s", who,
+             format_size(c->client->use[dev].want).text, uuid);
+        struct proto_writer w;
+        proto_begin(&w, VERB_WAIT);
+        proto_add(&w, "dev", uuid);
+        proto_add_u64(&w, "until", longest);
+        proto_add_text(&w, "%s", why);
+        return reply(c, &w);
+    }
+    dlog(L_INFO, "%s: refused on %s: %s", who, uuid, why);
+    if (no_wait)
+        return reply_text(c, VERB_DENY, uuid, "%s (the policy does not let requests wait)", why);
+    return reply_text(c, VERB_DENY, uuid, "%s", why);
+}
+
 static int on_request(struct conn *c, const struct proto_msg *m)
 {
     struct ledger_client *lc = c->client;
@@ -424,28 +467,10 @@ static int on_request(struct conn *c, const struct proto_msg *m)
     enum verdict v = restore ? ledger_register(&D.L, lc, dev, bytes, &granted, why, sizeof why)
                              : ledger_request(&D.L, lc, dev, bytes, may_wait, deadline, &granted,
                                               why, sizeof why);
-    if (v == VERDICT_GRANT) {
-        D.state_dirty = true;
-        dlog(L_INFO, "pid %d (%s, %s): granted %s on %s", (int)lc->pid, lc->user, lc->cmd,
-             format_size(granted).text, uuid);
-        return reply_grant(c, uuid, granted, restore != 0);
-    }
-    if (v == VERDICT_WAIT) {
-        dlog(L_INFO, "pid %d (%s): waits for %s on %s", (int)lc->pid, lc->user,
-             format_size(lc->use[dev].want).text, uuid);
-        /* until=: how long the daemon holds the request at most, so that
-         * the client's own wait for an answer is bounded too. */
-        struct proto_writer w;
-        proto_begin(&w, VERB_WAIT);
-        proto_add(&w, "dev", uuid);
-        proto_add_u64(&w, "until", longest);
-        proto_add_text(&w, "%s", why);
-        return reply(c, &w);
-    }
-    dlog(L_INFO, "pid %d (%s): refused on %s: %s", (int)lc->pid, lc->user, uuid, why);
-    if (wait && !p->wait && !restore)
-        return reply_text(c, VERB_DENY, uuid, "%s (the policy does not let requests wait)", why);
-    return reply_text(c, VERB_DENY, uuid, "%s", why);
+    char who[200];
+    snprintf(who, sizeof who, "pid %d (%s, %s)", (int)lc->pid, lc->user, lc->cmd);
+    return reply_verdict(c, who, v, dev, granted, longest, restore != 0,
+                         wait && !p->wait && !restore, why);
 }
 
 static int on_report(struct conn *c, const struct proto_msg *m)
@@ -677,6 +702,218 @@ static int on_place(struct conn *c, const struct proto_msg *m)
     return reply(c, &w);
 }
 
+/* The budget a container asks for on dev: bytes=, or fraction= of the
+ * GPU, or neither (0: the policy's default). 0, or 1 after a refusal. */
+static int container_amount(struct conn *c, const struct proto_msg *m, int dev, uint64_t *bytes)
+{
+    char err[256] = "";
+    const char *fraction = proto_get(m, "fraction");
+    *bytes = 0;
+    if (proto_get_u64(m, "bytes", (uint64_t)1 << 56, bytes, err, sizeof err) < 0)
+        return answers_strike(c, "CONTAINER: %s", err) < 0 ? -1 : 1;
+    if (fraction && *bytes)
+        return answers_strike(c, "CONTAINER: bytes= and fraction= are both given; give one")
+                   < 0 ? -1 : 1;
+    if (fraction) {
+        char *end;
+        double f = strtod(fraction, &end);
+        if (*end || !(f > 0 && f <= 1))
+            return answers_strike(c, "CONTAINER: fraction=\"%.40s\": accepted: a number above 0, "
+                                  "at most 1", fraction) < 0 ? -1 : 1;
+        *bytes = (uint64_t)((double)D.L.dev[dev].total * f);
+        if (!*bytes)
+            *bytes = 1;
+    }
+    return 0;
+}
+
+/* The job a CONTAINER message is for: a new one (the claim checked against
+ * the kernel), or, for a container registered already (the hook of its
+ * next GPU), that one, taken over by this connection. NULL when the
+ * message was answered (*rc). */
+static struct ledger_client *container_job(struct conn *c, const struct proto_msg *m, int *rc)
+{
+    const char *id = proto_get(m, "id"), *name = proto_get(m, "name"),
+               *cgroup = proto_get(m, "cgroup");
+    uint64_t pid = 0, uid = c->uid, gid = c->gid, as = 0;
+    char err[256] = "", why[800];
+    *rc = 0;
+    if (!id || !container_id_ok(id) || !name || !proto_name_ok(name) || !cgroup) {
+        *rc = answers_strike(c, "CONTAINER: id= (a container's id), name= (a name of "
+                             "[A-Za-z0-9._:@+/-]) and cgroup= are required");
+        return NULL;
+    }
+    if (proto_get_u64(m, "pid", INT32_MAX, &pid, err, sizeof err) != 0 || !pid) {
+        *rc = answers_strike(c, "CONTAINER: %s", err[0] ? err : "pid= (more than 0) is required");
+        return NULL;
+    }
+    int ru = proto_get_u64(m, "uid", UINT32_MAX - 1, &uid, err, sizeof err),
+        rg = proto_get_u64(m, "gid", UINT32_MAX - 1, &gid, err, sizeof err),
+        ra = proto_get_u64(m, "as", UINT32_MAX - 1, &as, err, sizeof err);
+    if (ru < 0 || rg < 0 || ra < 0) {
+        *rc = answers_strike(c, "CONTAINER: %s", err);
+        return NULL;
+    }
+    if (ra == 1)
+        as = uid;
+    /* Whose the container is: root's word (the runtime's state), or the
+     * kernel's for anyone else, who registers only their own. */
+    if (c->uid != 0 && (uid != c->uid || as != c->uid || (rg == 0 && gid != c->gid))) {
+        dlog(L_INFO, "pid %d uid %u: refused container %.12s: it named another user", (int)c->pid,
+             (unsigned)c->uid, id);
+        *rc = reply_text(c, VERB_DENY, NULL, "uid=, gid= and as= are root's to say: a user "
+                         "registers only a container of their own, as themselves (uid %u)",
+                         (unsigned)c->uid);
+        return NULL;
+    }
+    struct ledger_client *lc = c->client;
+    if (lc) {
+        struct ledger_client *same = containers_find(&D.L, id);
+        if (same != lc) {
+            *rc = answers_strike(c, "CONTAINER: this connection already stands for something "
+                                 "else");
+            return NULL;
+        }
+        return lc;
+    }
+    struct ledger_client *known = containers_find(&D.L, id);
+    if (known) {
+        if ((c->uid != 0 && known->uid != c->uid) || !known->kept) {
+            *rc = reply_text(c, VERB_DENY, NULL, "container %.12s's job is %s", id,
+                             known->kept ? "another user's" : "being registered on another "
+                                                               "connection");
+            return NULL;
+        }
+        ledger_unkeep(&D.L, known, c);
+        c->client = known;
+        return known;
+    }
+    struct container_claim k = {id, name, (pid_t)pid, cgroup};
+    char dir[CG_PATH_LEN];
+    uint64_t start = 0;
+    if (containers_check(&k, c->uid, dir, sizeof dir, &start, why, sizeof why) != 0) {
+        dlog(L_INFO, "pid %d uid %u: refused container %.12s: %s", (int)c->pid, (unsigned)c->uid,
+             id, why);
+        *rc = reply_text(c, VERB_DENY, NULL, "%s", why);
+        return NULL;
+    }
+    lc = ledger_join(&D.L, ROLE_JOB, c->pid, (uid_t)uid, (gid_t)gid);
+    if (!lc) {
+        *rc = answers_strike(c, "CONTAINER: the daemon is out of memory");
+        return NULL;
+    }
+    lc->owner = c;
+    lc->start = c->start;
+    /* Root's registration stands for the runtime, as the Slurm plugin's
+     * JOB does: a reservation "for job" may name it. */
+    lc->by_root = c->uid == 0;
+    if (c->uid != 0 && ledger_set_groups(&D.L, lc, c->groups, c->ngroups) != 0) {
+        ledger_leave(&D.L, lc);
+        *rc = answers_strike(c, "CONTAINER: the daemon is out of memory");
+        return NULL;
+    }
+    user_name(lc->uid, lc->user, sizeof lc->user);
+    containers_job_name(id, name, lc->job, sizeof lc->job);
+    snprintf(lc->cmd, sizeof lc->cmd, "container");
+    if (containers_add(lc, id, dir, (uid_t)as, why, sizeof why) != 0) {
+        ledger_leave(&D.L, lc);
+        *rc = reply_text(c, VERB_DENY, NULL, "%s", why);
+        return NULL;
+    }
+    c->client = lc;
+    /* Its first process, the first of the job's (the rest are found in
+     * its cgroup: job_keep.h). */
+    ledger_member(&D.L, lc, (pid_t)pid, start);
+    driver_limits_in_place(&D.L, lc, dir);
+    dlog(L_INFO, "job %s (%s): container %s, cgroup %s, pid %d", lc->job, lc->user, id, cgroup,
+         (int)pid);
+    D.state_dirty = true;
+    return lc;
+}
+
+/* vram oci-hook at a container's creation: the container is one job,
+ * held by its cgroup (containers.h); its budget on one GPU per message,
+ * admitted as a REQUEST is. */
+static int on_container(struct conn *c, const struct proto_msg *m)
+{
+    int dev, r;
+    if ((r = device_of(c, m, &dev)) != 0)
+        return r < 0 ? -1 : 0;
+    uint64_t bytes, wait = 0;
+    char err[256] = "";
+    if ((r = container_amount(c, m, dev, &bytes)) != 0)
+        return r < 0 ? -1 : 0;
+    if (proto_get_u64(m, "wait", UINT64_MAX, &wait, err, sizeof err) < 0)
+        return answers_strike(c, "CONTAINER: %s", err);
+    struct ledger_client *lc = container_job(c, m, &r);
+    if (!lc)
+        return r < 0 ? -1 : 0;
+    const char *uuid = D.L.dev[dev].uuid;
+    if (lc->use[dev].grant || lc->use[dev].waiting)
+        return answers_strike(c, "CONTAINER: job %s has asked for %s already", lc->job, uuid);
+    char why[700];
+    if (driver_limits_admit(&D.L, lc, why, sizeof why) != 0) {
+        dlog(L_INFO, "job %s (%s): refused on %s: %s", lc->job, lc->user, uuid, why);
+        return reply_text(c, VERB_DENY, uuid, "%s", why);
+    }
+    const struct policy *p = &D.L.policy;
+    bool may_wait = wait && p->wait;
+    uint64_t longest = wait < p->wait_ms ? wait : p->wait_ms, granted = 0;
+    enum verdict v = ledger_request(&D.L, lc, dev, bytes, may_wait, now_ms() + longest,
+                                    &granted, why, sizeof why);
+    char who[200];
+    snprintf(who, sizeof who, "job %s (%s)", lc->job, lc->user);
+    return reply_verdict(c, who, v, dev, granted, longest, false, wait && !p->wait, why);
+}
+
+static void client_over(struct ledger_client *lc, const char *why);
+
+/* vram oci-hook after a container stopped: its job ends now, whatever
+ * its cgroup still holds. Root, or the job's own user. */
+static int on_stopped(struct conn *c, const struct proto_msg *m)
+{
+    const char *id = proto_get(m, "id");
+    if (!id || !container_id_ok(id))
+        return answers_strike(c, "STOPPED: id= must be a container's id");
+    struct ledger_client *lc = containers_find(&D.L, id);
+    struct proto_writer w;
+    if (!lc) { /* never registered (vramd was down), or ended already */
+        proto_begin(&w, VERB_OK);
+        return reply(c, &w);
+    }
+    if (c->uid != 0 && c->uid != lc->uid) {
+        dlog(L_INFO, "pid %d uid %u: refused to end job %s, user %u's", (int)c->pid,
+             (unsigned)c->uid, lc->job, (unsigned)lc->uid);
+        return reply_text(c, VERB_DENY, NULL, "container %.12s's job %s is user %u's: only root "
+                          "or that user may end it", id, lc->job, (unsigned)lc->uid);
+    }
+    struct conn *holder = lc->owner;
+    if (holder)
+        holder->client = NULL; /* a hook still registering it: the job is over all the same */
+    client_over(lc, "the container stopped");
+    answers_admit_waiting();
+    proto_begin(&w, VERB_OK);
+    return reply(c, &w);
+}
+
+/* A process in a container, through the interposer (VRAM_COMMAND=vramd):
+ * the command state of the job its cgroup is, which all the container's
+ * processes share (containers.h). */
+static int on_state(struct conn *c, const struct proto_msg *m)
+{
+    (void)m;
+    char why[500];
+    int fd;
+    struct ledger_client *lc = containers_of_process(&D.L, c->pid, c->start, &fd, why, sizeof why);
+    if (!lc || fd < 0)
+        return reply_text(c, VERB_DENY, NULL, "%s", why);
+    struct proto_writer w;
+    proto_begin(&w, VERB_OK);
+    proto_add(&w, "job", lc->job);
+    int len = proto_end(&w);
+    return len < 0 ? -1 : conn_send_fd(c, w.buf, (size_t)len, fd);
+}
+
 /* The ledger as this client may see it, one page per STATUS: the node and
  * the devices on the first, then at most STATUS_PAGE entries, then END (next=CURSOR
  * when there is more). A page fits in a socket's ordinary send buffer, so
@@ -760,31 +997,36 @@ int answers_handle(struct conn *c, const char *buf, size_t len)
     case VERB_MEMBER: return on_member(c, &m);
     case VERB_HISTORY: return on_history(c, &m);
     case VERB_PLACE: return on_place(c, &m);
+    case VERB_CONTAINER: return on_container(c, &m);
+    case VERB_STOPPED: return on_stopped(c, &m);
+    case VERB_STATE: return on_state(c, &m);
     default: return answers_strike(c, "%s is not something a client sends", proto_verb_name(m.verb));
     }
 }
 
-/* A client leaves the ledger: what it held comes back. */
-static void client_over(struct ledger_client *lc)
+/* A client leaves the ledger (a job: `why`, or NULL for its end as a
+ * client's): what it held comes back. */
+static void client_over(struct ledger_client *lc, const char *why)
 {
     bool held = false;
     for (int d = 0; d < D.L.ndev; d++)
         held |= lc->use[d].grant != 0;
-    if (held && lc->kept)
-        dlog(L_INFO, "job %s (%s): its last process is gone: its grants are back", lc->job,
-             lc->user);
+    if (why || (held && lc->kept))
+        dlog(L_INFO, "job %s (%s): %s%s", lc->job, lc->user,
+             why ? why : "its last process is gone", held ? ": its grants are back" : "");
     else if (held)
         dlog(L_INFO, "pid %d (%s, %s%s%s) gone: its grants are back", (int)lc->pid, lc->user,
              lc->cmd, lc->role == ROLE_JOB ? " " : "", lc->role == ROLE_JOB ? lc->job : "");
     history_client_left(&D.history, lc->id, now_ms());
     driver_limits_end(lc);
+    containers_end(lc);
     ledger_leave(&D.L, lc);
     D.state_dirty = true;
 }
 
 void answers_job_over(struct ledger_client *lc)
 {
-    client_over(lc);
+    client_over(lc, NULL);
     answers_admit_waiting();
 }
 
@@ -813,5 +1055,5 @@ void answers_gone(struct conn *c)
         D.state_dirty = true;
         return;
     }
-    client_over(lc);
+    client_over(lc, NULL);
 }

@@ -111,6 +111,29 @@ int conn_send(struct conn *c, const char *buf, size_t len)
     return 0;
 }
 
+int conn_send_fd(struct conn *c, const char *buf, size_t len, int fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {(void *)buf, len};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                         .msg_controllen = sizeof control.buf};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    if (sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) {
+        dlog_limited(&C.log_slow, L_INFO, "pid %d does not take its answers (%s); dropping it",
+                     (int)c->pid, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static void drop(struct conn *c)
 {
     C.h.gone(c);

@@ -15,6 +15,8 @@
  *               work on a thread of its own (driver_work.c), the
  *               cgroups' files (cgroups.c)
  *   job_keep.c  a job whose holder is gone, kept while its processes live
+ *   containers.c  a container as one job: held by its own cgroup, its
+ *               command state handed to its processes (containers.h)
  *   reconcile.c NVML's readings, on a thread of their own
  * (NVML itself is src/cuda/nvml_query.c, which vram devices shares)
  *
@@ -98,6 +100,9 @@ void daemon_test_point(const char *point);
 /* conns.c */
 /* Sends one message without waiting; -1 if the client does not take it. */
 int conn_send(struct conn *c, const char *buf, size_t len);
+/* The same, with a descriptor passed along (SCM_RIGHTS; the caller keeps
+ * its own). */
+int conn_send_fd(struct conn *c, const char *buf, size_t len, int fd);
 /* Drops every connection whose strikes reached MAX_STRIKES. */
 void conns_drop_struck(void);
 

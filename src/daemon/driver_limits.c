@@ -8,6 +8,7 @@
 #include "../cuda/nvml_limits.h"
 #include "../util/parse.h"
 #include "cgroups.h"
+#include "containers.h"
 #include "daemon.h"
 #include "driver_work.h"
 
@@ -315,6 +316,13 @@ int driver_limits_grant(struct ledger *l, struct ledger_client *c, int dev, bool
     struct dl_job *j = find_job(c->id);
     if (!j && (j = find_left(c)))
         j->id = c->id; /* its holder re-registers with this vramd: the cgroup it has */
+    if (!j && containers_cgroup(c)) {
+        /* A container's job is held in its own cgroup or not at all (its
+         * user may move processes out of it: driver_limits_in_place said
+         * so); never in one made below its hook's. */
+        c->use[dev].by_driver = false;
+        return DL_NOW;
+    }
     if (!j && restored) {
         /* Its processes run outside any cgroup of this vramd's: a new one
          * would hold the holder alone. */
@@ -442,6 +450,29 @@ void driver_limits_settle(const struct ledger *l)
     }
     if (changed)
         write_record();
+}
+
+void driver_limits_in_place(struct ledger *l, struct ledger_client *c, const char *dir)
+{
+    (void)l;
+    if (!G.on || c->role != ROLE_JOB || find_job(c->id))
+        return;
+    /* A user who may move processes out of it (a rootless container's
+     * cgroup, in the user's delegated tree) is not held by its limit. */
+    char which[CG_PATH_LEN];
+    if (cg_user_may_move(dir, c->uid, c->gid, c->groups, c->groups ? c->ngroups : 0, which,
+                         sizeof which)) {
+        dlog(L_WARN, "job %s (%s): user %u may move processes out of %s (%s's cgroup.procs is "
+             "theirs to write); the interposer alone holds its grants", c->job, c->user,
+             (unsigned)c->uid, dir, which);
+        return;
+    }
+    struct dl_job *j = add_job(c);
+    if (!j)
+        return;
+    snprintf(j->path, sizeof j->path, "%s", dir);
+    j->made = false;
+    write_record();
 }
 
 /* PLACE naming Slurm's step cgroup: used in place, the sender at or below

@@ -150,6 +150,12 @@ void driver_limits_end(const struct ledger_client *c);
  * with why. */
 int driver_limits_place(struct ledger *l, struct ledger_client *c, pid_t pid, uint64_t start,
                         const char *cgroup, uint64_t ticket, char *why, size_t n);
+/* Job c (a container's: containers.h) is held in the cgroup `dir` its
+ * runtime made, in place: never moved, made or removed, its limits set
+ * with each grant and cleared at the job's end, as Slurm's step cgroup. Not
+ * where the job's user may move processes out of it (said): then the
+ * interposer alone holds it. Before the job's first grant. */
+void driver_limits_in_place(struct ledger *l, struct ledger_client *c, const char *dir);
 /* The cgroup vramd made for job c, whose processes are all the job's
  * (job_keep.h watches them), or NULL. */
 const char *driver_limits_cgroup(const struct ledger_client *c);

@@ -8,6 +8,7 @@
  *   - the metrics file: the ledger in Prometheus text format, for
  *     node_exporter's textfile collector.
  */
+#include "containers.h"
 #include "daemon.h"
 
 #include "../protocol/snapshot.h"
@@ -88,7 +89,8 @@ void fill_metrics(FILE *f)
  * of a job
  *   m j|c HOLDER-PID HOLDER-START UID JOB PID START
  * so that a job whose holder is gone by then is kept for them
- * (job_keep.h). */
+ * (job_keep.h); and one per container's job (containers.h: "k ..."), the
+ * cgroup that holds it. */
 static int state_line(char *buf, size_t n, const struct ledger_client *c, int d)
 {
     const struct ledger_use *u = &c->use[d];
@@ -105,6 +107,7 @@ void fill_state(FILE *f)
 {
     fprintf(f, "# vramd grants: p|j|c pid start uid gid job device bytes from-job\n");
     fprintf(f, "# and jobs' processes: m j|c holder-pid holder-start uid job pid start\n");
+    fprintf(f, "# and containers' jobs: k j|c holder-pid holder-start uid job as id cgroup\n");
     for (int d = 0; d < D.L.ndev; d++)
         fprintf(f, "d %s %llu\n", D.L.dev[d].uuid, (unsigned long long)D.L.dev[d].total);
     char line[STATE_LINE_MAX];
@@ -112,6 +115,7 @@ void fill_state(FILE *f)
         for (int d = 0; d < D.L.ndev; d++)
             if (state_line(line, sizeof line, D.L.clients[i], d))
                 fputs(line, f);
+    containers_fill_state(&D.L, f);
     for (int i = 0; i < D.L.njobs; i++) {
         const struct ledger_client *j = D.L.jobs[i];
         for (int k = 0; k < j->nmembers; k++)
@@ -179,8 +183,9 @@ void load_state_from(FILE *f)
             struct held_line h;
             if (line[0] == '#')
                 continue;
-            if (line[0] == 'm') {
-                if (pass == 1 && read_member(line) != 0)
+            if (line[0] == 'm' || line[0] == 'k') {
+                if (pass == 1 && (line[0] == 'm' ? read_member(line)
+                                                 : containers_read_line(&D.L, line)) != 0)
                     bad++;
                 continue;
             }

@@ -4,6 +4,7 @@
 #include "../protocol/protocol.h"
 #include "../util/proc.h"
 #include "cgroups.h"
+#include "containers.h"
 #include "daemon.h"
 #include "driver_limits.h"
 
@@ -64,7 +65,10 @@ bool job_keep_lives(struct ledger *l, struct ledger_client *c)
     }
     if (!c->kept && running(c->pid, c->start, &pi))
         children_of(c->pid, f); /* a holder still exiting: what it started */
-    const char *cgroup = driver_limits_cgroup(c);
+    /* A container's own cgroup (the runtime's), or the one vramd made. */
+    const char *cgroup = containers_cgroup(c);
+    if (!cgroup)
+        cgroup = driver_limits_cgroup(c);
     if (cgroup) {
         pid_t in[256];
         int n = cg_procs(cgroup, in, 256);

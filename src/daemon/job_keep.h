@@ -21,18 +21,20 @@
  *     children), which become members in turn; at the keeping, the
  *     holder's own children too;
  *   - every process in the cgroup vramd made for the job
- *     (driver_limits_cgroup): what a job's process starts stays in it.
+ *     (driver_limits_cgroup), or in a container's own cgroup
+ *     (containers_cgroup): what a job's process starts stays in it.
  * A zombie is gone: its memory went with it. Whatever joins is the job's
  * as a member is (shown with the job, its NVML usage the job's); whatever
  * is gone leaves. The kept jobs are looked at every KEEP_CHECK_MS, on the
  * loop's timer, only while there is one: an idle vramd does nothing here.
  *
  * Not tied to vram run: any job whose processes are known this way can be
- * held so. A container's job (issue 29) is registered by an OCI hook that
- * exits at once: its holder is gone from the start, and its processes are
- * the container's cgroup (the runtime's, never moved): the hook's JOB
- * names that cgroup, the job is kept for it from its grant on, and it ends
- * when the cgroup's processes are all gone, or at poststop.
+ * held so. A container's job (containers.h) is registered by an OCI hook
+ * that exits at once: its holder is gone from the start, and its processes
+ * are the container's cgroup (the runtime's, never moved): the job is kept
+ * for them from the hook's end on, and ends when the cgroup's processes are
+ * all gone (at once: an inotify watch on its cgroup.events, besides this
+ * look), or at poststop.
  */
 #ifndef VRAM_JOB_KEEP_H
 #define VRAM_JOB_KEEP_H

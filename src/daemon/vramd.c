@@ -2,8 +2,9 @@
  *
  * One epoll loop: the listening socket, every client, a signal descriptor
  * (SIGHUP reloads the policy, SIGTERM/SIGINT stop), a 50 ms timer (wait
- * deadlines, held grants, idle connections, the metrics and state files)
- * and NVML's readings, which a thread of their own makes (reconcile.c).
+ * deadlines, held grants, idle connections, the metrics and state files),
+ * NVML's readings, which a thread of their own makes (reconcile.c), and
+ * the containers' cgroups emptying (containers.c, inotify).
  * Nothing a client sends can block the loop: sends never wait, and a client
  * too slow to take its answers is disconnected. The parts are listed in
  * daemon.h.
@@ -17,6 +18,7 @@
 #include "../util/parse.h"
 #include "../util/text.h"
 #include "conns.h"
+#include "containers.h"
 #include "driver_limits.h"
 #include "job_keep.h"
 #include "reconcile.h"
@@ -80,6 +82,7 @@ static void tick(void)
     history_tick(&D.history, &D.L, now);
     if (D.L.nkept)
         job_keep_tick(&D.L, now, answers_job_over);
+    containers_report(&D.L, now);
     if (driver_limits_pending())
         driver_limits_tick(now);
     static unsigned long not_kept;
@@ -537,6 +540,11 @@ int main(int argc, char **argv)
         ev.data.fd = dfd;
         epoll_ctl(ep, EPOLL_CTL_ADD, dfd, &ev);
     }
+    int cfd = containers_fd();
+    if (cfd >= 0) {
+        ev.data.fd = cfd;
+        epoll_ctl(ep, EPOLL_CTL_ADD, cfd, &ev);
+    }
     dlog(L_INFO, "serving %s (%d GPU%s from NVML, policy %s)", D.socket_path, D.ngpus,
          D.ngpus == 1 ? "" : "s",
          D.policy_path[0] ? D.policy_path : "none");
@@ -561,6 +569,8 @@ int main(int argc, char **argv)
                 reconcile_take();
             } else if (fd == dfd) {
                 driver_limits_take();
+            } else if (fd == cfd) {
+                containers_take(&D.L, answers_job_over);
             } else if (fd == tfd) {
                 uint64_t expirations;
                 if (read(tfd, &expirations, sizeof expirations) > 0)

@@ -264,6 +264,10 @@ void ledger_expire_held(struct ledger *l, uint64_t now_ms, ledger_alive_fn alive
  * grants and members, no longer anyone's connection (owner NULL), its
  * waits ended, until it leaves (ledger_leave). */
 void ledger_keep(struct ledger *l, struct ledger_client *c);
+/* A kept job held by a connection again (`owner`): a container's job, to
+ * which the runtime's hook for another of its GPUs adds a grant. It is
+ * kept again when that connection closes. */
+void ledger_unkeep(struct ledger *l, struct ledger_client *c, void *owner);
 void ledger_release(struct ledger *l, struct ledger_client *c, int dev);
 /* What the policy guarantees the client on a device: the largest
  * reservation that covers it there, at most its grant; 0 if none does. */

@@ -116,3 +116,12 @@ void ledger_keep(struct ledger *l, struct ledger_client *c)
     c->kept = true;
     l->nkept++;
 }
+
+void ledger_unkeep(struct ledger *l, struct ledger_client *c, void *owner)
+{
+    if (!c->kept)
+        return;
+    c->kept = false;
+    l->nkept--;
+    c->owner = owner;
+}

@@ -10,7 +10,7 @@
 static const char *const verbs[VERB_COUNT] = {
     "HELLO", "REQUEST", "REPORT", "RELEASE", "JOB", "STATUS", "MEMBER",
     "OK", "GRANT", "WAIT", "DENY", "ERR", "NODE", "DEV", "PROC", "END",
-    "HISTORY", "SERIES", "SAMPLES", "PLACE",
+    "HISTORY", "SERIES", "SAMPLES", "PLACE", "CONTAINER", "STOPPED", "STATE",
 };
 
 const char *proto_verb_name(enum proto_verb v)

@@ -40,6 +40,27 @@
  *                       it), that cgroup holds them, nothing moved; answered
  *                       OK backend=driver (placed) or backend=interposer
  *                       (nothing to do), or ERR
+ *   CONTAINER id=ID name=NAME pid=N cgroup=PATH dev=UUID total=BYTES
+ *             [bytes=BYTES | fraction=F] [uid=N gid=N as=N] [wait=MS]
+ *                       vram oci-hook, at a container's creation: container ID
+ *                       (NAME as podman ps shows it), whose first process is
+ *                       pid N (the kernel's word: in cgroup PATH, as
+ *                       /proc/PID/cgroup writes it, whose last part names ID)
+ *                       is one job, named NAME@ID's first 12, held by that
+ *                       cgroup, never moved (vramd ends it when the cgroup is
+ *                       empty, or at STOPPED); asks for its budget on dev=
+ *                       (bytes=0 and no fraction=: the policy's default), one
+ *                       message per GPU. uid=, gid= (the job's owner) and as=
+ *                       (the user its processes run as) are root's word only:
+ *                       a user registers only their own container. Answered
+ *                       as REQUEST: GRANT, WAIT, DENY
+ *   STOPPED id=ID       vram oci-hook at poststop: container ID's job ends
+ *                       (root, or the job's user)
+ *   STATE               a process of a container's job (vramd finds which by
+ *                       the sender's cgroup): OK job=NAME with the job's
+ *                       command state, a descriptor (SCM_RIGHTS), which the
+ *                       interposer uses as vram run's (VRAM_COMMAND=vramd);
+ *                       DENY when the sender is in no container's job
  *   STATUS [after=CURSOR]                      the ledger, as its reader may see it,
  *                       one page: the first (no after=) with the devices
  *   HISTORY [job=NAME] [tier=recent|all] [after=CURSOR]
@@ -80,7 +101,8 @@
 enum proto_verb {
     VERB_HELLO, VERB_REQUEST, VERB_REPORT, VERB_RELEASE, VERB_JOB, VERB_STATUS, VERB_MEMBER,
     VERB_OK, VERB_GRANT, VERB_WAIT, VERB_DENY, VERB_ERR, VERB_NODE, VERB_DEV, VERB_PROC, VERB_END,
-    VERB_HISTORY, VERB_SERIES, VERB_SAMPLES, VERB_PLACE,
+    VERB_HISTORY, VERB_SERIES, VERB_SAMPLES, VERB_PLACE, VERB_CONTAINER, VERB_STOPPED,
+    VERB_STATE,
     VERB_COUNT
 };
 

@@ -35,6 +35,7 @@ ledger="src/protocol/protocol.c src/protocol/snapshot.c src/client/client.c
         src/protocol/history_view.c src/view/trend.c"
 daemon="src/daemon/daemon.c src/daemon/identity.c src/daemon/answers.c src/daemon/driver_limits.c
         src/daemon/driver_work.c src/daemon/cgroups.c src/daemon/job_keep.c
+        src/daemon/containers.c src/command/command_state.c src/util/container.c
         src/daemon/files.c src/ledger/ledger.c src/ledger/ledger_admit.c
         src/ledger/ledger_held.c src/ledger/ledger_view.c src/ledger/policy.c
         src/view/metrics.c src/ledger/history.c src/util/proc.c
