@@ -184,7 +184,7 @@ wait_for 5 sh -c "grep -q GRANT '$tmp/r4root' && grep -q GRANT '$tmp/r4b'"
 wait_for 5 is unseen $((4 * G))
 kill -CONT $r4p
 check "item 4: a budget the daemon cannot take yet stays held to it" \
-  wait_for 5 contains "$tmp/daemon.out" "pid $r4p ($user_b): refused .*may hold 6.00 GiB"
+  wait_for 5 contains "$tmp/daemon.out" "pid $r4p ($user_b, vram-demo-grab): refused .*may hold 6.00 GiB"
 kill -9 $r4b; wait $r4b 2>/dev/null
 check "item 4: and is registered once it fits, its memory counted once" \
   wait_for 10 sh -c "'$vram' status --json | grep -q '\"pid\":$r4p,\"uid\":$uid_b,\"user\":\"$user_b\",\"role\":\"process\",\"command\":\"vram-demo-grab\",\"job\":\"-\",\"budget\":$((4 * G))'"
