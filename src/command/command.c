@@ -198,10 +198,12 @@ static char **environment_entry(void)
 /* VRAM_COMMAND=vramd: the state comes from vramd (a container's job), and
  * this process names itself for its children, who find it as a vram run
  * command's processes do. */
-static void open_from_daemon(char **entry, command_state_source ask)
+static void open_from_daemon(char **entry, const struct command_from_daemon *answer)
 {
-    int given = -1;
-    int r = ask ? ask(&given, me.open_error, sizeof me.open_error) : 1;
+    int given = answer ? answer->fd : -1;
+    int r = answer ? answer->r : 1;
+    if (answer && r < 0)
+        snprintf(me.open_error, sizeof me.open_error, "%s", answer->why);
     if (r > 0) {
         /* None to be had: this process works as without vram run. */
         me.open_error[0] = 0;
@@ -240,7 +242,13 @@ static void open_from_daemon(char **entry, command_state_source ask)
         *entry = copy;
 }
 
-void command_open_from_environment(command_state_source from_daemon)
+bool command_asks_daemon(void)
+{
+    char **entry = environment_entry();
+    return entry && strcmp(*entry + strlen(COMMAND_ENV) + 1, COMMAND_FROM_DAEMON) == 0;
+}
+
+void command_open_from_environment(const struct command_from_daemon *given)
 {
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     char **entry = environment_entry();
@@ -248,7 +256,7 @@ void command_open_from_environment(command_state_source from_daemon)
         return;
     const char *v = *entry + strlen(COMMAND_ENV) + 1;
     if (strcmp(v, COMMAND_FROM_DAEMON) == 0) {
-        open_from_daemon(entry, from_daemon);
+        open_from_daemon(entry, given);
         return;
     }
     me.named = true;

@@ -124,20 +124,26 @@ void command_peak_line(const struct command_summary *s, int i, char *out, size_t
 /* VRAM_COMMAND=vramd (the CDI spec of vram cdi generate sets it in a
  * container): the command's state is vramd's, for the container's job. */
 #define COMMAND_FROM_DAEMON "vramd"
-/* Where such a state comes from (the interposer: agent_container_state):
- * 0 with a descriptor in *fd; 1 when there is none (then the process works
- * as without vram run, its budget its own); -1 with why when it must not
- * run unbudgeted. */
-typedef int (*command_state_source)(int *fd, char *why, size_t n);
+/* vramd's answer for such a state, asked by the caller before it opens the
+ * command (the interposer: agent_container_state), so that nothing here
+ * calls back up: r 0 with a descriptor in fd; 1 when there is none (then
+ * the process works as without vram run, its budget its own); -1 with why
+ * when it must not run unbudgeted. */
+struct command_from_daemon {
+    int r, fd;
+    char why[256];
+};
+/* Whether VRAM_COMMAND says to ask vramd for the state. */
+bool command_asks_daemon(void);
 
 /* Called once when the interposer loads: opens the state VRAM_COMMAND names
  * (while the processes it names are alive), or for VRAM_COMMAND=vramd the
- * one `from_daemon` gives, and names this process in it for its own
+ * one in `given` (NULL: none), and names this process in it for its own
  * children, so that they can find the state even after vram run has gone.
  * Does no more; nothing is printed here. Also sets up what a forked child
  * needs: it is a new member with nothing charged, and claims its own slot
  * at its first allocation. */
-void command_open_from_environment(command_state_source from_daemon);
+void command_open_from_environment(const struct command_from_daemon *given);
 
 /* Maps the state (or private memory when there is no VRAM_COMMAND).
  * 0, or -1 with a one-line reason in why: this process belongs to a

@@ -55,20 +55,20 @@ static inline struct shard *shard_of(uint64_t key)
     return &shards[((key >> 9) * 0x9E3779B97F4A7C15ull) >> 60];
 }
 
-/* VRAM_COMMAND=vramd: a container's command state, from vramd. */
-static int state_from_daemon(int *fd, char *why, size_t n)
-{
-    char job[64];
-    return agent_container_state(fd, job, sizeof job, why, n);
-}
-
 /* The interposer's first moment in every process of a command: find the
  * command's state while the processes that can show it are alive. */
 __attribute__((constructor)) static void budget_load(void)
 {
     for (int d = 0; d < BUDGET_MAX_DEVICES; d++)
         atomic_init(&b.cdev[d], -1);
-    command_open_from_environment(state_from_daemon);
+    /* VRAM_COMMAND=vramd: a container's command state, asked of vramd
+     * here, above the command, which is given the answer. */
+    struct command_from_daemon given = {.r = 1, .fd = -1};
+    if (command_asks_daemon()) {
+        char job[64];
+        given.r = agent_container_state(&given.fd, job, sizeof job, given.why, sizeof given.why);
+    }
+    command_open_from_environment(&given);
 }
 
 int budget_setup(void)
