@@ -1,7 +1,8 @@
 /* fake_conns: vramd's answers without its loop or sockets.
  *
- * answers.c reaches a client only through conn_send() and drops clients
- * through conns_drop_struck(); this transport provides both, keeping what
+ * answers.c and its files (answers.h) reach a client only through
+ * conn_send() (conn_send_fd() for a container's state) and drop clients
+ * through conns_drop_struck(); this transport provides them, keeping what
  * the daemon sends per connection. The handler tests (test_answers) and the
  * daemon-level fuzzer (tests/fuzz/fuzz_daemon.c) drive the real handlers
  * and the real ledger with it.

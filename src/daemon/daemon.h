@@ -7,7 +7,11 @@
  *               touches a client's socket
  *   identity.c  who a client is, from the kernel
  *   answers.c   the answer to each message, and reclaim when a client goes;
- *               callable without the loop (the daemon-level fuzzer drives it)
+ *               callable without the loop (the daemon-level fuzzer drives it);
+ *               how an answer is said (answers_send.c), the messages of a
+ *               job held for its processes (answers_jobs.c) and of a
+ *               container's job (answers_containers.c); answers.h: what
+ *               these four share
  *   files.c     the state file (grants, for re-registration after a
  *               restart), the metrics file and the fallback file
  *   driver_limits.c  the driver's per-cgroup limits for job grants, where
@@ -134,7 +138,7 @@ bool same_process(pid_t pid, uint64_t start);
 bool process_command_state(pid_t pid, bool own, uint64_t *dev, uint64_t *ino);
 void user_name(uid_t uid, char *out, size_t n);
 
-/* answers.c */
+/* answers.c (answers.h: its files) */
 /* Answers one message; -1: drop the connection. */
 int answers_handle(struct conn *c, const char *buf, size_t len);
 /* Refuses a message with ERR; -1 when the client has run out of strikes. */

@@ -4,7 +4,7 @@
  * threadgroup lock), removing one, and NVML's per-cgroup limits, which a
  * driver in trouble may answer slowly or not at all. Admission, everyone
  * else's answers and the reclaim of the dead go on meanwhile; a job's GRANT
- * waits for its task (answers.c).
+ * waits for its task (answers_send.c).
  *
  * The loop hands a task over (driver_work_submit) and goes on; the thread
  * does the tasks one at a time in the order given, so a job's cgroup is

@@ -33,7 +33,8 @@ fi
 common="src/util/parse.c src/util/report.c src/util/text.c" # relative to $src, where they are compiled
 ledger="src/protocol/protocol.c src/protocol/snapshot.c src/client/client.c
         src/protocol/history_view.c src/view/trend.c"
-daemon="src/daemon/daemon.c src/daemon/identity.c src/daemon/answers.c src/daemon/driver_limits.c
+daemon="src/daemon/daemon.c src/daemon/identity.c src/daemon/answers.c src/daemon/answers_send.c
+        src/daemon/answers_jobs.c src/daemon/answers_containers.c src/daemon/driver_limits.c
         src/daemon/driver_work.c src/daemon/cgroups.c src/daemon/job_keep.c
         src/daemon/containers.c src/command/command_state.c src/util/container.c
         src/daemon/files.c src/ledger/ledger.c src/ledger/ledger_admit.c
