@@ -78,6 +78,11 @@ daemon_test() {
 _daemon_test_end() {
   kill -9 $(jobs -p) 2>/dev/null
   [ -n "$daemon_pid" ] && kill -9 "$daemon_pid" 2>/dev/null
+  # A failure comes with vramd's own log, which goes with the test's /tmp.
+  if [ "$failures" != 0 ] && [ -s "$tmp/daemon.out" ]; then
+    echo "--- vramd's log ($tmp/daemon.out), its last 300 lines:"
+    tail -n 300 "$tmp/daemon.out"
+  fi
   remove_test_users
   wait 2>/dev/null
   [ -n "${KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"

@@ -123,7 +123,8 @@ check "vramd recorded the cgroup it made, for a vramd after it" \
 end_job
 check "the job ended: its cgroup is gone" wait_for 5 no_job_cgroup
 check "and its limits with it" sh -c "! grep -qs '$cg' '$VRAM_SIM_DIR/limits'"
-check "and its record" sh -c "! grep -q vram-job '$tmp/state.cgroups'"
+# (written once the loop has the thread's word that the cgroup is gone)
+check "and its record" wait_for 5 sh -c "! grep -q vram-job '$tmp/state.cgroups'"
 check "C is left as it was" test -d "$C"
 check "vramd said what it did" contains "$tmp/daemon.out" "job lim (root): the driver holds it to 4.00 GiB on GPU-"
 
@@ -365,8 +366,12 @@ sh -c "echo \$\$ >'$C/job_42/step_10/user/task_0/cgroup.procs'; exec '$peer' '$S
 check "a Slurm task's PLACE: refused (DENY: the task is not to run), with NVML's reason" \
   contains "$tmp/place11" "DENY .*PLACE: the driver did not take the job's limit"
 kill "$holder"; wait "$holder" 2>/dev/null
-rm -f "$VRAM_SIM_DIR/limits"
+# The table emptied once vramd is stopped, which waits for the work under
+# way: the step's end clears its limits, which rewrites the table, and,
+# still under way when it was removed, put the 256 entries back (the next
+# section's job was then refused, the driver's table full).
 stop_daemon
+rm -f "$VRAM_SIM_DIR/limits"
 
 # --- the driver's work off the loop (issue 26 item 8) --------------------------------------
 # The simulated NVML's limits wait for the lock of their file: held here,
@@ -392,10 +397,15 @@ while not os.path.exists(sys.argv[3]): time.sleep(0.05)' \
   check "the job's GRANT waits for the driver" kill -0 "$slow"
   touch "$tmp/unlock"
   wait "$locker"
+  before=$failures
   check "then the job runs, held by the driver" \
     wait_for 10 grep -q '"job":"slow",.*"backend":"driver"' "$tmp/slow.out"
+  [ "$failures" = "$before" ] || sed 's/^/  slow.out: /' "$tmp/slow.out"
   wait "$slow"
   kill "$other" 2>/dev/null; wait "$other" 2>/dev/null
+  # Gone before vramd stops (a cgroup a stopped vramd was still removing
+  # is the next one's to remove, and the next here has no driver limits).
+  check "the job ended: its cgroup is gone" wait_for 10 no_job_cgroup
   stop_daemon
 else
   echo "(no /usr/bin/python3, which scripts/test-deps.sh installs: the driver's slow answer not tried)"
@@ -412,6 +422,7 @@ check "--driver-limits off: the interposer holds grants" \
   grep -q '"job":"off","budget":4294967296,.*"backend":"interposer"' "$tmp/off.json"
 check "and no cgroup is made" no_job_cgroup
 end_job
+stop_daemon
 
 echo "test_driver_limits: $passed passed, $failures failed"
 [ $failures = 0 ]

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define FOUND_MAX 1024 /* processes found in one look, beyond the members */
 
@@ -19,6 +21,23 @@ static bool running(pid_t pid, uint64_t start, struct process_info *pi)
 {
     return process_info(pid, pi) == 0 && (!start || pi->start == start) && pi->state != 'Z' &&
            pi->state != 'X';
+}
+
+/* Whether process pid shares the memory of the holder, which still runs:
+ * a clone of the holder's (LeakSanitizer's tracer, which an ASan-built
+ * vram run starts at its exit, after its connection closed; a vfork()ed
+ * child before its exec), which is the holder, not a process of its
+ * command. kcmp(2) compares the two; where it cannot (no such call, no
+ * right to look), pid is taken for the command's. */
+static bool holder_clone(pid_t holder, pid_t pid)
+{
+#ifdef SYS_kcmp
+    enum { KCMP_VM = 1 }; /* linux/kcmp.h */
+    return syscall(SYS_kcmp, holder, pid, KCMP_VM, 0, 0) == 0;
+#else
+    (void)holder, (void)pid;
+    return false;
+#endif
 }
 
 struct found {
@@ -63,7 +82,8 @@ bool job_keep_lives(struct ledger *l, struct ledger_client *c)
         lives = true;
         children_of(m->pid, f);
     }
-    if (!c->kept && running(c->pid, c->start, &pi))
+    bool holder_runs = !c->kept && running(c->pid, c->start, &pi);
+    if (holder_runs)
         children_of(c->pid, f); /* a holder still exiting: what it started */
     /* A container's own cgroup (the runtime's), or the one vramd made. */
     const char *cgroup = containers_cgroup(c);
@@ -80,7 +100,8 @@ bool job_keep_lives(struct ledger *l, struct ledger_client *c)
      * but what its cgroup holds. */
     for (int i = 0; i < f->n; i++) {
         pid_t pid = f->pid[i];
-        if (pid == c->pid || !running(pid, 0, &pi) || ledger_find_member(l, c, pid))
+        if (pid == c->pid || !running(pid, 0, &pi) || ledger_find_member(l, c, pid) ||
+            (holder_runs && holder_clone(c->pid, pid)))
             continue;
         lives = true;
         bool in_cgroup = false;

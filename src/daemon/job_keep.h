@@ -19,7 +19,9 @@
  *     it holds memory yet (src/client/job.h);
  *   - the children of each, found as they appear (/proc/PID/task/TID/
  *     children), which become members in turn; at the keeping, the
- *     holder's own children too;
+ *     holder's own children too, but for a clone of the holder that shares
+ *     its memory, which is the holder itself (LeakSanitizer's tracer, which
+ *     an ASan-built vram run starts at its exit);
  *   - every process in the cgroup vramd made for the job
  *     (driver_limits_cgroup), or in a container's own cgroup
  *     (containers_cgroup): what a job's process starts stays in it.
