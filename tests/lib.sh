@@ -19,21 +19,36 @@ wait_for() {
 # names (and uid_a, uid_b, gid_a, gid_b); `test_group g user_a...` makes a
 # group with them as supplementary members (group_g, gid_group_g).
 # remove_test_users stops everything they run and deletes them. Names carry
-# this shell's pid, so runs side by side never share a user.
-_test_users=() _test_groups=()
+# this shell's pid, so runs side by side never share a user; so do the ids,
+# given here rather than left to useradd (the next free one): a test that
+# adds its users to a private copy of /etc (test_containers' overlay, for
+# /etc/cdi) was given an id a user made in the host's /etc then got too,
+# and its `pkill -u` at the end, from the host's pid namespace, killed the
+# other test's processes. Ids are 2,000,000 + 8 x pid + n (n < 8), above
+# useradd's own range (login.defs' UID_MAX), with no lastlog entry (-l:
+# lastlog is a file indexed by id).
+_test_users=() _test_groups=() _test_ids=0
 _retry() { local i; for i in $(seq 40); do "$@" 2>/dev/null && return 0; sleep 0.25; done; "$@"; }
+_test_id() {
+  [ $_test_ids -lt 8 ] || { echo "lib.sh: a test makes at most 8 users and groups" >&2; return 1; }
+  id=$((2000000 + 8 * $$ + _test_ids))
+  _test_ids=$((_test_ids + 1))
+}
 test_users() {
-  local n u
+  local n u id
   for n in "$@"; do
     u=vt$$$n
-    _retry useradd --no-create-home --user-group --shell /usr/sbin/nologin "$u" || return 1
+    _test_id || return 1
+    _retry useradd --no-create-home --no-log-init --uid "$id" --user-group \
+      --shell /usr/sbin/nologin "$u" || return 1
     _test_users+=("$u")
     eval "user_$n=$u uid_$n=$(id -u "$u") gid_$n=$(id -g "$u")"
   done
 }
 test_group() {
-  local n=$1 g=vt$$$1; shift
-  _retry groupadd "$g" || return 1
+  local n=$1 g=vt$$$1 id; shift
+  _test_id || return 1
+  _retry groupadd --gid "$id" "$g" || return 1
   _test_groups+=("$g")
   local m; for m in "$@"; do _retry usermod -aG "$g" "$m" || return 1; done
   eval "group_$n=$g gid_group_$n=$(getent group "$g" | cut -d: -f3)"
