@@ -63,6 +63,7 @@ find_strays() {
 }
 status=$rc
 stop_left find_strays "the tests" || status=1
+[ "$(id -u)" = 0 ] && remove_dead_test_users
 
 left=$(cd "$tmp" && ls -A)
 for k in "${kept[@]}"; do

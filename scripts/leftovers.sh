@@ -48,3 +48,28 @@ stop_left() {
   kill -9 "${running[@]}" 2>/dev/null
   return 1
 }
+
+# `remove_dead_test_users`: tests/lib.sh's users and groups are named
+# vtPIDx, PID the test's (its shell's, or in a PID namespace of its own
+# unshare's outside it). A test killed at its timeout never runs its end,
+# and its users stay on the machine; those whose PID no longer runs are
+# removed here, and said. One whose PID runs may be a test of a run beside
+# this one, and is left alone.
+remove_dead_test_users() {
+  local name pid db
+  for db in passwd group; do
+    while IFS=: read -r name _; do
+      [[ $name =~ ^vt([0-9]+)[a-z]+$ ]] || continue
+      pid=${BASH_REMATCH[1]}
+      [ -d "/proc/$pid" ] && continue
+      if [ $db = passwd ]; then
+        pkill -9 -u "$name" 2>/dev/null
+        userdel "$name" 2>/dev/null || continue
+      else
+        getent group "$name" >/dev/null || continue # went with its user
+        groupdel "$name" 2>/dev/null || continue
+      fi
+      echo "removed the test $([ $db = passwd ] && echo user || echo group) $name, left by a test killed before its end (pid $pid is gone)"
+    done < <(getent $db)
+  done
+}
