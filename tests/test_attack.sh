@@ -135,6 +135,7 @@ kill -9 $i3a; wait $i3a 2>/dev/null
 printf 'default-budget 2GiB\nwhen-full fail\nconnections-per-user 1000\n' >"$tmp/policy"
 kill -HUP $daemon_pid
 wait_for 5 sh -c "[ \$(grep -c 'reloaded' '$tmp/daemon.out') -ge 1 ]"
+rm -f "$tmp/i3a" # the last one's: read below before the redirection is made
 "${as_a[@]}" "$kit/peer" "$S" idle 600 >"$tmp/i3a" 2>&1 &
 i3a=$!
 "${as_b[@]}" "$kit/peer" "$S" idle 600 >"$tmp/i3b" 2>&1 &

@@ -124,10 +124,12 @@ for driver in $drivers; do
   # starts at its exit, after its connection closed, kept every job for up
   # to a second after its vram run (the next command found its grant
   # still there). The grant is back when the connection closes.
-  rm -f "$tmp/stop"
+  # (The last round's output removed first: the redirection below is made
+  # by the background job, after the wait may have read the old file.)
+  rm -f "$tmp/stop" "$tmp/clone.out"
   "$peer" "$S" cloneleave "$uuid" $((4 * G)) "$tmp/stop" >"$tmp/clone.out" 2>&1 &
   holder=$!
-  wait_for 10 grep -q '^closed\|^cloneleave: not' "$tmp/clone.out"
+  wait_for 10 grep -qs '^closed\|^cloneleave: not' "$tmp/clone.out"
   if contains "$tmp/clone.out" "^cloneleave: not"; then
     echo "($driver: a holder's clone not tried: $(cat "$tmp/clone.out"))"
   else

@@ -101,6 +101,7 @@ if wait_for 10 env VRAM_DAEMON="$S" "$vram" status >/dev/null 2>&1; then
   holding=$!
   in_use() { "$vram" devices --brief >"$tmp/occ"; grep -q "GPU 0 .* 8.00 GiB used" "$tmp/occ"; }
   check "vramd: a job holds 8 GiB of GPU 0" wait_for 30 in_use
+  rm -f "$tmp/wout" "$tmp/werr" # the last waiter's: read below before the redirection is made
   "$vram" run --gpus 2 --limit 8GiB --wait=60s -- sh -c "$show" >"$tmp/wout" 2>"$tmp/werr" &
   waiter=$!
   check "vramd --wait, 8 GiB on both: waits, saying what GPU 0 has free" wait_for 20 contains "$tmp/werr" \
