@@ -51,16 +51,19 @@ stop_left() {
 
 # `remove_dead_test_users`: tests/lib.sh's users and groups are named
 # vtPIDx, PID the test's (its shell's, or in a PID namespace of its own
-# unshare's outside it). A test killed at its timeout never runs its end,
-# and its users stay on the machine; those whose PID no longer runs are
-# removed here, and said. One whose PID runs may be a test of a run beside
-# this one, and is left alone.
+# unshare's outside it), with the id 2,000,000 + 8 x PID + n (n < 8): a
+# name and an id no account of the machine's own has both of. A test
+# killed at its timeout never runs its end, and its users stay on the
+# machine; those whose PID no longer runs are removed here, and said. One
+# whose PID runs may be a test of a run beside this one, and is left alone.
 remove_dead_test_users() {
-  local name pid db
+  local name id pid db
   for db in passwd group; do
-    while IFS=: read -r name _; do
-      [[ $name =~ ^vt([0-9]+)[a-z]+$ ]] || continue
+    while IFS=: read -r name _ id _; do
+      [[ $name =~ ^vt([0-9]+)[a-z]$ ]] || continue
       pid=${BASH_REMATCH[1]}
+      [[ $id =~ ^[0-9]+$ ]] && [ $((id - 2000000 - 8 * pid)) -ge 0 ] &&
+        [ $((id - 2000000 - 8 * pid)) -lt 8 ] || continue
       [ -d "/proc/$pid" ] && continue
       if [ $db = passwd ]; then
         pkill -9 -u "$name" 2>/dev/null
