@@ -5,6 +5,7 @@
 
 #include <vram.h>
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,47 @@ static inline void preload_interposer(const char *path)
              (int)(slash - path), path);
     setenv("LD_LIBRARY_PATH", dirs, 1);
     setenv("LD_PRELOAD", slash + 1, 1);
+}
+
+
+/* In a child the test forked: executes this test program again, with the
+ * words its main() was given (argv, NULL-ended), under a budget. Per
+ * process: the interposer at argv[1] preloaded, VRAM_MEMORY_LIMIT=budget.
+ * As a command: `vram` (argv[2]) run --limit budget --log off, then
+ * `run_words` (NULL-ended, or NULL) before its "--", and `before_self`
+ * (likewise) between "--" and this program. Returns only where the exec
+ * failed (said), for the caller to _exit. */
+static inline void exec_self_under_budget(bool per_process, const char *budget, char **argv,
+                                          const char *const *run_words,
+                                          const char *const *before_self)
+{
+    if (per_process) {
+        preload_interposer(argv[1]);
+        setenv("VRAM_MEMORY_LIMIT", budget, 1);
+        execv("/proc/self/exe", argv);
+        perror("exec");
+        return;
+    }
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[len > 0 ? len : 0] = 0;
+    enum { MAX_WORDS = 64 };
+    const char *words[MAX_WORDS];
+    int n = 0;
+    const char *const head[] = {argv[2], "run", "--limit", budget, "--log", "off", NULL};
+    const char *const *parts[] = {head, run_words, (const char *const[]){"--", NULL}, before_self,
+                                  (const char *const[]){self, NULL}, (const char *const *)argv + 1};
+    for (size_t p = 0; p < sizeof parts / sizeof *parts; p++)
+        for (const char *const *w = parts[p]; w && *w; w++) {
+            if (n == MAX_WORDS - 1) {
+                fprintf(stderr, "exec_self_under_budget: over %d words\n", MAX_WORDS - 1);
+                return;
+            }
+            words[n++] = *w;
+        }
+    words[n] = NULL;
+    execv(argv[2], (char *const *)words);
+    perror("exec");
 }
 
 #endif

@@ -469,27 +469,16 @@ static int again(const char *how, char **argv)
     if (pid == 0) {
         setenv("TEST_CONTEXTS_UNDER", how, 1);
         unsetenv("VRAM_SIM_CONTEXT_SIZE"); /* the profile's: 518 MiB */
-        if (!strcmp(how, "process")) {
-            preload_interposer(argv[1]);
-            setenv("VRAM_MEMORY_LIMIT", BUDGETS, 1);
-            execv("/proc/self/exe", argv);
-        } else {
-            if (!strcmp(how, "driver-only")) {
-                /* A folder with the driver and no NVML. */
-                char dir[4200], link[4300], sim[4300];
-                snprintf(dir, sizeof dir, "%s/driver-only", private_gpu_dir);
-                snprintf(link, sizeof link, "%s/libcuda.so.1", dir);
-                snprintf(sim, sizeof sim, "%s/sim/libcuda.so.1", argv[3]);
-                CHECK(mkdir(dir, 0700) == 0 && symlink(sim, link) == 0);
-                setenv("LD_LIBRARY_PATH", dir, 1);
-            }
-            char self[4096];
-            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-            self[n > 0 ? n : 0] = 0;
-            execl(argv[2], argv[2], "run", "--limit", BUDGETS, "--log", "off", "--",
-                  self, argv[1], argv[2], argv[3], (char *)NULL);
+        if (!strcmp(how, "driver-only")) {
+            /* A folder with the driver and no NVML. */
+            char dir[4200], link[4300], sim[4300];
+            snprintf(dir, sizeof dir, "%s/driver-only", private_gpu_dir);
+            snprintf(link, sizeof link, "%s/libcuda.so.1", dir);
+            snprintf(sim, sizeof sim, "%s/sim/libcuda.so.1", argv[3]);
+            CHECK(mkdir(dir, 0700) == 0 && symlink(sim, link) == 0);
+            setenv("LD_LIBRARY_PATH", dir, 1);
         }
-        perror("exec");
+        exec_self_under_budget(!strcmp(how, "process"), BUDGETS, argv, NULL, NULL);
         _exit(1);
     }
     int status;

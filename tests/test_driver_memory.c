@@ -220,24 +220,12 @@ static int again(const char *how, const char *limit, char **argv)
         setenv("TEST_DRIVER_MEMORY_BUDGET", limit, 1);
         unsetenv("VRAM_SIM_CONTEXT_SIZE");  /* the profile's: 518 MiB */
         unsetenv("CUDA_MODULE_LOADING");    /* the driver's default: lazy */
-        if (!strcmp(how, "process")) {
-            preload_interposer(argv[1]);
-            setenv("VRAM_MEMORY_LIMIT", limit, 1);
-            execv("/proc/self/exe", argv);
-        } else {
-            char self[4096];
-            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-            self[n > 0 ? n : 0] = 0;
-            char summary[4200];
-            snprintf(summary, sizeof summary, "%s/summary.json", private_gpu_dir);
-            if (!strcmp(how, "alone"))
-                execl(argv[2], argv[2], "run", "--limit", limit, "--log", "off", "--summary",
-                      summary, "--", "env", "-u", "LD_PRELOAD", self, argv[1], argv[2], argv[3],
-                      (char *)NULL);
-            execl(argv[2], argv[2], "run", "--limit", limit, "--log", "off", "--summary", summary,
-                  "--", self, argv[1], argv[2], argv[3], (char *)NULL);
-        }
-        perror("exec");
+        char summary[4200];
+        snprintf(summary, sizeof summary, "%s/summary.json", private_gpu_dir);
+        const char *const run_words[] = {"--summary", summary, NULL};
+        const char *const unpreloaded[] = {"env", "-u", "LD_PRELOAD", NULL};
+        exec_self_under_budget(!strcmp(how, "process"), limit, argv, run_words,
+                               !strcmp(how, "alone") ? unpreloaded : NULL);
         _exit(1);
     }
     int status;

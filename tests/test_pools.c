@@ -248,18 +248,7 @@ static int again(const char *how, const char *path, const char *budget, const ch
         setenv("VRAM_SIM_POOL_CHUNK", chunk, 1);
         unsetenv("VRAM_SIM_CONTEXT_SIZE"); /* the profile's: 518 MiB */
         unsetenv("CUDA_MODULE_LOADING");   /* the driver's default: lazy */
-        if (!strcmp(how, "process")) {
-            preload_interposer(argv[1]);
-            setenv("VRAM_MEMORY_LIMIT", budget, 1);
-            execv("/proc/self/exe", argv);
-        } else {
-            char self[4096];
-            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-            self[n > 0 ? n : 0] = 0;
-            execl(argv[2], argv[2], "run", "--limit", budget, "--log", "off", "--", self,
-                  argv[1], argv[2], (char *)NULL);
-        }
-        perror("exec");
+        exec_self_under_budget(!strcmp(how, "process"), budget, argv, NULL, NULL);
         _exit(1);
     }
     int status;

@@ -411,21 +411,9 @@ static int again(const char *how, char **argv)
     pid_t pid = fork();
     if (pid == 0) {
         setenv("TEST_PRELOAD_UNDER", how, 1);
-        if (!strcmp(how, "process")) {
-            preload_interposer(argv[1]);
-            /* Device 1's budget is the whole device, as under vram run. */
-            setenv("VRAM_MEMORY_LIMIT", BUDGET_TEXT ",1=2GiB", 1);
-            execv("/proc/self/exe", argv);
-        } else {
-            char self[4096];
-            ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-            self[n > 0 ? n : 0] = 0;
-            /* vram run gives every GPU the program sees a budget (issue
-             * 22): device 1's is the whole device, as its figures below. */
-            execl(argv[2], argv[2], "run", "--limit", BUDGET_TEXT ",1=2GiB", "--log", "off", "--",
-                  self, (char *)NULL);
-        }
-        perror("exec");
+        /* Device 1's budget is the whole device, as under vram run, which
+         * gives every GPU the program sees a budget (issue 22). */
+        exec_self_under_budget(!strcmp(how, "process"), BUDGET_TEXT ",1=2GiB", argv, NULL, NULL);
         _exit(1);
     }
     int status;
